@@ -1,0 +1,126 @@
+//! The one answer every limiter gives.
+
+use core::fmt;
+use core::time::Duration;
+
+/// The outcome of one check, the same for every algorithm (and for the HTTP headers,
+/// the wasm API and the lab).
+///
+/// `remaining` is kept as `slack / unit` and divided only when read, so the hot path
+/// builds a `Decision` from a few subtractions.
+///
+/// ```
+/// use portero::{Quota, RateLimiter};
+/// let l = RateLimiter::gcra(Quota::per_second(1)?);
+/// let first = l.check_at(0, 1)?;
+/// assert!(first.is_allowed());
+/// let second = l.check_at(0, 1)?;
+/// assert!(!second.is_allowed());
+/// assert_eq!(second.limit(), 1);
+/// assert_eq!(second.remaining(), 0);
+/// assert_eq!(second.retry_after().as_secs(), 1);
+/// assert_eq!(second.reset_after().as_secs(), 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decision {
+    allowed: bool,
+    limit: u64,
+    slack: u64,
+    unit: u64,
+    retry_after: u64,
+    reset_after: u64,
+}
+
+impl Decision {
+    /// A decision from its parts. `remaining = slack / unit` (`unit` 0 is taken as 1).
+    /// `retry_after` and `reset_after` are nanoseconds.
+    pub const fn new(
+        allowed: bool,
+        limit: u64,
+        slack: u64,
+        unit: u64,
+        retry_after: u64,
+        reset_after: u64,
+    ) -> Self {
+        Self {
+            allowed,
+            limit,
+            slack,
+            unit: if unit == 0 { 1 } else { unit },
+            retry_after,
+            reset_after,
+        }
+    }
+
+    /// Whether the request may pass.
+    #[inline]
+    pub const fn is_allowed(&self) -> bool {
+        self.allowed
+    }
+
+    /// The most units the limiter admits at once (the burst, or the window's limit).
+    pub const fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// Whole units still available after this decision.
+    pub const fn remaining(&self) -> u64 {
+        self.slack / self.unit
+    }
+
+    /// How long until this same request would be admitted (zero when it was).
+    pub const fn retry_after(&self) -> Duration {
+        Duration::from_nanos(self.retry_after)
+    }
+
+    /// [`retry_after`](Self::retry_after) in nanoseconds.
+    pub const fn retry_after_nanos(&self) -> u64 {
+        self.retry_after
+    }
+
+    /// How long until the limiter is back to full (nothing used).
+    pub const fn reset_after(&self) -> Duration {
+        Duration::from_nanos(self.reset_after)
+    }
+
+    /// [`reset_after`](Self::reset_after) in nanoseconds.
+    pub const fn reset_after_nanos(&self) -> u64 {
+        self.reset_after
+    }
+}
+
+/// Why a check could not be decided. Nothing was consumed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CheckError {
+    /// The cost is larger than the limiter can ever hold: waiting would not help.
+    CostExceedsCapacity {
+        /// The cost asked for.
+        cost: u64,
+        /// The most the limiter can admit at once.
+        capacity: u64,
+    },
+    /// The time given is past [`MAX_TIME_NANOS`](crate::MAX_TIME_NANOS).
+    TimeOutOfRange {
+        /// The time given, in nanoseconds.
+        now: u64,
+    },
+}
+
+impl fmt::Display for CheckError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::CostExceedsCapacity { cost, capacity } => write!(
+                f,
+                "cost {cost} exceeds the capacity {capacity}: it can never be admitted"
+            ),
+            Self::TimeOutOfRange { now } => write!(
+                f,
+                "time {now} ns is past the supported range (2^63 ns after the epoch)"
+            ),
+        }
+    }
+}
+
+impl core::error::Error for CheckError {}

@@ -1,0 +1,179 @@
+//! GCRA, the generic cell rate algorithm ("virtual scheduling").
+//!
+//! # State: one `u64`, the theoretical arrival time (TAT)
+//!
+//! ```text
+//!  63                                                               0
+//! +------------------------------------------------------------------+
+//! |  TAT: nanoseconds on the limiter's time axis                     |
+//! +------------------------------------------------------------------+
+//! ```
+//!
+//! With emission interval `T` (ns per unit) and burst `B`, the TAT is the instant at
+//! which the limiter would be full again if nothing more arrived; `0` (or any TAT not
+//! after `now`) means full. A request of `n` units at `now` is admitted iff
+//!
+//! ```text
+//! max(TAT, now) + n·T − now  ≤  B·T
+//! ```
+//!
+//! and then `TAT ← max(TAT, now) + n·T`. A rejection writes nothing. Consequences:
+//!
+//! - In any interval of length `t`, at most `B + t / T` units are admitted.
+//! - `retry_after = max(TAT, now) + n·T − B·T − now` exactly.
+//! - `remaining = ⌊(B·T − (TAT' − now)) / T⌋`, `reset_after = TAT' − now`.
+//!
+//! Range: `now ≤ 2^63` ns and `B·T ≤ 2^62` ns (checked by [`Quota`]), so the TAT stays
+//! below `2^63 + 2^62` and no sum overflows. A `now` earlier than an earlier call's only
+//! sees a larger backlog, so going back in time can never admit more.
+//!
+//! GCRA admits exactly what a [`TokenBucket`](crate::TokenBucket) with the same rate
+//! and capacity admits (the property tests check it); it is the leaky bucket as a
+//! meter, written as a schedule.
+
+use crate::limiter::{Algorithm, Transition};
+use crate::{CheckError, Decision, Quota, MAX_TIME_NANOS};
+
+/// GCRA over a [`Quota`]: see the [module docs](self) for the state and formula.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gcra {
+    quota: Quota,
+}
+
+impl Gcra {
+    /// GCRA for `quota`.
+    pub const fn new(quota: Quota) -> Self {
+        Self { quota }
+    }
+
+    /// The quota.
+    pub const fn quota(&self) -> &Quota {
+        &self.quota
+    }
+}
+
+impl Algorithm for Gcra {
+    fn capacity(&self) -> u64 {
+        self.quota.burst()
+    }
+
+    #[inline]
+    fn decide(&self, tat: u64, now: u64, cost: u64) -> Result<Transition, CheckError> {
+        let q = &self.quota;
+        if now > MAX_TIME_NANOS {
+            return Err(CheckError::TimeOutOfRange { now });
+        }
+        if cost > q.burst() {
+            return Err(CheckError::CostExceedsCapacity {
+                cost,
+                capacity: q.burst(),
+            });
+        }
+        let (t, span) = (q.interval_nanos(), q.capacity_nanos());
+        let base = if tat > now { tat } else { now };
+        let backlog = base - now;
+        // cost ≤ B, so cost·T ≤ B·T ≤ 2^62. The sum only saturates when time went
+        // back by ~2^63 ns, and then it rejects, as it should.
+        let needed = backlog.saturating_add(cost * t);
+        if needed > span {
+            let d = Decision::new(
+                false,
+                q.burst(),
+                span.saturating_sub(backlog),
+                t,
+                needed - span,
+                backlog,
+            );
+            return Ok(Transition::keep(d));
+        }
+        let d = Decision::new(true, q.burst(), span - needed, t, 0, needed);
+        Ok(Transition::write(d, now + needed))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gcra(per_sec: u64, burst: u64) -> Gcra {
+        Gcra::new(
+            Quota::per_second(per_sec)
+                .unwrap()
+                .with_burst(burst)
+                .unwrap(),
+        )
+    }
+
+    #[test]
+    fn admits_the_burst_then_one_per_interval() {
+        let g = gcra(10, 3);
+        let mut tat = 0;
+        let now = 5_000_000_000;
+        for left in (0..3).rev() {
+            let t = g.decide(tat, now, 1).unwrap();
+            assert!(t.decision.is_allowed());
+            assert_eq!(t.decision.remaining(), left);
+            tat = t.next.unwrap();
+        }
+        let t = g.decide(tat, now, 1).unwrap();
+        assert!(!t.decision.is_allowed());
+        assert_eq!(t.next, None, "a rejection writes nothing");
+        assert_eq!(t.decision.retry_after_nanos(), 100_000_000);
+        assert_eq!(t.decision.reset_after_nanos(), 300_000_000);
+        let later = g.decide(tat, now + 100_000_000, 1).unwrap();
+        assert!(later.decision.is_allowed());
+        assert!(!g
+            .decide(tat, now + 99_999_999, 1)
+            .unwrap()
+            .decision
+            .is_allowed());
+    }
+
+    #[test]
+    fn weighted_cost_is_all_or_nothing() {
+        let g = gcra(10, 5);
+        let t = g.decide(0, 0, 4).unwrap();
+        assert!(t.decision.is_allowed());
+        let tat = t.next.unwrap();
+        let t = g.decide(tat, 0, 2).unwrap();
+        assert!(!t.decision.is_allowed());
+        assert_eq!(t.decision.remaining(), 1);
+        assert_eq!(t.decision.retry_after_nanos(), 100_000_000);
+        assert_eq!(
+            g.decide(tat, 0, 6),
+            Err(CheckError::CostExceedsCapacity {
+                cost: 6,
+                capacity: 5
+            })
+        );
+    }
+
+    #[test]
+    fn time_going_backwards_never_admits_more() {
+        let g = gcra(10, 2);
+        let now = 1_000_000_000;
+        let tat = g.decide(0, now, 2).unwrap().next.unwrap();
+        for back in [1, 1_000, 1_000_000_000] {
+            assert!(!g.decide(tat, now - back, 1).unwrap().decision.is_allowed());
+        }
+        assert!(!g.decide(tat, 0, 1).unwrap().decision.is_allowed());
+    }
+
+    #[test]
+    fn time_near_u64_max_is_an_error_not_a_wrap() {
+        let g = gcra(10, 2);
+        assert_eq!(
+            g.decide(0, u64::MAX, 1),
+            Err(CheckError::TimeOutOfRange { now: u64::MAX })
+        );
+        let t = g.decide(0, MAX_TIME_NANOS, 2).unwrap();
+        assert!(t.decision.is_allowed());
+        let tat = t.next.unwrap();
+        assert!(!g
+            .decide(tat, MAX_TIME_NANOS, 1)
+            .unwrap()
+            .decision
+            .is_allowed());
+        assert!(g.decide(u64::MAX, 0, 1).is_ok());
+    }
+}

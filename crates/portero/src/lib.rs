@@ -1,0 +1,67 @@
+//! # portero — a doorman in front of your service
+//!
+//! Every request asks the doorman one question: *has this client used up its share?*
+//! portero answers it with lock-free limiters whose whole state is **one atomic word**,
+//! updated by a single compare-and-swap loop ([`word`]). Each algorithm is a pure
+//! transition `(state, now, cost) -> (new state, Decision)` that can be tested without
+//! atomics; [`RateLimiter`] owns the atomic word and the clock.
+//!
+//! ```
+//! use portero::{Quota, RateLimiter};
+//!
+//! // 10 requests per second, bursts of up to 10.
+//! let limiter = RateLimiter::gcra(Quota::per_second(10)?);
+//! let decision = limiter.check();
+//! assert!(decision.is_allowed());
+//! assert_eq!(decision.remaining(), 9);
+//! # Ok::<(), portero::QuotaError>(())
+//! ```
+//!
+//! Edge runtimes freeze their clock during a request, so every limiter also takes the
+//! time as an argument (nanoseconds on the caller's own axis):
+//!
+//! ```
+//! use portero::{Quota, RateLimiter};
+//! let bucket = RateLimiter::token_bucket(Quota::per_second(2)?.with_burst(4)?);
+//! let t0 = 1_000_000_000;
+//! for _ in 0..4 {
+//!     assert!(bucket.check_at(t0, 1)?.is_allowed());
+//! }
+//! let rejected = bucket.check_at(t0, 1)?;
+//! assert!(!rejected.is_allowed());
+//! // One token comes back every 500 ms: exactly then, not a nanosecond earlier.
+//! assert_eq!(rejected.retry_after().as_millis(), 500);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! ## Features
+//! - `std` (default): [`StdClock`], and the std error trait through `core::error`.
+//! - `quanta` (default): [`QuantaClock`], the default clock.
+//! - Without default features the crate is `no_std` and builds for
+//!   `wasm32-unknown-unknown`; 64-bit atomics come from `portable-atomic` on targets
+//!   that lack them.
+#![cfg_attr(not(feature = "std"), no_std)]
+#![deny(missing_docs)]
+#![deny(unsafe_code)]
+
+#[cfg(feature = "alloc")]
+extern crate alloc;
+
+pub mod clock;
+mod decision;
+pub mod gcra;
+mod limiter;
+mod quota;
+pub mod token_bucket;
+pub mod word;
+
+#[cfg(feature = "quanta")]
+pub use clock::QuantaClock;
+pub use clock::{Clock, DefaultClock, ManualClock};
+#[cfg(feature = "std")]
+pub use clock::{CoarseClock, StdClock};
+pub use decision::{CheckError, Decision};
+pub use gcra::Gcra;
+pub use limiter::{Algorithm, RateLimiter, Transition};
+pub use quota::{Quota, QuotaError, MAX_SPAN_NANOS, MAX_TIME_NANOS};
+pub use token_bucket::TokenBucket;

@@ -1,0 +1,161 @@
+//! [`RateLimiter`]: one algorithm, one atomic word, one clock.
+
+use crossbeam_utils::CachePadded;
+
+use crate::word::AtomicWord;
+pub use crate::word::Transition;
+use crate::{CheckError, Clock, Decision, DefaultClock, Gcra, Quota, TokenBucket};
+
+/// A rate-limiting algorithm as a pure transition over one 64-bit state word.
+///
+/// Implementations hold only immutable configuration; all mutable state is the `u64`
+/// passed in. `decide` must be a pure function of its arguments (it is retried under
+/// contention) and must return [`Transition::keep`] for rejections, so that a rejection
+/// never writes.
+pub trait Algorithm {
+    /// The state of a limiter that has admitted nothing yet.
+    fn initial_state(&self) -> u64 {
+        0
+    }
+
+    /// The most units one request may cost; larger costs are
+    /// [`CheckError::CostExceedsCapacity`].
+    fn capacity(&self) -> u64;
+
+    /// Decides a request of `cost` units at time `now` (nanoseconds) given `state`.
+    fn decide(&self, state: u64, now: u64, cost: u64) -> Result<Transition, CheckError>;
+}
+
+/// A lock-free limiter: algorithm `A` over one cache-padded atomic word, timed by `C`.
+///
+/// Share it between threads by reference or in an `Arc`; every method takes `&self`.
+///
+/// ```
+/// use portero::{ManualClock, Quota, RateLimiter};
+/// let clock = ManualClock::new();
+/// let limiter = RateLimiter::gcra(Quota::per_second(10)?).with_clock(&clock);
+/// for _ in 0..10 {
+///     assert!(limiter.check().is_allowed());
+/// }
+/// assert!(!limiter.check().is_allowed());
+/// clock.advance(100_000_000); // 100 ms: one request's worth
+/// assert!(limiter.check().is_allowed());
+/// # Ok::<(), portero::QuotaError>(())
+/// ```
+#[derive(Debug)]
+pub struct RateLimiter<A, C = DefaultClock> {
+    state: CachePadded<AtomicWord>,
+    algorithm: A,
+    clock: C,
+}
+
+impl<A: Algorithm> RateLimiter<A, DefaultClock> {
+    /// A limiter running `algorithm` on the [`DefaultClock`].
+    pub fn new(algorithm: A) -> Self {
+        Self::with_algorithm_and_clock(algorithm, DefaultClock::default())
+    }
+}
+
+impl RateLimiter<Gcra, DefaultClock> {
+    /// A [`Gcra`] limiter for `quota`, starting full.
+    pub fn gcra(quota: Quota) -> Self {
+        Self::new(Gcra::new(quota))
+    }
+}
+
+impl RateLimiter<TokenBucket, DefaultClock> {
+    /// A [`TokenBucket`] for `quota` (capacity = burst), starting full.
+    pub fn token_bucket(quota: Quota) -> Self {
+        Self::new(TokenBucket::new(quota))
+    }
+}
+
+impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
+    /// A limiter running `algorithm` on `clock`.
+    pub fn with_algorithm_and_clock(algorithm: A, clock: C) -> Self {
+        Self {
+            state: CachePadded::new(AtomicWord::new(algorithm.initial_state())),
+            algorithm,
+            clock,
+        }
+    }
+
+    /// The same limiter (and state) on another clock.
+    pub fn with_clock<C2: Clock>(self, clock: C2) -> RateLimiter<A, C2> {
+        RateLimiter {
+            state: self.state,
+            algorithm: self.algorithm,
+            clock,
+        }
+    }
+
+    /// Checks one unit now, consuming it if admitted.
+    ///
+    /// Cannot fail: the cost (1) always fits, and the clocks start at 0, so the time
+    /// stays in range for 292 years; should it ever not, the request is denied
+    /// (`retry_after` = `u64::MAX` ns) rather than admitted.
+    #[inline]
+    pub fn check(&self) -> Decision {
+        self.check_at(self.clock.now(), 1)
+            .unwrap_or_else(|_| self.denied())
+    }
+
+    /// Checks `cost` units now: admitted whole or not at all.
+    #[inline]
+    pub fn check_n(&self, cost: u64) -> Result<Decision, CheckError> {
+        self.check_at(self.clock.now(), cost)
+    }
+
+    /// Checks `cost` units at `now` (nanoseconds on the caller's own axis).
+    ///
+    /// Time may go backwards between calls: an earlier `now` never admits more than
+    /// the later one would have (it sees less refill), and never panics.
+    #[inline]
+    pub fn check_at(&self, now: u64, cost: u64) -> Result<Decision, CheckError> {
+        self.state
+            .apply(|state| self.algorithm.decide(state, now, cost))
+    }
+
+    /// What [`check`](Self::check) would answer now, consuming nothing.
+    pub fn peek(&self) -> Decision {
+        self.peek_at(self.clock.now(), 1)
+            .unwrap_or_else(|_| self.denied())
+    }
+
+    /// What [`check_at`](Self::check_at) would answer, consuming nothing.
+    pub fn peek_at(&self, now: u64, cost: u64) -> Result<Decision, CheckError> {
+        self.algorithm
+            .decide(self.state.load(), now, cost)
+            .map(|t| t.decision)
+    }
+
+    /// Forgets everything admitted: the limiter is as new.
+    pub fn reset(&self) {
+        self.state.store(self.algorithm.initial_state());
+    }
+
+    /// The algorithm and its configuration.
+    pub fn algorithm(&self) -> &A {
+        &self.algorithm
+    }
+
+    /// The clock.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    /// The raw state word, as the algorithm's documentation lays it out.
+    pub fn raw_state(&self) -> u64 {
+        self.state.load()
+    }
+
+    /// Overwrites the raw state word (used by algorithm-specific setters).
+    pub(crate) fn store_state(&self, state: u64) {
+        self.state.store(state)
+    }
+
+    fn denied(&self) -> Decision {
+        let limit = self.algorithm.capacity();
+        Decision::new(false, limit, 0, 1, u64::MAX, u64::MAX)
+    }
+}

@@ -1,0 +1,105 @@
+//! The one atomic word a limiter's state lives in, and the one compare-and-swap loop.
+//!
+//! Invariant: the word only ever changes through [`AtomicWord::apply`], which hands
+//! the current value to a pure transition and publishes the transition's new value with
+//! a single compare-and-swap against exactly the value it was computed from. A
+//! transition that returns no new value (a rejection, a peek) writes nothing, so
+//! rejections cost one load and never contend for the cache line.
+//!
+//! Because every successful update is one CAS from the value the decision was based
+//! on, the sequence of successful CASes is a serial history: concurrent checks decide
+//! exactly as if they had run one after another in that order (no lost update). The
+//! loom models in `tests/` check this claim for every algorithm.
+
+#[cfg(loom)]
+use loom::sync::atomic::{AtomicU64, Ordering};
+#[cfg(not(loom))]
+use portable_atomic::{AtomicU64, Ordering};
+
+use crate::Decision;
+
+/// What a pure transition returns: the decision, and the state to publish if any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transition {
+    /// The answer for this request.
+    pub decision: Decision,
+    /// `Some(state)` to publish; `None` leaves the word untouched.
+    pub next: Option<u64>,
+}
+
+impl Transition {
+    /// A decision that changes the state to `next`.
+    #[inline]
+    pub const fn write(decision: Decision, next: u64) -> Self {
+        Self {
+            decision,
+            next: Some(next),
+        }
+    }
+
+    /// A decision that leaves the state as it is.
+    #[inline]
+    pub const fn keep(decision: Decision) -> Self {
+        Self {
+            decision,
+            next: None,
+        }
+    }
+}
+
+/// A 64-bit atomic state word (`portable-atomic`, so targets without native 64-bit
+/// atomics work too; loom's atomic under `--cfg loom`).
+#[derive(Debug)]
+pub struct AtomicWord(AtomicU64);
+
+impl AtomicWord {
+    /// A word holding `state`.
+    #[cfg(not(loom))]
+    pub const fn new(state: u64) -> Self {
+        Self(AtomicU64::new(state))
+    }
+
+    /// A word holding `state`.
+    #[cfg(loom)]
+    pub fn new(state: u64) -> Self {
+        Self(AtomicU64::new(state))
+    }
+
+    /// The current state.
+    #[inline]
+    pub fn load(&self) -> u64 {
+        self.0.load(Ordering::Acquire)
+    }
+
+    /// Replaces the state unconditionally (reset, reconfiguration).
+    pub fn store(&self, state: u64) {
+        self.0.store(state, Ordering::Release)
+    }
+
+    /// Runs `transition` on the current state and publishes its result with one CAS,
+    /// retrying with the fresh value if another thread got there first.
+    ///
+    /// `transition` must be pure: it may run several times under contention.
+    #[inline]
+    pub fn apply<E>(
+        &self,
+        mut transition: impl FnMut(u64) -> Result<Transition, E>,
+    ) -> Result<Decision, E> {
+        let mut current = self.0.load(Ordering::Acquire);
+        loop {
+            let t = transition(current)?;
+            let next = match t.next {
+                // Deciding on the loaded value is linearizable at the load: no write.
+                Some(next) if next != current => next,
+                _ => return Ok(t.decision),
+            };
+            match self
+                .0
+                .compare_exchange_weak(current, next, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return Ok(t.decision),
+                Err(actual) => current = actual,
+            }
+        }
+    }
+}

@@ -1,0 +1,5 @@
+//! Shared helpers for portero's integration tests: independent reference models that
+//! the lock-free limiters are checked against.
+#![deny(missing_docs)]
+
+pub mod reference;

@@ -1,0 +1,170 @@
+//! Property tests: the lock-free limiters against the seeds' textbook models, and the
+//! bounds the docs claim.
+
+use portero::{Algorithm, CheckError, Gcra, ManualClock, Quota, RateLimiter, TokenBucket};
+use portero_tests::reference::{RefLeakyMeter, RefTokenBucket};
+use proptest::prelude::*;
+
+/// A random quota: 1..=1000 per 1 ms..10 s, burst 1..=40.
+fn quota() -> impl Strategy<Value = Quota> {
+    (1u64..=1000, 1_000_000u64..=10_000_000_000, 1u64..=40).prop_filter_map(
+        "valid quota",
+        |(limit, period, burst)| {
+            Quota::from_nanos(limit, period)
+                .ok()?
+                .with_burst(burst)
+                .ok()
+        },
+    )
+}
+
+/// Arrivals as (gap in units of T/4, cost), monotonic in time.
+fn arrivals() -> impl Strategy<Value = Vec<(u64, u64)>> {
+    prop::collection::vec((0u64..=12, 1u64..=6), 1..200)
+}
+
+fn times(q: &Quota, arrivals: &[(u64, u64)], start: u64) -> Vec<(u64, u64)> {
+    let step = q.interval_nanos() / 4 + 1;
+    let mut now = start;
+    arrivals
+        .iter()
+        .map(|&(gap, cost)| {
+            now += gap * step;
+            (now, cost)
+        })
+        .collect()
+}
+
+fn limiter<A: Algorithm>(a: A) -> RateLimiter<A, ManualClock> {
+    RateLimiter::with_algorithm_and_clock(a, ManualClock::new())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// The atomic token bucket decides exactly as the two-field textbook bucket:
+    /// same admissions, same remaining tokens.
+    #[test]
+    fn token_bucket_matches_reference(q in quota(), arr in arrivals(), start in 0u64..1u64 << 40) {
+        let lim = limiter(TokenBucket::new(q));
+        let mut reference = RefTokenBucket::full(q.interval_nanos(), q.burst());
+        for (now, cost) in times(&q, &arr, start) {
+            let want = reference.try_acquire(now, cost);
+            match lim.check_at(now, cost) {
+                Ok(d) => {
+                    prop_assert_eq!(d.is_allowed(), want);
+                    prop_assert_eq!(d.remaining(), reference.whole_tokens());
+                }
+                Err(CheckError::CostExceedsCapacity { .. }) => {
+                    prop_assert!(cost > q.burst());
+                    prop_assert!(!want);
+                }
+                Err(e) => prop_assert!(false, "unexpected {e}"),
+            }
+        }
+    }
+
+    /// GCRA and the token bucket with the same (r, B) admit exactly the same requests,
+    /// and both agree with the leaky bucket read as a meter (the seed's claim).
+    #[test]
+    fn gcra_token_bucket_and_leaky_meter_agree(q in quota(), arr in arrivals()) {
+        let g = limiter(Gcra::new(q));
+        let tb = limiter(TokenBucket::new(q));
+        let mut meter = RefLeakyMeter::empty(q.interval_nanos(), q.burst());
+        for (now, cost) in times(&q, &arr, 1_000) {
+            let a = g.check_at(now, cost);
+            let b = tb.check_at(now, cost);
+            prop_assert_eq!(a, b);
+            let allowed = a.map(|d| d.is_allowed()).unwrap_or(false);
+            prop_assert_eq!(allowed, meter.try_acquire(now, cost));
+        }
+    }
+
+    /// In any interval [a, b], admitted units ≤ B + ⌊(b − a) / T⌋, for arbitrary
+    /// (even non-monotonic) arrival times.
+    #[test]
+    fn never_admits_more_than_burst_plus_rate_times_interval(
+        q in quota(),
+        raw in prop::collection::vec((0u64..40, 1u64..=4), 1..150),
+        shuffle in any::<bool>(),
+    ) {
+        for gcra in [true, false] {
+            let step = q.interval_nanos() / 4 + 1;
+            let mut now = 0u64;
+            let mut admitted: Vec<(u64, u64)> = Vec::new();
+            let g = limiter(Gcra::new(q));
+            let tb = limiter(TokenBucket::new(q));
+            for (i, &(gap, cost)) in raw.iter().enumerate() {
+                now += gap * step;
+                // Every third request, with `shuffle`, comes with a time from the past.
+                let t = if shuffle && i % 3 == 2 { now.saturating_sub(7 * step) } else { now };
+                let d = if gcra { g.check_at(t, cost) } else { tb.check_at(t, cost) };
+                if matches!(d, Ok(d) if d.is_allowed()) {
+                    admitted.push((t, cost));
+                }
+            }
+            admitted.sort();
+            for i in 0..admitted.len() {
+                let mut sum = 0;
+                for j in i..admitted.len() {
+                    sum += admitted[j].1;
+                    let span = admitted[j].0 - admitted[i].0;
+                    prop_assert!(
+                        sum <= q.burst() + span / q.interval_nanos(),
+                        "{} units in {} ns > B {} + span/T", sum, span, q.burst()
+                    );
+                }
+            }
+        }
+    }
+
+    /// retry_after is exact: the same request is admitted at now + retry_after and
+    /// rejected one nanosecond earlier.
+    #[test]
+    fn retry_after_is_exact(q in quota(), arr in arrivals()) {
+        let g = limiter(Gcra::new(q));
+        let tb = limiter(TokenBucket::new(q));
+        for (now, cost) in times(&q, &arr, 0) {
+            for lim in [&g as &dyn Peek, &tb] {
+                if let Ok(d) = lim.check(now, cost) {
+                    if !d.is_allowed() {
+                        let r = d.retry_after_nanos();
+                        prop_assert!(r > 0);
+                        prop_assert!(lim.peek(now + r, cost).is_allowed());
+                        prop_assert!(!lim.peek(now + r - 1, cost).is_allowed());
+                    }
+                }
+            }
+        }
+    }
+
+    /// reset_after is exact: at now + reset_after the limiter is full again.
+    #[test]
+    fn reset_after_reaches_full(q in quota(), arr in arrivals()) {
+        let tb = limiter(TokenBucket::new(q));
+        for (now, cost) in times(&q, &arr, 0) {
+            if let Ok(d) = tb.check_at(now, cost) {
+                let full = now + d.reset_after_nanos();
+                prop_assert_eq!(tb.tokens_at(full), q.burst() as f64);
+                if d.reset_after_nanos() > 0 {
+                    prop_assert!(tb.tokens_at(full - 1) < q.burst() as f64);
+                }
+            }
+        }
+    }
+}
+
+/// Object-safe view of a limiter for the retry-after property.
+trait Peek {
+    fn check(&self, now: u64, cost: u64) -> Result<portero::Decision, CheckError>;
+    fn peek(&self, now: u64, cost: u64) -> portero::Decision;
+}
+
+impl<A: Algorithm> Peek for RateLimiter<A, ManualClock> {
+    fn check(&self, now: u64, cost: u64) -> Result<portero::Decision, CheckError> {
+        self.check_at(now, cost)
+    }
+    fn peek(&self, now: u64, cost: u64) -> portero::Decision {
+        self.peek_at(now, cost).expect("in range")
+    }
+}
