@@ -12,7 +12,10 @@
 
 use loom::sync::Arc;
 use loom::thread;
-use portero::{Algorithm, Gcra, ManualClock, Quota, RateLimiter, TokenBucket};
+use portero::{
+    Algorithm, FixedWindow, Gcra, LeakyQueue, ManualClock, Placement, Quota, RateLimiter,
+    SlidingWindowCounter, TokenBucket,
+};
 
 /// Permutations of 0..n (n ≤ 3).
 fn orders(n: usize) -> Vec<Vec<usize>> {
@@ -146,4 +149,57 @@ fn rejections_never_write() {
         &[(100, 1), (101, 2), (109, 1)],
     );
     assert!(counts.iter().all(|&c| c == 0));
+}
+
+fn window(limit: u64) -> Quota {
+    Quota::from_nanos(limit, 100).unwrap()
+}
+
+#[test]
+fn fixed_window_frozen_clock_three_threads_race_for_two_slots() {
+    let counts = race(
+        FixedWindow::new(window(2)).unwrap(),
+        &[],
+        &[(150, 1), (150, 1), (150, 1)],
+    );
+    assert!(counts.iter().all(|&c| c == 2), "{counts:?}");
+}
+
+#[test]
+fn fixed_window_across_a_boundary() {
+    // Window [100, 200) is full; racing requests straddle the boundary at 200.
+    let counts = race(
+        FixedWindow::new(window(2)).unwrap(),
+        &[(150, 2)],
+        &[(199, 1), (200, 1), (201, 2)],
+    );
+    assert!(counts.iter().all(|&c| (1..=2).contains(&c)), "{counts:?}");
+}
+
+#[test]
+fn fixed_window_first_request_and_excess_counting() {
+    let fw = FixedWindow::with_placement(window(2), Placement::FirstRequest)
+        .unwrap()
+        .count_excess()
+        .unwrap();
+    // Rejections write the excess here; the outcome must still be serial.
+    // The window [150, 250) has one slot left; 250 opens a new window.
+    let counts = race(fw, &[(150, 1)], &[(160, 1), (170, 1), (250, 1)]);
+    assert!(counts.iter().all(|&c| (2..=3).contains(&c)), "{counts:?}");
+}
+
+#[test]
+fn sliding_counter_frozen_and_across_a_boundary() {
+    let sc = SlidingWindowCounter::new(window(2)).unwrap();
+    let counts = race(sc, &[], &[(150, 1), (150, 1), (150, 1)]);
+    assert!(counts.iter().all(|&c| c == 2), "{counts:?}");
+    let counts = race(sc, &[(150, 2)], &[(199, 1), (230, 1), (290, 1)]);
+    assert!(counts.iter().all(|&c| c <= 2), "{counts:?}");
+}
+
+#[test]
+fn leaky_queue_three_threads_take_two_slots() {
+    let q = LeakyQueue::new(quota(2));
+    let counts = race(q, &[], &[(100, 1), (100, 1), (100, 1)]);
+    assert!(counts.iter().all(|&c| c == 2), "{counts:?}");
 }

@@ -30,6 +30,7 @@ pub struct Decision {
     unit: u64,
     retry_after: u64,
     reset_after: u64,
+    delay: u64,
 }
 
 impl Decision {
@@ -50,7 +51,28 @@ impl Decision {
             unit: if unit == 0 { 1 } else { unit },
             retry_after,
             reset_after,
+            delay: 0,
         }
+    }
+
+    /// The same decision for a shaper: an admitted request must wait `delay_nanos`
+    /// before it goes (see [`LeakyQueue`](crate::LeakyQueue)).
+    pub const fn with_delay(self, delay_nanos: u64) -> Self {
+        Self {
+            delay: delay_nanos,
+            ..self
+        }
+    }
+
+    /// For shapers ([`LeakyQueue`](crate::LeakyQueue)): how long an admitted request
+    /// waits before it may go. Zero for every limiter that admits at once.
+    pub const fn delay(&self) -> Duration {
+        Duration::from_nanos(self.delay)
+    }
+
+    /// [`delay`](Self::delay) in nanoseconds.
+    pub const fn delay_nanos(&self) -> u64 {
+        self.delay
     }
 
     /// Whether the request may pass.

@@ -49,10 +49,16 @@ extern crate alloc;
 
 pub mod clock;
 mod decision;
+pub mod fixed_window;
 pub mod gcra;
+pub mod leaky_bucket;
 mod limiter;
 mod quota;
+pub mod sliding_counter;
+#[cfg(feature = "std")]
+pub mod sliding_log;
 pub mod token_bucket;
+mod window;
 pub mod word;
 
 #[cfg(feature = "quanta")]
@@ -61,7 +67,12 @@ pub use clock::{Clock, DefaultClock, ManualClock};
 #[cfg(feature = "std")]
 pub use clock::{CoarseClock, StdClock};
 pub use decision::{CheckError, Decision};
+pub use fixed_window::{FixedWindow, Placement};
 pub use gcra::Gcra;
+pub use leaky_bucket::{LeakyMeter, LeakyQueue};
 pub use limiter::{Algorithm, RateLimiter, Transition};
 pub use quota::{Quota, QuotaError, MAX_SPAN_NANOS, MAX_TIME_NANOS};
+pub use sliding_counter::SlidingWindowCounter;
+#[cfg(feature = "std")]
+pub use sliding_log::SlidingLog;
 pub use token_bucket::TokenBucket;

@@ -56,6 +56,13 @@ pub enum QuotaError {
     },
     /// `burst × emission interval` (or the period) exceeds [`MAX_SPAN_NANOS`].
     SpanTooLong,
+    /// The limit does not fit the algorithm's state word.
+    LimitTooLarge {
+        /// The limit asked for.
+        limit: u64,
+        /// The largest the algorithm's bit layout holds.
+        max: u64,
+    },
 }
 
 impl fmt::Display for QuotaError {
@@ -70,6 +77,10 @@ impl fmt::Display for QuotaError {
             } => write!(
                 f,
                 "quota of {limit} per {period_nanos} ns is more than one request per nanosecond"
+            ),
+            Self::LimitTooLarge { limit, max } => write!(
+                f,
+                "limit {limit} is larger than this algorithm's state word holds ({max})"
             ),
             Self::SpanTooLong => f.write_str(
                 "quota spans more than 2^62 ns (about 146 years): burst x interval is too large",

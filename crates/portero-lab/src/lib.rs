@@ -1,0 +1,13 @@
+//! The lab: the seeds' experiments run through portero's real limiters.
+//!
+//! [`sim::simulate`] feeds one list of arrivals to all five algorithms on an explicit
+//! time axis (fixed windows start at 0) and reports, per algorithm, how many requests
+//! were admitted and the largest number admitted (for the queue: released) in any
+//! half-open interval `[t, t + W)`. [`scenario`] holds the embedded experiments,
+//! [`svg`] draws them.
+#![deny(missing_docs)]
+
+pub mod arrivals;
+pub mod scenario;
+pub mod sim;
+pub mod svg;

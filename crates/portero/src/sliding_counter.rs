@@ -1,0 +1,202 @@
+//! The sliding window counter: two fixed-window counts, the previous one weighted.
+//!
+//! ```text
+//! estimate = prev · (1 − elapsed / W) + cur       (before counting the new request)
+//! admit a request of cost c when  estimate + c − 1 < L     (c = 1: estimate < L)
+//! ```
+//!
+//! computed exactly in integers: `prev·(W − elapsed) + cur·W < (L − c + 1)·W`, in
+//! `u128`, so there is no float drift. Windows are aligned: `[k·W, (k+1)·W)`. The
+//! estimate assumes last window's requests were spread evenly; when they bunched at its
+//! end it undercounts (and may admit a little over `L` in a sliding span, as the seeds'
+//! 101-for-100 shows), when they bunched at its start it overcounts. `cur` never exceeds
+//! `L`, so no span of `W` ever holds more than `2L`.
+//!
+//! # State: one `u64`
+//!
+//! ```text
+//!  63              40 39           20 19            0
+//! +------------------+---------------+---------------+
+//! | window tag (24)  | prev (20)     | cur (20)      |
+//! +------------------+---------------+---------------+
+//! ```
+//!
+//! The tag is `⌊now / W⌋ mod 2^24`, compared as a signed 24-bit difference: 0 is the
+//! same window, 1 shifts `cur` into `prev`, ≥ 2 clears both, negative (time went
+//! backwards) is treated as the stored window with no time elapsed, which can only
+//! count more. Aliasing needs `2^23` idle windows and, like going back, only counts
+//! more. Limits: `L ≤ 2^20 − 1` (1,048,575), `W ≤ 2^62` ns.
+
+use crate::limiter::{Algorithm, Transition};
+use crate::window::{tag, tag_delta};
+use crate::{CheckError, Decision, Quota, QuotaError, MAX_TIME_NANOS};
+
+const TAG_BITS: u32 = 24;
+const COUNT_BITS: u32 = 20;
+const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;
+
+/// The sliding window counter over a [`Quota`]'s limit and period (burst unused).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlidingWindowCounter {
+    limit: u64,
+    window: u64,
+}
+
+impl SlidingWindowCounter {
+    /// `quota.limit()` per sliding `quota.period()`.
+    pub const fn new(quota: Quota) -> Result<Self, QuotaError> {
+        if quota.limit() > COUNT_MASK {
+            return Err(QuotaError::LimitTooLarge {
+                limit: quota.limit(),
+                max: COUNT_MASK,
+            });
+        }
+        Ok(Self {
+            limit: quota.limit(),
+            window: quota.period_nanos(),
+        })
+    }
+
+    /// Weighted count ×W: `prev·(W − elapsed) + cur·W`.
+    fn weighted(&self, prev: u64, cur: u64, elapsed: u64) -> u128 {
+        prev as u128 * (self.window - elapsed) as u128 + cur as u128 * self.window as u128
+    }
+
+    /// Smallest elapsed `e ≥ 0` with `prev·(W − e) < k·W`, if one exists below `W`.
+    fn first_fit(&self, prev: u64, k: u64) -> u64 {
+        let w = self.window as u128;
+        let (have, limit) = (prev as u128 * w, k as u128 * w);
+        if have < limit {
+            return 0;
+        }
+        let over = have - limit;
+        // prev·(W − e) < k·W  ⇔  prev·e > prev·W − k·W = over
+        (over / prev as u128 + 1) as u64
+    }
+}
+
+impl Algorithm for SlidingWindowCounter {
+    fn capacity(&self) -> u64 {
+        self.limit
+    }
+
+    fn decide(&self, state: u64, now: u64, cost: u64) -> Result<Transition, CheckError> {
+        if now > MAX_TIME_NANOS {
+            return Err(CheckError::TimeOutOfRange { now });
+        }
+        if cost > self.limit {
+            return Err(CheckError::CostExceedsCapacity {
+                cost,
+                capacity: self.limit,
+            });
+        }
+        let (w, l) = (self.window, self.limit);
+        let index = now / w;
+        let current = tag(index, TAG_BITS);
+        let (stored, prev0, cur0) = (
+            state >> (2 * COUNT_BITS),
+            (state >> COUNT_BITS) & COUNT_MASK,
+            state & COUNT_MASK,
+        );
+        let d = if prev0 == 0 && cur0 == 0 {
+            2 // nothing stored: any window is a fresh one
+        } else {
+            tag_delta(current, stored, TAG_BITS)
+        };
+        // (prev, cur, elapsed in this window, time from now to this window's end, tag)
+        let (prev, cur, elapsed, to_end, t) = match d {
+            0 => (prev0, cur0, now - index * w, (index + 1) * w - now, current),
+            1 => (cur0, 0, now - index * w, (index + 1) * w - now, current),
+            d if d >= 2 => (0, 0, now - index * w, (index + 1) * w - now, current),
+            // Time went backwards: the stored window, as at its very start.
+            d => {
+                let ahead = (-d) as u64 * w - (now - index * w);
+                (prev0, cur0, 0, ahead + w, stored)
+            }
+        };
+        let lw = l as u128 * w as u128;
+        let weighted = self.weighted(prev, cur, elapsed);
+        let remaining = (lw.saturating_sub(weighted) / w as u128) as u64;
+        let reset = if cur > 0 {
+            to_end + w
+        } else if prev > 0 {
+            to_end
+        } else {
+            0
+        };
+        let k = l + 1 - cost; // admit iff weighted < k·W
+        if cost == 0 || weighted < k as u128 * w as u128 {
+            if cost == 0 {
+                return Ok(Transition::keep(Decision::new(
+                    true, l, remaining, 1, 0, reset,
+                )));
+            }
+            let cur = cur + cost;
+            let weighted = self.weighted(prev, cur, elapsed);
+            let left = (lw.saturating_sub(weighted) / w as u128) as u64;
+            let d = Decision::new(true, l, left, 1, 0, to_end + w);
+            return Ok(Transition::write(
+                d,
+                (t << (2 * COUNT_BITS)) | (prev << COUNT_BITS) | cur,
+            ));
+        }
+        // When would it fit? Later in this window as prev's weight falls, or else in
+        // the next one, where cur becomes prev.
+        // `to_end − (W − elapsed)` is 0, or how far ahead the stored window starts.
+        let until_elapsed = to_end - (w - elapsed);
+        let this_window = (cur < k)
+            .then(|| self.first_fit(prev, k - cur))
+            .filter(|&e| e < w)
+            .map(|e| until_elapsed + (e - elapsed));
+        let retry = this_window.unwrap_or_else(|| to_end + self.first_fit(cur, k));
+        let d = Decision::new(false, l, remaining, 1, retry.max(1), reset);
+        Ok(Transition::keep(d))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: u64 = 1_000_000_000;
+
+    #[test]
+    fn seed_example_estimate_ninety_admits() {
+        // limit 100, W = 60 s, prev 80, cur 30, 15 s into the window: 80·0.75 + 30 = 90.
+        let c = SlidingWindowCounter::new(Quota::per_minute(100).unwrap()).unwrap();
+        let state = (1 << 40) | (80 << 20) | 30;
+        let t = c.decide(state, 60 * S + 15 * S, 1).unwrap();
+        assert!(t.decision.is_allowed());
+        assert_eq!(t.decision.remaining(), 9);
+        // 10 units: 90 + 10 − 1 = 99 < 100 passes; 11 does not.
+        assert!(c.decide(state, 75 * S, 10).unwrap().decision.is_allowed());
+        assert!(!c.decide(state, 75 * S, 11).unwrap().decision.is_allowed());
+    }
+
+    #[test]
+    fn retry_after_is_exact() {
+        let c = SlidingWindowCounter::new(Quota::from_nanos(10, 1_000).unwrap()).unwrap();
+        let mut state = 0;
+        for now in [0, 999, 1_000, 1_003, 1_500, 2_000, 2_999] {
+            for _ in 0..12 {
+                let t = c.decide(state, now, 1).unwrap();
+                if let Some(n) = t.next {
+                    state = n;
+                    continue;
+                }
+                let r = t.decision.retry_after_nanos();
+                assert!(
+                    c.decide(state, now + r, 1).unwrap().decision.is_allowed(),
+                    "at {now}+{r}"
+                );
+                assert!(
+                    !c.decide(state, now + r - 1, 1)
+                        .unwrap()
+                        .decision
+                        .is_allowed(),
+                    "at {now}+{r}-1"
+                );
+            }
+        }
+    }
+}
