@@ -99,6 +99,8 @@ fn loom(deep: bool) -> Step {
             "--release",
             "--test",
             "loom_core",
+            "--test",
+            "loom_limits",
         ],
         &envs,
     )

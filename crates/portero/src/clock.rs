@@ -132,6 +132,22 @@ impl Clock for StdClock {
     }
 }
 
+/// Wall-clock Unix time in nanoseconds (`SystemTime`), for calendar quotas whose
+/// periods are UTC days and months. Not monotonic: if the system clock steps back,
+/// limiters see time going backwards, which they tolerate (never admitting more).
+#[cfg(feature = "std")]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct UnixClock;
+
+#[cfg(feature = "std")]
+impl Clock for UnixClock {
+    fn now(&self) -> u64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+    }
+}
+
 /// The TSC clock of the `quanta` crate, counted from the clock's creation.
 ///
 /// Reads the CPU's time-stamp counter and scales it with a calibration done once per

@@ -128,6 +128,14 @@ pub enum CheckError {
         /// The time given, in nanoseconds.
         now: u64,
     },
+    /// A keyed limiter already holds `max_keys` active keys and its overflow policy
+    /// refuses new ones (see `keyed::Overflow`).
+    KeyTableFull {
+        /// The table's key cap.
+        max_keys: u64,
+    },
+    /// No policy is configured for the operation (see `Policies`).
+    UnknownOperation,
 }
 
 impl fmt::Display for CheckError {
@@ -136,6 +144,11 @@ impl fmt::Display for CheckError {
             Self::CostExceedsCapacity { cost, capacity } => write!(
                 f,
                 "cost {cost} exceeds the capacity {capacity}: it can never be admitted"
+            ),
+            Self::UnknownOperation => f.write_str("no rate-limit policy for this operation"),
+            Self::KeyTableFull { max_keys } => write!(
+                f,
+                "the key table is full ({max_keys} active keys): new keys are refused"
             ),
             Self::TimeOutOfRange { now } => write!(
                 f,

@@ -192,6 +192,19 @@ fn clamp(end: i128) -> u64 {
 }
 
 impl Algorithm for FixedWindow {
+    /// Takes `cost` off the count if the window that admitted the request is still
+    /// the stored one; after a rollover there is nothing to give back.
+    fn refund(&self, state: u64, now: u64, cost: u64) -> Option<u64> {
+        let f = self.decode(state);
+        match self.locate(f, now) {
+            Some((_, true, _)) => Some(self.encode(Fields {
+                admitted: f.admitted.saturating_sub(cost),
+                ..f
+            })),
+            _ => Some(state),
+        }
+    }
+
     fn capacity(&self) -> u64 {
         self.limit
     }

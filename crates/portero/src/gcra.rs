@@ -53,6 +53,11 @@ impl Gcra {
 }
 
 impl Algorithm for Gcra {
+    /// Gives back `cost·T` of time debt.
+    fn refund(&self, state: u64, _now: u64, cost: u64) -> Option<u64> {
+        Some(state.saturating_sub(cost.saturating_mul(self.quota.interval_nanos())))
+    }
+
     fn capacity(&self) -> u64 {
         self.quota.burst()
     }

@@ -59,6 +59,11 @@ impl LeakyMeter {
 }
 
 impl Algorithm for LeakyMeter {
+    /// Drains `cost` units back out of the level.
+    fn refund(&self, state: u64, _now: u64, cost: u64) -> Option<u64> {
+        Some(state.saturating_sub(cost.saturating_mul(self.quota.interval_nanos())))
+    }
+
     fn capacity(&self) -> u64 {
         self.quota.burst()
     }

@@ -47,30 +47,43 @@
 #[cfg(feature = "alloc")]
 extern crate alloc;
 
+pub mod calendar;
 pub mod clock;
+mod concurrency;
 mod decision;
 pub mod fixed_window;
 pub mod gcra;
+#[cfg(feature = "alloc")]
+pub mod keyed;
 pub mod leaky_bucket;
 mod limiter;
+#[cfg(feature = "std")]
+pub mod policies;
 mod quota;
 pub mod sliding_counter;
 #[cfg(feature = "std")]
 pub mod sliding_log;
+pub mod stack;
 pub mod token_bucket;
 mod window;
 pub mod word;
 
+pub use calendar::{CalendarQuota, Period};
 #[cfg(feature = "quanta")]
 pub use clock::QuantaClock;
 pub use clock::{Clock, DefaultClock, ManualClock};
 #[cfg(feature = "std")]
-pub use clock::{CoarseClock, StdClock};
+pub use clock::{CoarseClock, StdClock, UnixClock};
+pub use concurrency::{ConcurrencyLimit, Permit};
 pub use decision::{CheckError, Decision};
 pub use fixed_window::{FixedWindow, Placement};
 pub use gcra::Gcra;
+#[cfg(feature = "alloc")]
+pub use keyed::{KeyedLimit, KeyedLimiter, Overflow};
 pub use leaky_bucket::{LeakyMeter, LeakyQueue};
 pub use limiter::{Algorithm, RateLimiter, Transition};
+#[cfg(feature = "std")]
+pub use policies::Policies;
 pub use quota::{Quota, QuotaError, MAX_SPAN_NANOS, MAX_TIME_NANOS};
 pub use sliding_counter::SlidingWindowCounter;
 #[cfg(feature = "std")]

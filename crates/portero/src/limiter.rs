@@ -24,6 +24,17 @@ pub trait Algorithm {
 
     /// Decides a request of `cost` units at time `now` (nanoseconds) given `state`.
     fn decide(&self, state: u64, now: u64, cost: u64) -> Result<Transition, CheckError>;
+
+    /// The state after giving back `cost` units that a request admitted at `now` took
+    /// (used by stacked limits when a later limit rejects). `None` if this algorithm
+    /// cannot give units back (the default).
+    ///
+    /// Contract: applied to any state reached after that admission, the result must
+    /// never admit more than if the request had not been admitted at all.
+    fn refund(&self, state: u64, now: u64, cost: u64) -> Option<u64> {
+        let _ = (state, now, cost);
+        None
+    }
 }
 
 /// A lock-free limiter: algorithm `A` over one cache-padded atomic word, timed by `C`.
@@ -127,6 +138,18 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
         self.algorithm
             .decide(self.state.load(), now, cost)
             .map(|t| t.decision)
+    }
+
+    /// Gives back `cost` units taken by a request admitted at `now` (see
+    /// [`Algorithm::refund`]). Returns whether the algorithm supports refunds.
+    pub fn refund_at(&self, now: u64, cost: u64) -> bool {
+        let mut supported = true;
+        self.state.update(|state| {
+            let next = self.algorithm.refund(state, now, cost);
+            supported = next.is_some();
+            next
+        });
+        supported
     }
 
     /// Forgets everything admitted: the limiter is as new.

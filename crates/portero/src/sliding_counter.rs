@@ -76,6 +76,20 @@ impl SlidingWindowCounter {
 }
 
 impl Algorithm for SlidingWindowCounter {
+    /// Takes `cost` off `cur` if the admitting window is still current, or off `prev`
+    /// if it has just become the previous one.
+    fn refund(&self, state: u64, now: u64, cost: u64) -> Option<u64> {
+        let at = tag(now / self.window, TAG_BITS);
+        let stored = state >> (2 * COUNT_BITS);
+        let (prev, cur) = ((state >> COUNT_BITS) & COUNT_MASK, state & COUNT_MASK);
+        let (prev, cur) = match tag_delta(stored, at, TAG_BITS) {
+            0 => (prev, cur.saturating_sub(cost)),
+            1 => (prev.saturating_sub(cost), cur),
+            _ => (prev, cur),
+        };
+        Some((stored << (2 * COUNT_BITS)) | (prev << COUNT_BITS) | cur)
+    }
+
     fn capacity(&self) -> u64 {
         self.limit
     }

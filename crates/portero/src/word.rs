@@ -76,6 +76,18 @@ impl AtomicWord {
         self.0.store(state, Ordering::Release)
     }
 
+    /// Replaces the state with `f(state)` by compare-and-swap, retrying on contention;
+    /// `None` leaves it untouched. For updates that decide nothing (refunds, releases).
+    pub fn update(&self, mut f: impl FnMut(u64) -> Option<u64>) {
+        let _ = self.apply::<()>(|state| {
+            let d = Decision::new(true, 0, 0, 1, 0, 0);
+            Ok(match f(state) {
+                Some(next) => Transition::write(d, next),
+                None => Transition::keep(d),
+            })
+        });
+    }
+
     /// Runs `transition` on the current state and publishes its result with one CAS,
     /// retrying with the fresh value if another thread got there first.
     ///

@@ -1,0 +1,83 @@
+//! A concurrency limit: at most `C` requests in flight, each holding a permit.
+//!
+//! By Little's law the average number in flight is arrival rate × time in the system,
+//! so `C` permits with a service time `S` admit at most `C / S` requests per second
+//! (`C = 30`, `S = 0.25 s`: 120 per second). When the server slows down and `S` grows,
+//! the admitted rate falls in proportion — exactly when a struggling server needs it —
+//! while a fixed rate limit would keep admitting the same rate and let work pile up.
+//!
+//! The permit count is one atomic word updated through the crate's CAS helper; a
+//! [`Permit`] gives its slot back when dropped, also when the holder panics.
+//!
+//! ```
+//! use portero::ConcurrencyLimit;
+//! let limit = ConcurrencyLimit::new(2);
+//! let a = limit.try_acquire().unwrap();
+//! let _b = limit.try_acquire().unwrap();
+//! assert!(limit.try_acquire().is_err());
+//! drop(a);
+//! assert!(limit.try_acquire().is_ok());
+//! ```
+
+use crossbeam_utils::CachePadded;
+
+use crate::word::{AtomicWord, Transition};
+use crate::Decision;
+
+/// At most `max` permits held at once.
+#[derive(Debug)]
+pub struct ConcurrencyLimit {
+    in_use: CachePadded<AtomicWord>,
+    max: u64,
+}
+
+/// One held slot of a [`ConcurrencyLimit`]; released on drop.
+#[derive(Debug)]
+#[must_use = "the permit is released as soon as it is dropped"]
+pub struct Permit<'a> {
+    limit: &'a ConcurrencyLimit,
+}
+
+impl ConcurrencyLimit {
+    /// A limit of `max` concurrent permits (0 admits nothing).
+    pub fn new(max: u64) -> Self {
+        Self {
+            in_use: CachePadded::new(AtomicWord::new(0)),
+            max,
+        }
+    }
+
+    /// Takes a permit if one is free; otherwise the rejection (retry-after is 0: the
+    /// limit cannot know when a holder will finish).
+    pub fn try_acquire(&self) -> Result<Permit<'_>, Decision> {
+        let max = self.max;
+        let Ok(d) = self.in_use.apply::<core::convert::Infallible>(|n| {
+            Ok(if n < max {
+                Transition::write(Decision::new(true, max, max - n - 1, 1, 0, 0), n + 1)
+            } else {
+                Transition::keep(Decision::new(false, max, 0, 1, 0, 0))
+            })
+        });
+        if d.is_allowed() {
+            Ok(Permit { limit: self })
+        } else {
+            Err(d)
+        }
+    }
+
+    /// Permits held now.
+    pub fn in_use(&self) -> u64 {
+        self.in_use.load()
+    }
+
+    /// The most permits held at once.
+    pub fn max(&self) -> u64 {
+        self.max
+    }
+}
+
+impl Drop for Permit<'_> {
+    fn drop(&mut self) {
+        self.limit.in_use.update(|n| Some(n.saturating_sub(1)));
+    }
+}

@@ -1,0 +1,203 @@
+//! The keyed limiter: exact per key, bounded memory under a flood, eviction that never
+//! changes a decision, overflow policies, run-time quota changes.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use portero::{
+    stack, CheckError, Gcra, KeyedLimiter, ManualClock, Overflow, Quota, RateLimiter, TokenBucket,
+};
+use proptest::prelude::*;
+
+const S: u64 = 1_000_000_000;
+
+fn quota(per_sec: u64, burst: u64) -> Quota {
+    Quota::per_second(per_sec)
+        .unwrap()
+        .with_burst(burst)
+        .unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// Per key, the keyed limiter decides exactly as one RateLimiter per key, including
+    /// across sweeps that drop idle keys.
+    #[test]
+    fn decides_as_one_limiter_per_key(
+        events in prop::collection::vec((0u64..12, 0u64..60, 1u64..=3, any::<bool>()), 1..300),
+    ) {
+        let q = quota(10, 4);
+        let keyed = KeyedLimiter::with_clock(Gcra::new(q), 64, ManualClock::new());
+        let mut reference: HashMap<u64, RateLimiter<Gcra, ManualClock>> = HashMap::new();
+        let mut now = 0;
+        for (key, gap, cost, sweep) in events {
+            now += gap * 10_000_000;
+            if sweep {
+                keyed.sweep_at(now);
+            }
+            let want = reference
+                .entry(key)
+                .or_insert_with(|| RateLimiter::gcra(q).with_clock(ManualClock::new()))
+                .check_at(now, cost)
+                .unwrap();
+            let got = keyed.check_at(&key, now, cost).unwrap();
+            prop_assert_eq!(got, want);
+        }
+        prop_assert!(keyed.len() <= 12);
+        prop_assert_eq!(keyed.len(), keyed.count_slots());
+    }
+}
+
+/// 200,000 distinct keys, each under its own limit, against a 1,000-key table: memory
+/// stays at the table's size, and the overflow gets the documented outcome.
+#[test]
+fn flood_of_keys_stays_at_the_cap() {
+    let q = quota(1, 5); // a key stays active for 5 s after one request
+    for policy in [Overflow::RejectNewKeys, Overflow::EvictSoonestFull] {
+        let keyed =
+            KeyedLimiter::with_clock(Gcra::new(q), 1_000, ManualClock::new()).overflow(policy);
+        let bytes = keyed.table_bytes();
+        // 500 legitimate users, active.
+        for user in 0..500u64 {
+            assert!(keyed.check_at(&user, 0, 1).unwrap().is_allowed());
+        }
+        let (mut admitted, mut refused) = (0, 0);
+        for attacker in 1_000_000..1_200_000u64 {
+            match keyed.check_at(&attacker, 1_000, 1) {
+                Ok(d) => {
+                    assert!(d.is_allowed());
+                    admitted += 1;
+                }
+                Err(CheckError::KeyTableFull { max_keys: 1_000 }) => refused += 1,
+                Err(e) => panic!("{e}"),
+            }
+            assert!(keyed.len() <= 1_000);
+        }
+        assert_eq!(keyed.table_bytes(), bytes, "memory never grows");
+        assert!(keyed.count_slots() <= 1_000);
+        match policy {
+            Overflow::RejectNewKeys => {
+                // The table filled up (the cap, less the rare bucket that fills first)
+                // and every later new key was refused; the users kept their exact state.
+                assert!((450..=500).contains(&admitted), "{admitted}");
+                assert_eq!(admitted + refused, 200_000);
+                for user in 0..500u64 {
+                    assert_eq!(keyed.peek_at(&user, 1_000, 1).unwrap().remaining(), 3);
+                }
+            }
+            Overflow::EvictSoonestFull => assert_eq!(admitted, 200_000),
+        }
+    }
+}
+
+/// A key dropped once it is full again (by a sweep, or replaced by a newcomer) gets
+/// exactly the decisions it would have got had it been kept.
+#[test]
+fn eviction_of_a_full_key_never_changes_a_later_decision() {
+    let q = quota(10, 3);
+    let keyed = KeyedLimiter::with_clock(TokenBucket::new(q), 1, ManualClock::new());
+    let kept = RateLimiter::token_bucket(q).with_clock(ManualClock::new());
+    for t in [0, 1, 2] {
+        assert_eq!(
+            keyed.check_at(&"a", t, 1).unwrap(),
+            kept.check_at(t, 1).unwrap()
+        );
+    }
+    // Full again at 0.3 s; "b" replaces "a" in the one-key table.
+    assert!(keyed.check_at(&"b", S, 1).unwrap().is_allowed());
+    assert_eq!(keyed.state_of(&"a"), None, "a was dropped");
+    // "a" comes back: "b" is active (not full) and the table holds 1 key.
+    assert_eq!(
+        keyed.check_at(&"a", S + 1, 1),
+        Err(CheckError::KeyTableFull { max_keys: 1 })
+    );
+    // Once "b" is full again, "a" is decided exactly as the kept limiter.
+    for t in [2 * S, 2 * S, 2 * S, 2 * S, 2 * S + 100_000_000] {
+        assert_eq!(
+            keyed.check_at(&"a", t, 1).unwrap(),
+            kept.check_at(t, 1).unwrap()
+        );
+    }
+}
+
+#[test]
+fn eight_threads_on_shared_keys_admit_exactly_the_burst_per_key() {
+    let keyed = Arc::new(KeyedLimiter::with_clock(
+        Gcra::new(quota(100, 50)),
+        1_000,
+        ManualClock::starting_at(S),
+    ));
+    let admitted: Arc<Vec<AtomicU64>> = Arc::new((0..64).map(|_| AtomicU64::new(0)).collect());
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let (keyed, admitted) = (keyed.clone(), admitted.clone());
+            std::thread::spawn(move || {
+                for i in 0..20_000u64 {
+                    let key = (i * 7 + t) % 64;
+                    if keyed.check(&key).is_allowed() {
+                        admitted[key as usize].fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    for (k, a) in admitted.iter().enumerate() {
+        assert_eq!(a.load(Ordering::Relaxed), 50, "key {k}");
+    }
+    assert_eq!(keyed.len(), 64);
+}
+
+#[test]
+fn reset_peek_and_runtime_quota_change_keep_usage() {
+    let keyed = KeyedLimiter::with_clock(Gcra::new(quota(1, 4)), 100, ManualClock::new());
+    for _ in 0..3 {
+        keyed.check_at(&7u64, 0, 1).unwrap();
+    }
+    assert_eq!(keyed.peek_at(&7u64, 0, 1).unwrap().remaining(), 0);
+    assert_eq!(
+        keyed.peek_at(&7u64, 0, 1).unwrap().remaining(),
+        0,
+        "peek consumes nothing"
+    );
+    // Raise the burst to 10: the 3 s of debt is kept, so 7 are left.
+    keyed.set_algorithm(Gcra::new(quota(1, 10)));
+    assert_eq!(keyed.peek_at(&7u64, 0, 1).unwrap().remaining(), 6);
+    assert_eq!(keyed.peek_at(&8u64, 0, 1).unwrap().remaining(), 9);
+    keyed.reset(&7u64);
+    assert_eq!(keyed.state_of(&7u64), None);
+    assert_eq!(keyed.peek_at(&7u64, 0, 1).unwrap().remaining(), 9);
+}
+
+#[test]
+fn stacked_rejection_refunds_the_earlier_limits() {
+    let user = KeyedLimiter::with_clock(Gcra::new(quota(10, 10)), 100, ManualClock::new());
+    let tenant = KeyedLimiter::with_clock(Gcra::new(quota(10, 3)), 100, ManualClock::new());
+    let global = RateLimiter::gcra(quota(10, 100)).with_clock(ManualClock::new());
+    let check = |u: &'static str| {
+        stack::check_all(
+            &[&user.limit_for(&u), &tenant.limit_for(&"acme"), &global],
+            0,
+            1,
+        )
+        .unwrap()
+    };
+    for u in ["ann", "bob", "cy"] {
+        assert!(check(u).decision.is_allowed());
+    }
+    for _ in 0..5 {
+        let s = check("ann");
+        assert_eq!(s.rejected_by, Some(1));
+        assert_eq!(s.decision.retry_after_nanos(), 100_000_000);
+    }
+    // Five rejected requests cost ann and the global limit nothing.
+    assert_eq!(user.peek_at(&"ann", 0, 1).unwrap().remaining(), 8);
+    assert_eq!(global.peek_at(0, 1).unwrap().remaining(), 96);
+    // The binding decision of an admitted stack is the one with the fewest remaining.
+    let s = stack::check_all(&[&user.limit_for(&"dee"), &global], 0, 1).unwrap();
+    assert_eq!(s.decision.remaining(), 9);
+}

@@ -1,0 +1,115 @@
+//! loom models for stacked limits (refunds), the concurrency limit and the keyed table.
+#![cfg(loom)]
+
+use loom::sync::atomic::{AtomicUsize, Ordering};
+use loom::sync::Arc;
+use loom::thread;
+use portero::{stack, ConcurrencyLimit, Gcra, KeyedLimiter, ManualClock, Quota, RateLimiter};
+
+const T: u64 = 10;
+
+fn gcra(burst: u64) -> RateLimiter<Gcra, ManualClock> {
+    let q = Quota::from_nanos(1, T).unwrap().with_burst(burst).unwrap();
+    RateLimiter::with_algorithm_and_clock(Gcra::new(q), ManualClock::new())
+}
+
+/// Two stacked requests and one direct request race on a user limit (burst 2) and a
+/// global limit (burst 1), frozen clock. Refunds must leave each limit having admitted
+/// at most its burst, and each state must be exactly what the admitted requests took.
+#[test]
+fn refunds_never_let_more_through_than_each_limit_allows() {
+    loom::model(|| {
+        let user = Arc::new(gcra(2));
+        let global = Arc::new(gcra(1));
+        let stacked: Vec<_> = (0..2)
+            .map(|_| {
+                let (u, g) = (user.clone(), global.clone());
+                thread::spawn(move || {
+                    let s = stack::check_all(&[&*u, &*g], 100, 1).unwrap();
+                    s.rejected_by.is_none()
+                })
+            })
+            .collect();
+        let u = user.clone();
+        let direct = thread::spawn(move || u.check_at(100, 1).unwrap().is_allowed());
+        let stacks = stacked
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .filter(|a| *a)
+            .count() as u64;
+        let direct = u64::from(direct.join().unwrap());
+        assert!(stacks <= 1, "global burst 1, {stacks} stacks admitted");
+        assert!(stacks + direct <= 2, "user burst 2");
+        assert!(stacks + direct >= 1, "something got through");
+        assert_eq!(global.raw_state(), if stacks == 1 { 100 + T } else { 0 });
+        let used = stacks + direct;
+        assert_eq!(user.raw_state(), if used == 0 { 0 } else { 100 + used * T });
+    });
+}
+
+/// Three threads take permits from a limit of 2 and release them: never more than 2
+/// held at once, and all are back at the end.
+#[test]
+fn concurrency_limit_never_exceeds_its_permits() {
+    loom::model(|| {
+        let limit = Arc::new(ConcurrencyLimit::new(2));
+        let held = Arc::new(AtomicUsize::new(0));
+        let handles: Vec<_> = (0..3)
+            .map(|_| {
+                let (limit, held) = (limit.clone(), held.clone());
+                thread::spawn(move || {
+                    if let Ok(permit) = limit.try_acquire() {
+                        let now = held.fetch_add(1, Ordering::SeqCst) + 1;
+                        assert!(now <= 2);
+                        held.fetch_sub(1, Ordering::SeqCst);
+                        drop(permit);
+                        true
+                    } else {
+                        false
+                    }
+                })
+            })
+            .collect();
+        let got = handles
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .filter(|a| *a)
+            .count();
+        assert!(got >= 2, "at least two must get a permit");
+        assert_eq!(limit.in_use(), 0);
+    });
+}
+
+/// Two threads insert the same new key while a third inserts another: the key is held
+/// once (no duplicate slot that would double its quota) and admits exactly its burst.
+#[test]
+fn keyed_concurrent_inserts_never_duplicate_a_key() {
+    // Every slot access is a model step (16 slots per scan), so allow long executions.
+    let mut builder = loom::model::Builder::new();
+    builder.max_branches = 100_000;
+    builder.check(|| {
+        let q = Quota::from_nanos(1, T).unwrap().with_burst(1).unwrap();
+        let keyed = Arc::new(KeyedLimiter::with_hasher(
+            Gcra::new(q),
+            4,
+            ManualClock::new(),
+            ahash_seed(),
+        ));
+        let handles: Vec<_> = [7u64, 7, 9]
+            .into_iter()
+            .map(|key| {
+                let k = keyed.clone();
+                thread::spawn(move || (key, k.check_at(&key, 100, 1).unwrap().is_allowed()))
+            })
+            .collect();
+        let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        let sevens = results.iter().filter(|(k, a)| *k == 7 && *a).count();
+        assert_eq!(sevens, 1, "burst 1 for key 7: {results:?}");
+        assert_eq!(keyed.len(), 2);
+        assert_eq!(keyed.count_slots(), 2);
+    });
+}
+
+fn ahash_seed() -> portero::keyed::RandomState {
+    portero::keyed::RandomState::with_seeds(1, 2, 3, 4)
+}
