@@ -118,6 +118,34 @@ proptest! {
         }
     }
 
+    /// The scalable mode keeps the single-GCRA bound exactly: in any interval [a, b],
+    /// admitted ≤ B + ⌊(b − a) / T⌋, whatever the stripe count.
+    #[test]
+    fn striped_never_admits_more_than_burst_plus_rate_times_interval(
+        q in quota(),
+        stripes in 1usize..6,
+        raw in prop::collection::vec((0u64..40, 1u64..=2), 1..150),
+    ) {
+        let s = portero::Striped::with_clock(q, stripes, ManualClock::new()).unwrap();
+        let step = q.interval_nanos() / 4 + 1;
+        let mut now = 0;
+        let mut admitted = Vec::new();
+        for (gap, cost) in raw {
+            now += gap * step;
+            if matches!(s.check_at(now, cost), Ok(d) if d.is_allowed()) {
+                admitted.push((now, cost));
+            }
+        }
+        for i in 0..admitted.len() {
+            let mut sum = 0;
+            for j in i..admitted.len() {
+                sum += admitted[j].1;
+                let span = admitted[j].0 - admitted[i].0;
+                prop_assert!(sum <= q.burst() + span / q.interval_nanos());
+            }
+        }
+    }
+
     /// retry_after is exact: the same request is admitted at now + retry_after and
     /// rejected one nanosecond earlier.
     #[test]

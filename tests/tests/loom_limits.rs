@@ -113,3 +113,21 @@ fn keyed_concurrent_inserts_never_duplicate_a_key() {
 fn ahash_seed() -> portero::keyed::RandomState {
     portero::keyed::RandomState::with_seeds(1, 2, 3, 4)
 }
+
+/// The scalable mode: three threads on two stripes (burst 1 each), frozen clock:
+/// borrowing lets exactly the burst through, never more.
+#[test]
+fn striped_admits_exactly_the_burst() {
+    loom::model(|| {
+        let q = Quota::from_nanos(1, T).unwrap().with_burst(2).unwrap();
+        let striped = Arc::new(portero::Striped::with_clock(q, 2, ManualClock::new()).unwrap());
+        let handles: Vec<_> = (0..3)
+            .map(|_| {
+                let s = striped.clone();
+                thread::spawn(move || s.check_at(100, 1).unwrap().is_allowed())
+            })
+            .collect();
+        let admitted = handles.into_iter().map(|h| h.join().unwrap()).filter(|a| *a).count();
+        assert_eq!(admitted, 2);
+    });
+}

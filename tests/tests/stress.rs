@@ -46,3 +46,23 @@ fn gcra_admits_exactly_the_burst_under_8_threads() {
 fn token_bucket_admits_exactly_the_burst_under_8_threads() {
     assert_eq!(hammer(TokenBucket::new(quota())), BURST);
 }
+
+#[test]
+fn striped_admits_exactly_the_burst_under_8_threads() {
+    let clock = ManualClock::starting_at(42_000_000_000);
+    let striped = Arc::new(portero::Striped::with_clock(quota(), 4, clock).unwrap());
+    let admitted = Arc::new(AtomicU64::new(0));
+    let threads: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let (striped, admitted) = (striped.clone(), admitted.clone());
+            std::thread::spawn(move || {
+                let mine = (0..ATTEMPTS).filter(|_| striped.check().is_allowed()).count();
+                admitted.fetch_add(mine as u64, Ordering::Relaxed);
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(admitted.load(Ordering::Relaxed), BURST);
+}

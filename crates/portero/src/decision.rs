@@ -55,6 +55,28 @@ impl Decision {
         }
     }
 
+    /// [`new`](Self::new) for callers that guarantee `unit ≥ 1` (every quota's
+    /// emission interval is): one branch less on the hot path.
+    #[inline]
+    pub(crate) const fn new_unchecked(
+        allowed: bool,
+        limit: u64,
+        slack: u64,
+        unit: u64,
+        retry_after: u64,
+        reset_after: u64,
+    ) -> Self {
+        Self {
+            allowed,
+            limit,
+            slack,
+            unit,
+            retry_after,
+            reset_after,
+            delay: 0,
+        }
+    }
+
     /// The same decision for a shaper: an admitted request must wait `delay_nanos`
     /// before it goes (see [`LeakyQueue`](crate::LeakyQueue)).
     pub const fn with_delay(self, delay_nanos: u64) -> Self {

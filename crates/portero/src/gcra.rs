@@ -23,7 +23,7 @@
 //! - `retry_after = max(TAT, now) + n·T − B·T − now` exactly.
 //! - `remaining = ⌊(B·T − (TAT' − now)) / T⌋`, `reset_after = TAT' − now`.
 //!
-//! Range: `now ≤ 2^63` ns and `B·T ≤ 2^62` ns (checked by [`Quota`]), so the TAT stays
+//! Range: `now < 2^63` ns and `B·T ≤ 2^62` ns (checked by [`Quota`]), so the TAT stays
 //! below `2^63 + 2^62` and no sum overflows. A `now` earlier than an earlier call's only
 //! sees a larger backlog, so going back in time can never admit more.
 //!
@@ -75,24 +75,28 @@ impl Algorithm for Gcra {
             });
         }
         let (t, span) = (q.interval_nanos(), q.capacity_nanos());
+        // Written so that the chain from the loaded TAT to the CAS is one max and one
+        // add; the limit `now + B·T` and the increment do not depend on the state.
+        // No overflow: every TAT a limiter can hold was produced here (or by a refund,
+        // which only lowers it), so TAT ≤ MAX_TIME + B·T < 2^63 + 2^62, and
+        // cost·T ≤ B·T ≤ 2^62: the sum stays below 2^64.
+        let latest = now + span;
         let base = if tat > now { tat } else { now };
-        let backlog = base - now;
-        // cost ≤ B, so cost·T ≤ B·T ≤ 2^62. The sum only saturates when time went
-        // back by ~2^63 ns, and then it rejects, as it should.
-        let needed = backlog.saturating_add(cost * t);
-        if needed > span {
-            let d = Decision::new(
+        let new_tat = base + cost * t;
+        if new_tat > latest {
+            let backlog = base - now;
+            let d = Decision::new_unchecked(
                 false,
                 q.burst(),
                 span.saturating_sub(backlog),
                 t,
-                needed - span,
+                new_tat - latest,
                 backlog,
             );
             return Ok(Transition::keep(d));
         }
-        let d = Decision::new(true, q.burst(), span - needed, t, 0, needed);
-        Ok(Transition::write(d, now + needed))
+        let d = Decision::new_unchecked(true, q.burst(), latest - new_tat, t, 0, new_tat - now);
+        Ok(Transition::write(d, new_tat))
     }
 }
 
@@ -179,6 +183,8 @@ mod tests {
             .unwrap()
             .decision
             .is_allowed());
-        assert!(g.decide(u64::MAX, 0, 1).is_ok());
+        // The largest TAT a limiter can hold, read at time 0: no overflow, a rejection.
+        let worst = MAX_TIME_NANOS + g.quota().capacity_nanos();
+        assert!(!g.decide(worst, 0, 2).unwrap().decision.is_allowed());
     }
 }

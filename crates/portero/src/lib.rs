@@ -64,6 +64,8 @@ pub mod sliding_counter;
 #[cfg(feature = "std")]
 pub mod sliding_log;
 pub mod stack;
+#[cfg(feature = "std")]
+pub mod striped;
 pub mod token_bucket;
 mod window;
 pub mod word;
@@ -88,4 +90,6 @@ pub use quota::{Quota, QuotaError, MAX_SPAN_NANOS, MAX_TIME_NANOS};
 pub use sliding_counter::SlidingWindowCounter;
 #[cfg(feature = "std")]
 pub use sliding_log::SlidingLog;
+#[cfg(feature = "std")]
+pub use striped::Striped;
 pub use token_bucket::TokenBucket;

@@ -9,10 +9,10 @@ use core::time::Duration;
 /// (`now + burst × interval`) inside a `u64` as long as `now ≤ MAX_TIME_NANOS`.
 pub const MAX_SPAN_NANOS: u64 = 1 << 62;
 
-/// The latest instant (nanoseconds on the caller's axis) a limiter accepts: `2^63` ns,
-/// about 292 years after the clock's epoch. Later readings get
+/// The latest instant (nanoseconds on the caller's axis) a limiter accepts: `2^63 − 1`
+/// ns, about 292 years after the clock's epoch. Later readings get
 /// [`CheckError::TimeOutOfRange`](crate::CheckError::TimeOutOfRange), never a wrap.
-pub const MAX_TIME_NANOS: u64 = 1 << 63;
+pub const MAX_TIME_NANOS: u64 = (1 << 63) - 1;
 
 /// A rate (`limit` per `period`) and a burst (how many may pass at once).
 ///
@@ -35,6 +35,8 @@ pub struct Quota {
     period: u64,
     interval: u64,
     burst: u64,
+    /// `burst × interval`, kept so the hot path does not multiply.
+    span: u64,
 }
 
 /// Why a quota was refused.
@@ -124,6 +126,7 @@ impl Quota {
             period: period_nanos,
             interval,
             burst: 1,
+            span: interval,
         };
         q.with_burst(limit)
     }
@@ -154,7 +157,11 @@ impl Quota {
             return Err(QuotaError::ZeroBurst);
         }
         match burst.checked_mul(self.interval) {
-            Some(span) if span <= MAX_SPAN_NANOS => Ok(Self { burst, ..self }),
+            Some(span) if span <= MAX_SPAN_NANOS => Ok(Self {
+                burst,
+                span,
+                ..self
+            }),
             _ => Err(QuotaError::SpanTooLong),
         }
     }
@@ -192,7 +199,7 @@ impl Quota {
     /// `burst × T` in nanoseconds: the time an empty limiter takes to be full again.
     /// At most [`MAX_SPAN_NANOS`].
     pub const fn capacity_nanos(&self) -> u64 {
-        self.burst * self.interval
+        self.span
     }
 }
 

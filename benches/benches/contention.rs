@@ -1,0 +1,88 @@
+//! T threads hammering one limiter (T = 1, 2, 4, 8; 8 oversubscribes a 2-core machine):
+//! time per operation across all threads (lower is better; aggregate throughput is its
+//! inverse). Admit and reject paths, portero, its scalable mode and governor.
+
+use std::hint::black_box;
+use std::num::NonZeroU32;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use portero::{Quota, RateLimiter, Striped};
+use portero_benches::cas_once;
+
+fn open_quota() -> Quota {
+    Quota::per_second(1_000_000_000).unwrap().with_burst(1 << 30).unwrap()
+}
+
+/// Runs `op` `iters` times in total, split over `threads` threads that start together;
+/// returns the wall time.
+fn hammer<L: Sync + Send + 'static>(
+    limiter: Arc<L>,
+    threads: usize,
+    iters: u64,
+    op: fn(&L) -> bool,
+) -> Duration {
+    let barrier = Arc::new(Barrier::new(threads + 1));
+    let per = iters / threads as u64 + 1;
+    let handles: Vec<_> = (0..threads)
+        .map(|_| {
+            let (l, b) = (limiter.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                b.wait();
+                let mut n = 0u64;
+                for _ in 0..per {
+                    n += u64::from(op(&l));
+                }
+                black_box(n)
+            })
+        })
+        .collect();
+    barrier.wait();
+    let start = Instant::now();
+    for h in handles {
+        h.join().unwrap();
+    }
+    start.elapsed()
+}
+
+fn contention(c: &mut Criterion) {
+    let mut g = c.benchmark_group("contention");
+    g.throughput(Throughput::Elements(1));
+    for threads in [1usize, 2, 4, 8] {
+        let id = |name: &str| BenchmarkId::new(name, threads);
+        g.bench_function(id("floor_cas"), |b| {
+            b.iter_custom(|n| hammer(Arc::new(AtomicU64::new(0)), threads, n, cas_once))
+        });
+        g.bench_function(id("portero_gcra_admit"), |b| {
+            let l = Arc::new(RateLimiter::gcra(open_quota()));
+            b.iter_custom(|n| hammer(l.clone(), threads, n, |l| l.check().is_allowed()))
+        });
+        g.bench_function(id("governor_admit"), |b| {
+            let q = governor::Quota::per_second(NonZeroU32::new(1_000_000_000).unwrap())
+                .allow_burst(NonZeroU32::new(1 << 30).unwrap());
+            let l = Arc::new(governor::RateLimiter::direct(q));
+            b.iter_custom(|n| hammer(l.clone(), threads, n, |l| l.check().is_ok()))
+        });
+        g.bench_function(id("portero_striped_admit"), |b| {
+            let l = Arc::new(Striped::new(open_quota(), threads.max(2)).unwrap());
+            b.iter_custom(|n| hammer(l.clone(), threads, n, |l| l.check().is_allowed()))
+        });
+        g.bench_function(id("portero_gcra_reject"), |b| {
+            let l = Arc::new(RateLimiter::gcra(Quota::per_hour(1).unwrap()));
+            l.check();
+            b.iter_custom(|n| hammer(l.clone(), threads, n, |l| l.check().is_allowed()))
+        });
+        g.bench_function(id("governor_reject"), |b| {
+            let q = governor::Quota::per_hour(NonZeroU32::new(1).unwrap());
+            let l = Arc::new(governor::RateLimiter::direct(q));
+            let _ = l.check();
+            b.iter_custom(|n| hammer(l.clone(), threads, n, |l| l.check().is_ok()))
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, contention);
+criterion_main!(benches);

@@ -1,0 +1,131 @@
+//! Direct (unkeyed) checks on one thread: portero, governor and ratelimit in the same
+//! groups, with the floor (a clock read plus one uncontended CAS) beside them.
+
+use std::hint::black_box;
+use std::num::NonZeroU32;
+use std::sync::atomic::AtomicU64;
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use portero::{
+    Clock, CoarseClock, FixedWindow, ManualClock, QuantaClock, Quota, RateLimiter, SlidingLog,
+    SlidingWindowCounter, StdClock,
+};
+use portero_benches::cas_once;
+
+/// A quota that never runs out at benchmark speed: 10^9 per second, burst 2^30.
+fn open_quota() -> Quota {
+    Quota::per_second(1_000_000_000).unwrap().with_burst(1 << 30).unwrap()
+}
+
+fn governor_open() -> governor::DefaultDirectRateLimiter {
+    let q = governor::Quota::per_second(NonZeroU32::new(1_000_000_000).unwrap())
+        .allow_burst(NonZeroU32::new(1 << 30).unwrap());
+    governor::RateLimiter::direct(q)
+}
+
+fn clocks(c: &mut Criterion) {
+    let mut g = c.benchmark_group("clock");
+    let (q, s, k) = (QuantaClock::new(), StdClock::new(), CoarseClock::new());
+    g.bench_function("quanta", |b| b.iter(|| black_box(q.now())));
+    g.bench_function("std_instant", |b| b.iter(|| black_box(s.now())));
+    g.bench_function("coarse_monotonic", |b| b.iter(|| black_box(k.now())));
+    g.finish();
+}
+
+fn admit(c: &mut Criterion) {
+    let mut g = c.benchmark_group("direct_admit");
+    let word = AtomicU64::new(0);
+    let clock = QuantaClock::new();
+    g.bench_function("floor_cas", |b| b.iter(|| black_box(cas_once(&word))));
+    // The same harness as `portero_gcra_check_at` (a caller-supplied time each
+    // iteration), with the limiter replaced by one CAS that stores that time.
+    let mut t = 0u64;
+    g.bench_function("floor_cas_at", |b| {
+        b.iter(|| {
+            t += 1;
+            let v = word.load(std::sync::atomic::Ordering::Relaxed);
+            black_box(
+                word.compare_exchange(
+                    v,
+                    black_box(t),
+                    std::sync::atomic::Ordering::AcqRel,
+                    std::sync::atomic::Ordering::Relaxed,
+                )
+                .is_ok(),
+            )
+        })
+    });
+    g.bench_function("floor_quanta_plus_cas", |b| {
+        b.iter(|| {
+            black_box(clock.now());
+            black_box(cas_once(&word))
+        })
+    });
+    let p = RateLimiter::gcra(open_quota());
+    g.bench_function("portero_gcra", |b| b.iter(|| black_box(p.check().is_allowed())));
+    let coarse = RateLimiter::gcra(open_quota()).with_clock(CoarseClock::new());
+    g.bench_function("portero_gcra_coarse_clock", |b| {
+        b.iter(|| black_box(coarse.check().is_allowed()))
+    });
+    let e = RateLimiter::gcra(open_quota()).with_clock(ManualClock::new());
+    let mut t = 0u64;
+    g.bench_function("portero_gcra_check_at", |b| {
+        b.iter(|| {
+            t += 1;
+            black_box(e.check_at(black_box(t), 1).map(|d| d.is_allowed()))
+        })
+    });
+    let tb = RateLimiter::token_bucket(open_quota());
+    g.bench_function("portero_token_bucket", |b| b.iter(|| black_box(tb.check().is_allowed())));
+    let gov = governor_open();
+    g.bench_function("governor", |b| b.iter(|| black_box(gov.check().is_ok())));
+    let rl = ratelimit::Ratelimiter::builder(1_000_000_000)
+        .max_tokens(1 << 30)
+        .initial_available(1 << 30)
+        .build()
+        .unwrap();
+    g.bench_function("ratelimit", |b| b.iter(|| black_box(rl.try_wait().is_ok())));
+    // The window algorithms, for completeness (explicit time, so no clock read).
+    let window = Quota::from_nanos(1_000_000, 1_000_000).unwrap(); // 1 per ns, 1 ms windows
+    let fw = RateLimiter::new(FixedWindow::new(window).unwrap()).with_clock(ManualClock::new());
+    let sc = RateLimiter::new(SlidingWindowCounter::new(Quota::per_second((1 << 20) - 1).unwrap()).unwrap())
+        .with_clock(ManualClock::new());
+    let log = SlidingLog::with_clock(Quota::from_nanos(64, 1_000).unwrap(), ManualClock::new());
+    let mut t = 0u64;
+    g.bench_function("portero_fixed_window_check_at", |b| {
+        b.iter(|| {
+            t += 1;
+            black_box(fw.check_at(t, 1).map(|d| d.is_allowed()))
+        })
+    });
+    g.bench_function("portero_sliding_counter_check_at", |b| {
+        b.iter(|| {
+            t += 1;
+            black_box(sc.check_at(t, 1).map(|d| d.is_allowed()))
+        })
+    });
+    g.bench_function("portero_sliding_log_check_at", |b| {
+        b.iter(|| {
+            t += 16;
+            black_box(log.check_at(t, 1).map(|d| d.is_allowed()))
+        })
+    });
+    g.finish();
+}
+
+fn reject(c: &mut Criterion) {
+    let mut g = c.benchmark_group("direct_reject");
+    let closed = Quota::per_hour(1).unwrap();
+    let p = RateLimiter::gcra(closed);
+    p.check();
+    assert!(!p.check().is_allowed());
+    g.bench_function("portero_gcra", |b| b.iter(|| black_box(p.check().is_allowed())));
+    let gov = governor::RateLimiter::direct(governor::Quota::per_hour(NonZeroU32::new(1).unwrap()));
+    let _ = gov.check();
+    assert!(gov.check().is_err());
+    g.bench_function("governor", |b| b.iter(|| black_box(gov.check().is_ok())));
+    g.finish();
+}
+
+criterion_group!(benches, clocks, admit, reject);
+criterion_main!(benches);

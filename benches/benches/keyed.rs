@@ -1,0 +1,136 @@
+//! Keyed checks: an existing key among 10,000 or 1,000,000, uniform or Zipf, portero's
+//! table against governor's keyed limiter and the candidate concurrent maps (each map
+//! holding one `AtomicU64` state per key, updated by a CAS: the same work).
+
+use std::hint::black_box;
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use portero::{Gcra, KeyedLimiter, Quota};
+use portero_benches::{uniform_keys, zipf_keys};
+
+const SEQ: usize = 1 << 16;
+
+fn quota() -> Quota {
+    Quota::per_second(1_000_000_000).unwrap().with_burst(1 << 30).unwrap()
+}
+
+fn gov_quota() -> governor::Quota {
+    governor::Quota::per_second(NonZeroU32::new(1_000_000_000).unwrap())
+        .allow_burst(NonZeroU32::new(1 << 30).unwrap())
+}
+
+fn bump(state: &AtomicU64) -> bool {
+    let v = state.load(Ordering::Relaxed);
+    state
+        .compare_exchange(v, v + 1, Ordering::AcqRel, Ordering::Relaxed)
+        .is_ok()
+}
+
+/// Runs `f(key)` over the key sequence on `threads` threads; wall time per op.
+fn on_threads<F: Fn(u64) -> bool + Sync + Send + 'static>(
+    f: Arc<F>,
+    keys: Arc<Vec<u64>>,
+    threads: usize,
+    iters: u64,
+) -> Duration {
+    let per = iters / threads as u64 + 1;
+    let start = Instant::now();
+    let hs: Vec<_> = (0..threads)
+        .map(|t| {
+            let (f, keys) = (f.clone(), keys.clone());
+            std::thread::spawn(move || {
+                let mut n = 0u64;
+                for i in 0..per as usize {
+                    n += u64::from(f(keys[(i + t * 997) % SEQ]));
+                }
+                black_box(n)
+            })
+        })
+        .collect();
+    for h in hs {
+        h.join().unwrap();
+    }
+    start.elapsed()
+}
+
+fn existing_keys(c: &mut Criterion) {
+    let mut g = c.benchmark_group("keyed_existing");
+    for (n, dist) in [(10_000u64, "uniform"), (10_000, "zipf"), (1_000_000, "uniform"), (1_000_000, "zipf")] {
+        let keys = Arc::new(if dist == "uniform" { uniform_keys(n, SEQ) } else { zipf_keys(n, SEQ) });
+        let portero = Arc::new(KeyedLimiter::new(Gcra::new(quota()), n as usize));
+        let governor = Arc::new(governor::RateLimiter::keyed(gov_quota()));
+        let dash = Arc::new(dashmap::DashMap::<u64, AtomicU64, ahash::RandomState>::default());
+        let papaya = Arc::new(papaya::HashMap::<u64, AtomicU64>::new());
+        let scc = Arc::new(scc::HashMap::<u64, AtomicU64>::new());
+        for k in 0..n {
+            portero.check(&k);
+            let _ = governor.check_key(&k);
+            dash.insert(k, AtomicU64::new(0));
+            papaya.pin().insert(k, AtomicU64::new(0));
+            let _ = scc.insert(k, AtomicU64::new(0));
+        }
+        for threads in [1usize, 2] {
+            let label = format!("{n}_{dist}_{threads}t");
+            let p = portero.clone();
+            let f = Arc::new(move |k: u64| p.check(&k).is_allowed());
+            g.bench_function(BenchmarkId::new("portero", &label), |b| {
+                b.iter_custom(|i| on_threads(f.clone(), keys.clone(), threads, i))
+            });
+            let gv = governor.clone();
+            let f = Arc::new(move |k: u64| gv.check_key(&k).is_ok());
+            g.bench_function(BenchmarkId::new("governor", &label), |b| {
+                b.iter_custom(|i| on_threads(f.clone(), keys.clone(), threads, i))
+            });
+            if n == 10_000 {
+                let d = dash.clone();
+                let f = Arc::new(move |k: u64| d.get(&k).is_some_and(|s| bump(&s)));
+                g.bench_function(BenchmarkId::new("map_dashmap", &label), |b| {
+                    b.iter_custom(|i| on_threads(f.clone(), keys.clone(), threads, i))
+                });
+                let p = papaya.clone();
+                let f = Arc::new(move |k: u64| p.pin().get(&k).is_some_and(bump));
+                g.bench_function(BenchmarkId::new("map_papaya", &label), |b| {
+                    b.iter_custom(|i| on_threads(f.clone(), keys.clone(), threads, i))
+                });
+                let s = scc.clone();
+                let f = Arc::new(move |k: u64| s.read(&k, |_, v| bump(v)).unwrap_or(false));
+                g.bench_function(BenchmarkId::new("map_scc", &label), |b| {
+                    b.iter_custom(|i| on_threads(f.clone(), keys.clone(), threads, i))
+                });
+            }
+        }
+    }
+    g.finish();
+}
+
+fn new_keys(c: &mut Criterion) {
+    let mut g = c.benchmark_group("keyed_insert");
+    g.bench_function("portero", |b| {
+        b.iter_custom(|iters| {
+            let l = KeyedLimiter::new(Gcra::new(quota()), iters as usize);
+            let start = Instant::now();
+            for k in 0..iters {
+                black_box(l.check(&k));
+            }
+            start.elapsed()
+        })
+    });
+    g.bench_function("governor", |b| {
+        b.iter_custom(|iters| {
+            let l = governor::RateLimiter::keyed(gov_quota());
+            let start = Instant::now();
+            for k in 0..iters {
+                let _ = black_box(l.check_key(&k));
+            }
+            start.elapsed()
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, existing_keys, new_keys);
+criterion_main!(benches);
