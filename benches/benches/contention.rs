@@ -13,7 +13,10 @@ use portero::{Quota, RateLimiter, Striped};
 use portero_benches::cas_once;
 
 fn open_quota() -> Quota {
-    Quota::per_second(1_000_000_000).unwrap().with_burst(1 << 30).unwrap()
+    Quota::per_second(1_000_000_000)
+        .unwrap()
+        .with_burst(1 << 30)
+        .unwrap()
 }
 
 /// Runs `op` `iters` times in total, split over `threads` threads that start together;

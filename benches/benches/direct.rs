@@ -14,7 +14,10 @@ use portero_benches::cas_once;
 
 /// A quota that never runs out at benchmark speed: 10^9 per second, burst 2^30.
 fn open_quota() -> Quota {
-    Quota::per_second(1_000_000_000).unwrap().with_burst(1 << 30).unwrap()
+    Quota::per_second(1_000_000_000)
+        .unwrap()
+        .with_burst(1 << 30)
+        .unwrap()
 }
 
 fn governor_open() -> governor::DefaultDirectRateLimiter {
@@ -62,7 +65,9 @@ fn admit(c: &mut Criterion) {
         })
     });
     let p = RateLimiter::gcra(open_quota());
-    g.bench_function("portero_gcra", |b| b.iter(|| black_box(p.check().is_allowed())));
+    g.bench_function("portero_gcra", |b| {
+        b.iter(|| black_box(p.check().is_allowed()))
+    });
     let coarse = RateLimiter::gcra(open_quota()).with_clock(CoarseClock::new());
     g.bench_function("portero_gcra_coarse_clock", |b| {
         b.iter(|| black_box(coarse.check().is_allowed()))
@@ -76,7 +81,9 @@ fn admit(c: &mut Criterion) {
         })
     });
     let tb = RateLimiter::token_bucket(open_quota());
-    g.bench_function("portero_token_bucket", |b| b.iter(|| black_box(tb.check().is_allowed())));
+    g.bench_function("portero_token_bucket", |b| {
+        b.iter(|| black_box(tb.check().is_allowed()))
+    });
     let gov = governor_open();
     g.bench_function("governor", |b| b.iter(|| black_box(gov.check().is_ok())));
     let rl = ratelimit::Ratelimiter::builder(1_000_000_000)
@@ -88,8 +95,10 @@ fn admit(c: &mut Criterion) {
     // The window algorithms, for completeness (explicit time, so no clock read).
     let window = Quota::from_nanos(1_000_000, 1_000_000).unwrap(); // 1 per ns, 1 ms windows
     let fw = RateLimiter::new(FixedWindow::new(window).unwrap()).with_clock(ManualClock::new());
-    let sc = RateLimiter::new(SlidingWindowCounter::new(Quota::per_second((1 << 20) - 1).unwrap()).unwrap())
-        .with_clock(ManualClock::new());
+    let sc = RateLimiter::new(
+        SlidingWindowCounter::new(Quota::per_second((1 << 20) - 1).unwrap()).unwrap(),
+    )
+    .with_clock(ManualClock::new());
     let log = SlidingLog::with_clock(Quota::from_nanos(64, 1_000).unwrap(), ManualClock::new());
     let mut t = 0u64;
     g.bench_function("portero_fixed_window_check_at", |b| {
@@ -119,7 +128,9 @@ fn reject(c: &mut Criterion) {
     let p = RateLimiter::gcra(closed);
     p.check();
     assert!(!p.check().is_allowed());
-    g.bench_function("portero_gcra", |b| b.iter(|| black_box(p.check().is_allowed())));
+    g.bench_function("portero_gcra", |b| {
+        b.iter(|| black_box(p.check().is_allowed()))
+    });
     let gov = governor::RateLimiter::direct(governor::Quota::per_hour(NonZeroU32::new(1).unwrap()));
     let _ = gov.check();
     assert!(gov.check().is_err());

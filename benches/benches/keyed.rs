@@ -15,7 +15,10 @@ use portero_benches::{uniform_keys, zipf_keys};
 const SEQ: usize = 1 << 16;
 
 fn quota() -> Quota {
-    Quota::per_second(1_000_000_000).unwrap().with_burst(1 << 30).unwrap()
+    Quota::per_second(1_000_000_000)
+        .unwrap()
+        .with_burst(1 << 30)
+        .unwrap()
 }
 
 fn gov_quota() -> governor::Quota {
@@ -59,8 +62,17 @@ fn on_threads<F: Fn(u64) -> bool + Sync + Send + 'static>(
 
 fn existing_keys(c: &mut Criterion) {
     let mut g = c.benchmark_group("keyed_existing");
-    for (n, dist) in [(10_000u64, "uniform"), (10_000, "zipf"), (1_000_000, "uniform"), (1_000_000, "zipf")] {
-        let keys = Arc::new(if dist == "uniform" { uniform_keys(n, SEQ) } else { zipf_keys(n, SEQ) });
+    for (n, dist) in [
+        (10_000u64, "uniform"),
+        (10_000, "zipf"),
+        (1_000_000, "uniform"),
+        (1_000_000, "zipf"),
+    ] {
+        let keys = Arc::new(if dist == "uniform" {
+            uniform_keys(n, SEQ)
+        } else {
+            zipf_keys(n, SEQ)
+        });
         let portero = Arc::new(KeyedLimiter::new(Gcra::new(quota()), n as usize));
         let governor = Arc::new(governor::RateLimiter::keyed(gov_quota()));
         let dash = Arc::new(dashmap::DashMap::<u64, AtomicU64, ahash::RandomState>::default());

@@ -127,7 +127,11 @@ fn striped_admits_exactly_the_burst() {
                 thread::spawn(move || s.check_at(100, 1).unwrap().is_allowed())
             })
             .collect();
-        let admitted = handles.into_iter().map(|h| h.join().unwrap()).filter(|a| *a).count();
+        let admitted = handles
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .filter(|a| *a)
+            .count();
         assert_eq!(admitted, 2);
     });
 }

@@ -56,7 +56,9 @@ fn striped_admits_exactly_the_burst_under_8_threads() {
         .map(|_| {
             let (striped, admitted) = (striped.clone(), admitted.clone());
             std::thread::spawn(move || {
-                let mine = (0..ATTEMPTS).filter(|_| striped.check().is_allowed()).count();
+                let mine = (0..ATTEMPTS)
+                    .filter(|_| striped.check().is_allowed())
+                    .count();
                 admitted.fetch_add(mine as u64, Ordering::Relaxed);
             })
         })

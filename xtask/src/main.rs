@@ -9,10 +9,19 @@ const HELP: &str = "\
 cargo xtask <command>
 
   test         everything CI runs: fmt, clippy, tests + doc tests, loom models,
-               the no_std wasm32 build
+               the no_std wasm32 build, the wasm package (Node and workerd tests)
   loom         the loom models (LOOM_MAX_PREEMPTIONS=2); `loom --deep` is unbounded
-  setup        install what the checks need (rust target, components)
+  wasm         build wasm/pkg: cargo (nightly, build-std), wasm-bindgen, wasm-opt,
+               and check the size budget
+  setup        install what the checks need (rust target, components, nightly
+               rust-src, wasm-bindgen-cli, npm packages)
 ";
+
+/// The wasm-bindgen CLI must match the crate's pinned version exactly.
+const WASM_BINDGEN: &str = "0.2.130";
+/// Size budget for the optimized module (bytes): raw and gzipped.
+const WASM_MAX_RAW: u64 = 40 * 1024;
+const WASM_MAX_GZIP: u64 = 16 * 1024;
 
 fn main() {
     let args: Vec<String> = env::args().skip(1).collect();
@@ -22,6 +31,7 @@ fn main() {
         Some("test") => test_all(),
         Some("loom") => loom(args.iter().any(|a| a == "--deep")),
         Some("setup") => setup(),
+        Some("wasm") => setup().and_then(|()| wasm()),
         _ => {
             print!("{HELP}");
             Ok(())
@@ -79,6 +89,117 @@ fn setup() -> Step {
             run("rustup", &["component", "add", c], &[])?;
         }
     }
+    // The edge module is built with build-std and panic=immediate-abort (nightly): it
+    // drops the panic formatting machinery, which would otherwise be half the module.
+    let toolchains = output("rustup", &["toolchain", "list"]).unwrap_or_default();
+    if !toolchains.lines().any(|l| l.starts_with("nightly")) {
+        run(
+            "rustup",
+            &["toolchain", "install", "nightly", "--profile", "minimal"],
+            &[],
+        )?;
+    }
+    let nightly = output(
+        "rustup",
+        &["component", "list", "--installed", "--toolchain", "nightly"],
+    )
+    .unwrap_or_default();
+    if !nightly.lines().any(|l| l.starts_with("rust-src")) {
+        run(
+            "rustup",
+            &["component", "add", "rust-src", "--toolchain", "nightly"],
+            &[],
+        )?;
+    }
+    let have = output("wasm-bindgen", &["--version"]).unwrap_or_default();
+    if !have.contains(WASM_BINDGEN) {
+        // Not --locked: with it a pinned dependency is missing from the registry.
+        run(
+            "cargo",
+            &["install", "wasm-bindgen-cli", "--version", WASM_BINDGEN],
+            &[],
+        )?;
+    }
+    if !Path::new("wasm/node_modules/.bin/workerd").exists()
+        || !Path::new("wasm/node_modules/.bin/wasm-opt").exists()
+    {
+        run(
+            "npm",
+            &["ci", "--prefix", "wasm", "--no-audit", "--no-fund"],
+            &[],
+        )?;
+    }
+    Ok(())
+}
+
+fn wasm() -> Step {
+    run(
+        "cargo",
+        &[
+            "+nightly",
+            "build",
+            "-p",
+            "portero-wasm",
+            "--target",
+            "wasm32-unknown-unknown",
+            "--profile",
+            "wasm-release",
+            "-Z",
+            "build-std=std,panic_abort",
+        ],
+        &[
+            ("RUSTFLAGS", "-Zunstable-options -Cpanic=immediate-abort"),
+            ("CARGO_TARGET_DIR", "target-wasm"),
+        ],
+    )?;
+    let built = "target-wasm/wasm32-unknown-unknown/wasm-release/portero_wasm.wasm";
+    let _ = std::fs::remove_dir_all("wasm/pkg");
+    run(
+        "wasm-bindgen",
+        &[
+            "--target",
+            "web",
+            "--out-dir",
+            "wasm/pkg",
+            "--out-name",
+            "portero_wasm",
+            built,
+        ],
+        &[],
+    )?;
+    let module = "wasm/pkg/portero_wasm_bg.wasm";
+    run(
+        "wasm/node_modules/.bin/wasm-opt",
+        &[
+            "-Oz",
+            "--enable-bulk-memory",
+            "--enable-nontrapping-float-to-int",
+            "--enable-sign-ext",
+            "--enable-mutable-globals",
+            "--enable-reference-types",
+            "--enable-multivalue",
+            "--strip-debug",
+            "--strip-producers",
+            module,
+            "-o",
+            module,
+        ],
+        &[],
+    )?;
+    let raw = std::fs::metadata(module)
+        .map_err(|e| format!("{module}: {e}"))?
+        .len();
+    let gz = output("sh", &["-c", &format!("gzip -9 -c {module} | wc -c")])
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .ok_or("gzip failed")?;
+    eprintln!(
+        "wasm module: {raw} bytes, {gz} bytes gzipped (budget {WASM_MAX_RAW} / {WASM_MAX_GZIP})"
+    );
+    if raw > WASM_MAX_RAW || gz > WASM_MAX_GZIP {
+        return Err(format!(
+            "wasm module over budget: {raw} B raw, {gz} B gzipped"
+        ));
+    }
     Ok(())
 }
 
@@ -135,6 +256,8 @@ fn test_all() -> Step {
         &[],
     )?;
     loom(false)?;
+    wasm()?;
+    run("node", &["--test", "wasm/test/"], &[])?;
     eprintln!("\nxtask: all checks passed");
     Ok(())
 }

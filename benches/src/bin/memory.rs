@@ -55,7 +55,8 @@ fn main() {
     drop(portero);
 
     let before = live();
-    let gov = governor::RateLimiter::keyed(governor::Quota::per_second(NonZeroU32::new(10).unwrap()));
+    let gov =
+        governor::RateLimiter::keyed(governor::Quota::per_second(NonZeroU32::new(10).unwrap()));
     for k in 0..KEYS {
         let _ = gov.check_key(&k);
     }
@@ -67,8 +68,12 @@ fn main() {
     drop(gov);
 
     let before = live();
-    let flood = KeyedLimiter::with_clock(Gcra::new(Quota::per_hour(1).unwrap()), 100_000, ManualClock::new())
-        .overflow(Overflow::EvictSoonestFull);
+    let flood = KeyedLimiter::with_clock(
+        Gcra::new(Quota::per_hour(1).unwrap()),
+        100_000,
+        ManualClock::new(),
+    )
+    .overflow(Overflow::EvictSoonestFull);
     let table = live() - before;
     let mut peak = 0;
     for k in 0..10_000_000u64 {

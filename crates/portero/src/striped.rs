@@ -26,9 +26,7 @@ use std::vec::Vec;
 use crossbeam_utils::CachePadded;
 
 use crate::word::AtomicWord;
-use crate::{
-    Algorithm, CheckError, Clock, Decision, DefaultClock, Gcra, Quota, QuotaError,
-};
+use crate::{Algorithm, CheckError, Clock, Decision, DefaultClock, Gcra, Quota, QuotaError};
 
 /// A GCRA quota split over stripes that borrow from each other. See the module docs.
 #[derive(Debug)]

@@ -1,0 +1,78 @@
+/** What every limiter answers. */
+export interface Decision {
+  /** Whether the request may pass. */
+  allowed: boolean;
+  /** The most units admitted at once (burst, or the window's limit). */
+  limit: number;
+  /** Whole units left after this decision. */
+  remaining: number;
+  /** Milliseconds (rounded up) until this request would be admitted; 0 when it was. */
+  retryAfterMs: number;
+  /** Milliseconds (rounded up) until the limiter is full again. */
+  resetAfterMs: number;
+}
+
+export interface KeyedDecision extends Decision {
+  /** Refused because the key table is full of active keys (and `evict` is off). */
+  tableFull: boolean;
+}
+
+/** A rate: one of perSecond, perMinute, perHour, or limit with periodMs. */
+export interface QuotaOptions {
+  perSecond?: number;
+  perMinute?: number;
+  perHour?: number;
+  limit?: number;
+  periodMs?: number;
+  /** Bucket capacity (alias of burst). Defaults to the limit. */
+  capacity?: number;
+  burst?: number;
+}
+
+export interface KeyedOptions extends QuotaOptions {
+  algorithm?: "gcra" | "token-bucket" | "fixed-window" | "sliding-window" | "leaky-bucket";
+  /** Most keys held at once (memory is fixed at creation). Default 100,000. */
+  maxKeys?: number;
+  /** Evict the key closest to full instead of refusing new keys when full. */
+  evict?: boolean;
+}
+
+export type Headers = Record<string, string>;
+
+export function initSync(module: WebAssembly.Module | BufferSource): void;
+export function init(input?: WebAssembly.Module | BufferSource | URL | string | Response): Promise<void>;
+export function rateLimitHeaders(
+  decision: Decision,
+  policy: { policy?: string; quota: number; windowSeconds: number },
+): Headers;
+
+declare class Single {
+  check(now: number, cost?: number): Decision;
+  peek(now: number, cost?: number): Decision;
+  reset(): void;
+  headers(decision: Decision, policy?: string): Headers;
+}
+export class Gcra extends Single {
+  constructor(options: QuotaOptions);
+}
+export class TokenBucket extends Single {
+  constructor(options: QuotaOptions);
+}
+export class FixedWindow extends Single {
+  constructor(options: QuotaOptions);
+}
+export class SlidingWindow extends Single {
+  constructor(options: QuotaOptions);
+}
+export class LeakyBucket extends Single {
+  constructor(options: QuotaOptions);
+}
+export class KeyedLimiter {
+  constructor(options: KeyedOptions);
+  check(key: string, now: number, cost?: number): KeyedDecision;
+  peek(key: string, now: number, cost?: number): KeyedDecision;
+  reset(key: string): void;
+  sweep(now: number): number;
+  readonly size: number;
+  headers(decision: Decision, policy?: string): Headers;
+}

@@ -1,0 +1,278 @@
+// portero for edge workers: the Rust limiters, compiled to WebAssembly.
+//
+// Time always comes from the caller in milliseconds: Workers freeze `Date.now()` during
+// a request, so a limiter must never read the clock itself. State lives in the isolate
+// (module scope): each isolate counts on its own, so a limit per isolate is coarse,
+// and several isolates of one Worker each admit up to the limit.
+
+import initAsync, {
+  initSync as initRaw,
+  lastLimit,
+  lastRemaining,
+  lastRetryAfterMs,
+  lastResetAfterMs,
+  lastOutcome,
+  Limiter as RawLimiter,
+  Keyed as RawKeyed,
+} from "../pkg/portero_wasm.js";
+
+let ready = false;
+
+/**
+ * Instantiates the module synchronously from a compiled `WebAssembly.Module` (in
+ * workerd: `import wasm from "portero/wasm"`) or from its bytes (Node).
+ */
+export function initSync(module) {
+  initRaw({ module });
+  ready = true;
+}
+
+/** Instantiates the module asynchronously (browsers, Node: from a URL, bytes or Module). */
+export async function init(input) {
+  await initAsync(input === undefined ? undefined : { module_or_path: input });
+  ready = true;
+}
+
+function fail(message) {
+  throw new Error(`portero: ${message}`);
+}
+
+function needReady() {
+  if (!ready) fail("call initSync(module) or await init() before creating limiters");
+}
+
+// Turns an error from wasm into an Error whose message says portero and, where known,
+// the value that was refused. (Only on the error path: the hot path builds no strings.)
+function rethrow(e, value) {
+  const got = value === undefined ? "" : ` (got ${value})`;
+  throw new Error(`portero: ${e?.message ?? String(e)}${got}`);
+}
+
+function guard(f, value) {
+  try {
+    return f();
+  } catch (e) {
+    rethrow(e, value);
+  }
+}
+
+function isNumber(v) {
+  return typeof v === "number";
+}
+
+const ALGORITHMS = ["gcra", "token-bucket", "fixed-window", "sliding-window", "leaky-bucket"];
+
+/** Reads `{ perSecond | perMinute | perHour | limit + periodMs, capacity | burst }`. */
+function quotaOf(options) {
+  if (options === null || typeof options !== "object") fail("options must be an object");
+  let limit;
+  let periodMs;
+  if (options.perSecond !== undefined) [limit, periodMs] = [options.perSecond, 1_000];
+  else if (options.perMinute !== undefined) [limit, periodMs] = [options.perMinute, 60_000];
+  else if (options.perHour !== undefined) [limit, periodMs] = [options.perHour, 3_600_000];
+  else [limit, periodMs] = [options.limit, options.periodMs];
+  const burst = options.capacity ?? options.burst ?? limit;
+  for (const [name, v] of [["limit", limit], ["periodMs", periodMs], ["burst", burst]]) {
+    if (!isNumber(v)) {
+      fail(`${name} must be a number (set perSecond, perMinute, perHour or limit and periodMs), got ${String(v)}`);
+    }
+  }
+  return { limit, periodMs, burst };
+}
+
+// The largest time the core accepts: 2^63 ns, in ms.
+const MAX_NOW_MS = 9_223_372_036_854;
+
+// Checked here, before the call: an exception thrown inside wasm would skip the glue
+// that frees a key string. The module validates again, as a safety net. (No try/catch
+// around the hot calls: with one, V8 stopped inlining them and a check took 4x longer.)
+function checkArgs(now, cost) {
+  if (!isNumber(now)) fail(`now must be a number of milliseconds, e.g. Date.now(), got ${String(now)}`);
+  if (!(now >= 0 && now <= MAX_NOW_MS)) {
+    fail(`now must be a finite, non-negative number of milliseconds (at most ~292 years), got ${now}`);
+  }
+  if (!isNumber(cost)) fail(`cost must be a number, got ${String(cost)}`);
+  if (!(Number.isSafeInteger(cost) && cost >= 0)) {
+    fail(`cost must be a whole number from 0 to 2^53 - 1, got ${cost}`);
+  }
+}
+
+// Outcome codes the module writes beside each decision (see `LAST` in src/lib.rs).
+const TABLE_FULL = 1;
+const COST_EXCEEDS_CAPACITY = 2;
+const TIME_OUT_OF_RANGE = 3;
+
+function decisionOf(allowed, cost) {
+  if (!allowed) {
+    const outcome = lastOutcome();
+    if (outcome === COST_EXCEEDS_CAPACITY) {
+      fail(`cost exceeds the limiter's capacity: it can never be admitted (cost ${cost}, capacity ${lastLimit()})`);
+    }
+    if (outcome === TIME_OUT_OF_RANGE) fail("now is past the supported time range");
+  }
+  return {
+    allowed,
+    limit: lastLimit(),
+    remaining: lastRemaining(),
+    retryAfterMs: lastRetryAfterMs(),
+    resetAfterMs: lastResetAfterMs(),
+  };
+}
+
+const TOKEN = /^[A-Za-z*][A-Za-z0-9!#$%&'*+\-.^_`|~:/]*$/;
+
+/**
+ * Response headers for a decision: the IETF `RateLimit-Policy` and `RateLimit`
+ * fields, and for a rejection `Retry-After` (whole seconds, rounded up) and
+ * `Cache-Control: no-store` (a 429 must never be cached).
+ */
+export function rateLimitHeaders(decision, { policy = "default", quota, windowSeconds }) {
+  if (!TOKEN.test(policy)) fail(`policy must be a structured-field token, got ${JSON.stringify(policy)}`);
+  if (!isNumber(quota) || !isNumber(windowSeconds)) fail("quota and windowSeconds must be numbers");
+  const seconds = (ms) => Math.ceil(ms / 1000);
+  const headers = {
+    "RateLimit-Policy": `${policy};q=${quota};w=${windowSeconds}`,
+  };
+  if (decision.allowed) {
+    headers["RateLimit"] = `${policy};r=${decision.remaining};t=${seconds(decision.resetAfterMs)}`;
+  } else {
+    const retry = Math.max(1, seconds(decision.retryAfterMs));
+    headers["RateLimit"] = `${policy};r=${decision.remaining};t=${retry}`;
+    headers["Retry-After"] = String(retry);
+    headers["Cache-Control"] = "no-store";
+  }
+  return headers;
+}
+
+class Single {
+  #raw;
+  #quota;
+  constructor(algorithm, options) {
+    needReady();
+    this.#quota = quotaOf(options);
+    const { limit, periodMs, burst } = this.#quota;
+    this.#raw = guard(() => new RawLimiter(algorithm, limit, periodMs, burst));
+  }
+  /** Checks `cost` units (default 1) at `now` (ms), taking them if admitted. */
+  check(now, cost = 1) {
+    checkArgs(now, cost);
+    return decisionOf(this.#raw.check(now, cost), cost);
+  }
+  /** What `check` would answer, taking nothing. */
+  peek(now, cost = 1) {
+    checkArgs(now, cost);
+    return decisionOf(this.#raw.peek(now, cost), cost);
+  }
+  /** Forgets everything admitted. */
+  reset() {
+    this.#raw.reset();
+  }
+  /** `rateLimitHeaders` with this limiter's quota. */
+  headers(decision, policy = "default") {
+    const { limit, periodMs } = this.#quota;
+    return rateLimitHeaders(decision, { policy, quota: limit, windowSeconds: Math.ceil(periodMs / 1000) });
+  }
+}
+
+/** GCRA: bursts of `burst`, `limit` per period on average, exact retry-after. */
+export class Gcra extends Single {
+  constructor(options) {
+    super("gcra", options);
+  }
+}
+/** Token bucket of `capacity`, refilled at `perSecond` (or any period). */
+export class TokenBucket extends Single {
+  constructor(options) {
+    super("token-bucket", options);
+  }
+}
+/** Fixed windows aligned to the time axis: `limit` per window. */
+export class FixedWindow extends Single {
+  constructor(options) {
+    super("fixed-window", options);
+  }
+}
+/** Sliding window counter: about `limit` in any window, in one word. */
+export class SlidingWindow extends Single {
+  constructor(options) {
+    super("sliding-window", options);
+  }
+}
+/** Leaky bucket as a meter: the level drains at the rate; admit while it fits. */
+export class LeakyBucket extends Single {
+  constructor(options) {
+    super("leaky-bucket", options);
+  }
+}
+
+/**
+ * One limiter per string key (client address, API key…) in a table of at most
+ * `maxKeys` keys (default 100,000); memory is fixed when it is created. When every key
+ * is still active, new keys are refused (`tableFull: true`) unless `evict: true`.
+ */
+export class KeyedLimiter {
+  #raw = null;
+  #options;
+  #quota;
+  constructor(options) {
+    needReady();
+    this.#quota = quotaOf(options);
+    const algorithm = options.algorithm ?? "gcra";
+    if (!ALGORITHMS.includes(algorithm)) fail(`algorithm must be one of ${ALGORITHMS.join(", ")}, got ${String(algorithm)}`);
+    const maxKeys = options.maxKeys ?? 100_000;
+    if (!isNumber(maxKeys)) fail(`maxKeys must be a number, got ${String(maxKeys)}`);
+    this.#options = { algorithm, maxKeys, evict: options.evict === true };
+    // Validate now; the table itself is built at the first check, because workerd only
+    // hands out random numbers (for the hash seed) while handling a request.
+    const { limit, periodMs, burst } = this.#quota;
+    guard(() => new RawLimiter(algorithm, limit, periodMs, burst).free());
+    if (!(maxKeys >= 1 && maxKeys <= 67_108_864 && Number.isInteger(maxKeys))) {
+      fail(`maxKeys must be a whole number from 1 to 67108864, got ${maxKeys}`);
+    }
+  }
+  #table() {
+    if (this.#raw === null) {
+      const seeds = crypto.getRandomValues(new Uint32Array(4));
+      const { limit, periodMs, burst } = this.#quota;
+      const { algorithm, maxKeys, evict } = this.#options;
+      this.#raw = guard(() => new RawKeyed(algorithm, limit, periodMs, burst, maxKeys, seeds, evict));
+    }
+    return this.#raw;
+  }
+  #run(method, key, now, cost) {
+    if (typeof key !== "string") fail(`key must be a string, got ${typeof key}`);
+    checkArgs(now, cost);
+    const raw = this.#table();
+    const ok = method === "check" ? raw.check(key, now, cost) : raw.peek(key, now, cost);
+    const d = decisionOf(ok, cost);
+    d.tableFull = !ok && lastOutcome() === TABLE_FULL;
+    return d;
+  }
+  /** Checks `cost` units (default 1) for `key` at `now` (ms). */
+  check(key, now, cost = 1) {
+    return this.#run("check", key, now, cost);
+  }
+  /** What `check` would answer for `key`, taking nothing. */
+  peek(key, now, cost = 1) {
+    return this.#run("peek", key, now, cost);
+  }
+  /** Forgets `key`. */
+  reset(key) {
+    if (typeof key !== "string") fail(`key must be a string, got ${typeof key}`);
+    this.#raw?.reset(key);
+  }
+  /** Drops keys that are full again at `now`; returns how many. */
+  sweep(now) {
+    checkArgs(now, 0);
+    return this.#raw === null ? 0 : guard(() => this.#raw.sweep(now), now);
+  }
+  /** Keys held. */
+  get size() {
+    return this.#raw === null ? 0 : this.#raw.size;
+  }
+  /** `rateLimitHeaders` with this limiter's quota. */
+  headers(decision, policy = "default") {
+    const { limit, periodMs } = this.#quota;
+    return rateLimitHeaders(decision, { policy, quota: limit, windowSeconds: Math.ceil(periodMs / 1000) });
+  }
+}

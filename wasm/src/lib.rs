@@ -1,0 +1,349 @@
+//! WebAssembly bindings for CDN edge workers.
+//!
+//! A thin layer: it turns JavaScript numbers into portero's integer units, checks them,
+//! and hands back the same `Decision` every portero limiter gives. No algorithm logic
+//! lives here. The npm package (`js/index.js`) wraps these raw classes in a friendlier
+//! API with option objects and response headers.
+//!
+//! Every input from JavaScript is validated here, because a panic in wasm traps and
+//! kills the whole isolate: NaN, ±Infinity, negative or fractional costs, missing
+//! arguments (which arrive as NaN) and absurd quotas all become a thrown `Error` with a
+//! clear message.
+//!
+//! Time always comes from the caller, in milliseconds (`Date.now()`, or
+//! `performance.now()`: fractions are kept to the nanosecond). Workers freeze the clock
+//! during a request, so a limiter must never read time itself.
+#![deny(missing_docs)]
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use portero::keyed::RandomState;
+use portero::{
+    Algorithm, CheckError, Decision, FixedWindow, Gcra, KeyedLimiter, LeakyMeter, ManualClock,
+    Overflow, Quota, QuotaError, RateLimiter, SlidingWindowCounter, TokenBucket, MAX_TIME_NANOS,
+};
+use wasm_bindgen::prelude::*;
+
+/// The largest integer a JavaScript number holds exactly.
+const MAX_SAFE: f64 = 9_007_199_254_740_991.0;
+
+// Every message is a static string: formatting machinery (numbers, padding) would add
+// kilobytes to the module. The JS wrapper adds the offending value to the message.
+fn err(msg: &'static str) -> JsError {
+    JsError::new(msg)
+}
+
+/// Throws a JS `Error`. Only a safety net: the JS wrapper validates `now` and `cost`
+/// before calling, because no Rust destructor runs past a throw (a key string passed
+/// in would leak). Hot-path methods throw instead of returning a `Result`, which would
+/// cost a JS array per call.
+fn throw(e: JsError) -> ! {
+    wasm_bindgen::throw_val(e.into())
+}
+
+fn quota_err(e: QuotaError) -> JsError {
+    err(match e {
+        QuotaError::ZeroRate => "limit must be at least 1 per period",
+        QuotaError::ZeroPeriod => "periodMs must be longer than 0",
+        QuotaError::ZeroBurst => "burst must be at least 1",
+        QuotaError::RateTooHigh { .. } => "more than one request per nanosecond: rate too high",
+        QuotaError::SpanTooLong => "burst x period spans more than 146 years: too large",
+        QuotaError::LimitTooLarge { .. } => "limit too large for this algorithm's state word",
+        _ => "invalid quota",
+    })
+}
+
+/// A whole, non-negative JavaScript number (≤ 2^53 − 1); `msg` names the argument.
+fn whole(msg: &'static str, v: f64) -> Result<u64, JsError> {
+    if !v.is_finite() || v < 0.0 || v.fract() != 0.0 || v > MAX_SAFE {
+        return Err(err(msg));
+    }
+    Ok(v as u64)
+}
+
+/// Milliseconds → nanoseconds, within portero's time range; `msg` names the argument.
+fn nanos(msg: &'static str, ms: f64) -> Result<u64, JsError> {
+    if ms.is_nan() || ms < 0.0 || !ms.is_finite() || (ms * 1e6).round() > MAX_TIME_NANOS as f64 {
+        return Err(err(msg));
+    }
+    Ok((ms * 1e6).round() as u64)
+}
+
+const NOW: &str = "now must be a finite, non-negative number of milliseconds (at most ~292 years)";
+const COST: &str = "cost must be a whole number from 0 to 2^53 - 1";
+
+fn quota(limit: f64, period_ms: f64, burst: f64) -> Result<Quota, JsError> {
+    let limit = whole("limit must be a whole number from 1 to 2^53 - 1", limit)?;
+    let period = nanos(
+        "periodMs must be a finite, positive number of milliseconds",
+        period_ms,
+    )?;
+    let burst = whole("burst must be a whole number from 1 to 2^53 - 1", burst)?;
+    Quota::from_nanos(limit, period)
+        .and_then(|q| q.with_burst(burst))
+        .map_err(quota_err)
+}
+
+/// The one algorithm behind a [`Limiter`].
+#[derive(Clone, Copy)]
+enum Kind {
+    Gcra(Gcra),
+    TokenBucket(TokenBucket),
+    FixedWindow(FixedWindow),
+    SlidingWindow(SlidingWindowCounter),
+    LeakyBucket(LeakyMeter),
+}
+
+impl Kind {
+    fn parse(algorithm: &str, q: Quota) -> Result<Self, JsError> {
+        Ok(match algorithm {
+            "gcra" => Self::Gcra(Gcra::new(q)),
+            "token-bucket" => Self::TokenBucket(TokenBucket::new(q)),
+            "fixed-window" => Self::FixedWindow(FixedWindow::new(q).map_err(quota_err)?),
+            "sliding-window" => Self::SlidingWindow(SlidingWindowCounter::new(q).map_err(quota_err)?),
+            "leaky-bucket" => Self::LeakyBucket(LeakyMeter::new(q)),
+            _ => {
+                return Err(err(
+                    "unknown algorithm: use gcra, token-bucket, fixed-window, sliding-window or leaky-bucket",
+                ))
+            }
+        })
+    }
+}
+
+/// Dispatches to the algorithm a [`Kind`] holds.
+impl Algorithm for Kind {
+    fn capacity(&self) -> u64 {
+        match self {
+            Self::Gcra(a) => a.capacity(),
+            Self::TokenBucket(a) => a.capacity(),
+            Self::FixedWindow(a) => a.capacity(),
+            Self::SlidingWindow(a) => a.capacity(),
+            Self::LeakyBucket(a) => a.capacity(),
+        }
+    }
+
+    fn decide(&self, state: u64, now: u64, cost: u64) -> Result<portero::Transition, CheckError> {
+        match self {
+            Self::Gcra(a) => a.decide(state, now, cost),
+            Self::TokenBucket(a) => a.decide(state, now, cost),
+            Self::FixedWindow(a) => a.decide(state, now, cost),
+            Self::SlidingWindow(a) => a.decide(state, now, cost),
+            Self::LeakyBucket(a) => a.decide(state, now, cost),
+        }
+    }
+}
+
+/// The last decision, as five f64 values that the JS wrapper reads right after each
+/// call through the `last*` functions: `[limit, remaining, retryAfterMs, resetAfterMs,
+/// outcome]`, outcome being one of the `OUTCOME_*` codes. No objects are built, and no
+/// exception is thrown through wasm (which would skip the glue that frees a key
+/// string). Free functions are the cheapest way out: a `Float64Array` over linear
+/// memory measured slower in V8 (the buffer can grow). Stored as `AtomicU64` bit
+/// patterns, so no `unsafe` is needed for a static.
+static LAST: [AtomicU64; 5] = [
+    AtomicU64::new(0),
+    AtomicU64::new(0),
+    AtomicU64::new(0),
+    AtomicU64::new(0),
+    AtomicU64::new(0),
+];
+
+const OUTCOME_DECIDED: f64 = 0.0;
+const OUTCOME_TABLE_FULL: f64 = 1.0;
+const OUTCOME_COST_EXCEEDS_CAPACITY: f64 = 2.0;
+const OUTCOME_TIME_OUT_OF_RANGE: f64 = 3.0;
+
+fn publish(d: &Decision, outcome: f64) {
+    let put = |i: usize, v: f64| LAST[i].store(v.to_bits(), Ordering::Relaxed);
+    put(0, d.limit() as f64);
+    put(1, d.remaining() as f64);
+    put(2, ceil_ms(d.retry_after_nanos()));
+    put(3, ceil_ms(d.reset_after_nanos()));
+    put(4, outcome);
+}
+
+/// Publishes a check's outcome and returns whether it was admitted.
+fn answer(r: Result<Decision, CheckError>) -> bool {
+    let (d, outcome) = match r {
+        Ok(d) => (d, OUTCOME_DECIDED),
+        Err(CheckError::KeyTableFull { .. }) => {
+            (Decision::new(false, 0, 0, 1, 0, 0), OUTCOME_TABLE_FULL)
+        }
+        Err(CheckError::CostExceedsCapacity { capacity, .. }) => (
+            Decision::new(false, capacity, 0, 1, 0, 0),
+            OUTCOME_COST_EXCEEDS_CAPACITY,
+        ),
+        Err(_) => (
+            Decision::new(false, 0, 0, 1, 0, 0),
+            OUTCOME_TIME_OUT_OF_RANGE,
+        ),
+    };
+    publish(&d, outcome);
+    d.is_allowed()
+}
+
+fn ceil_ms(ns: u64) -> f64 {
+    ns.div_ceil(1_000_000) as f64
+}
+
+fn last(i: usize) -> f64 {
+    f64::from_bits(LAST[i].load(Ordering::Relaxed))
+}
+
+/// The last decision's limit (burst or window limit).
+#[wasm_bindgen(js_name = lastLimit)]
+pub fn last_limit() -> f64 {
+    last(0)
+}
+
+/// Units left after the last decision.
+#[wasm_bindgen(js_name = lastRemaining)]
+pub fn last_remaining() -> f64 {
+    last(1)
+}
+
+/// Milliseconds (rounded up) until the last request would be admitted; 0 if it was.
+#[wasm_bindgen(js_name = lastRetryAfterMs)]
+pub fn last_retry_after_ms() -> f64 {
+    last(2)
+}
+
+/// Milliseconds (rounded up) until the last limiter checked is full again.
+#[wasm_bindgen(js_name = lastResetAfterMs)]
+pub fn last_reset_after_ms() -> f64 {
+    last(3)
+}
+
+/// The last check's outcome code: 0 decided, 1 key table full, 2 cost above capacity,
+/// 3 time out of range.
+#[wasm_bindgen(js_name = lastOutcome)]
+pub fn last_outcome() -> f64 {
+    last(4)
+}
+
+/// One limiter (one client, or one global limit).
+#[wasm_bindgen]
+pub struct Limiter {
+    inner: RateLimiter<Kind, ManualClock>,
+}
+
+#[wasm_bindgen]
+impl Limiter {
+    /// `algorithm`: "gcra", "token-bucket", "fixed-window", "sliding-window" or
+    /// "leaky-bucket"; `limit` per `periodMs`, bursts of `burst`.
+    #[wasm_bindgen(constructor)]
+    pub fn new(
+        algorithm: &str,
+        limit: f64,
+        period_ms: f64,
+        burst: f64,
+    ) -> Result<Limiter, JsError> {
+        let kind = Kind::parse(algorithm, quota(limit, period_ms, burst)?)?;
+        Ok(Self {
+            inner: RateLimiter::with_algorithm_and_clock(kind, ManualClock::new()),
+        })
+    }
+
+    /// Checks `cost` units at `nowMs`, taking them if admitted. The details are in
+    /// the `last*` functions until the next call.
+    pub fn check(&self, now_ms: f64, cost: f64) -> bool {
+        let (now, cost) = args(now_ms, cost);
+        answer(self.inner.check_at(now, cost))
+    }
+
+    /// What `check` would answer, taking nothing.
+    pub fn peek(&self, now_ms: f64, cost: f64) -> bool {
+        let (now, cost) = args(now_ms, cost);
+        answer(self.inner.peek_at(now, cost))
+    }
+
+    /// Forgets everything admitted.
+    pub fn reset(&self) {
+        self.inner.reset();
+    }
+}
+
+/// Validated `(now, cost)`, or a thrown Error.
+fn args(now_ms: f64, cost: f64) -> (u64, u64) {
+    match (nanos(NOW, now_ms), whole(COST, cost)) {
+        (Ok(now), Ok(cost)) => (now, cost),
+        (Err(e), _) | (_, Err(e)) => throw(e),
+    }
+}
+
+/// A limiter per string key (client address, API key…) in a bounded table.
+#[wasm_bindgen]
+pub struct Keyed {
+    inner: KeyedLimiter<str, Kind, ManualClock>,
+}
+
+#[wasm_bindgen]
+impl Keyed {
+    /// Like [`Limiter::new`], for up to `maxKeys` keys. `seeds` (four 32-bit words from
+    /// `crypto.getRandomValues`) seed the key hash, so clients cannot aim for
+    /// collisions. `evict`: when every key is active, evict the key closest to full
+    /// instead of refusing new keys.
+    #[wasm_bindgen(constructor)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        algorithm: &str,
+        limit: f64,
+        period_ms: f64,
+        burst: f64,
+        max_keys: f64,
+        seeds: &[u32],
+        evict: bool,
+    ) -> Result<Keyed, JsError> {
+        let kind = Kind::parse(algorithm, quota(limit, period_ms, burst)?)?;
+        let max_keys = whole(
+            "maxKeys must be a whole number from 1 to 67108864",
+            max_keys,
+        )?;
+        if !(1..=(1 << 26)).contains(&max_keys) {
+            return Err(err("maxKeys must be from 1 to 67108864"));
+        }
+        if seeds.len() < 4 {
+            return Err(err("seeds must hold four 32-bit random words"));
+        }
+        let seed = |i: usize| (u64::from(seeds[i]) << 32) | u64::from(seeds[(i + 1) % 4]);
+        let hasher = RandomState::with_seeds(seed(0), seed(1), seed(2), seed(3));
+        let overflow = if evict {
+            Overflow::EvictSoonestFull
+        } else {
+            Overflow::RejectNewKeys
+        };
+        Ok(Self {
+            inner: KeyedLimiter::with_hasher(kind, max_keys as usize, ManualClock::new(), hasher)
+                .overflow(overflow),
+        })
+    }
+
+    /// Checks `cost` units for `key` at `nowMs`; details in the `last*` functions.
+    pub fn check(&self, key: &str, now_ms: f64, cost: f64) -> bool {
+        let (now, cost) = args(now_ms, cost);
+        answer(self.inner.check_at(key, now, cost))
+    }
+
+    /// What `check` would answer for `key`, taking nothing.
+    pub fn peek(&self, key: &str, now_ms: f64, cost: f64) -> bool {
+        let (now, cost) = args(now_ms, cost);
+        answer(self.inner.peek_at(key, now, cost))
+    }
+
+    /// Forgets `key`.
+    pub fn reset(&self, key: &str) {
+        self.inner.reset(key);
+    }
+
+    /// Drops keys that are full again at `nowMs` (they carry no information).
+    pub fn sweep(&self, now_ms: f64) -> Result<f64, JsError> {
+        Ok(self.inner.sweep_at(nanos(NOW, now_ms)?) as f64)
+    }
+
+    /// Keys held.
+    #[wasm_bindgen(getter)]
+    pub fn size(&self) -> f64 {
+        self.inner.len() as f64
+    }
+}

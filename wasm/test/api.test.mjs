@@ -1,0 +1,153 @@
+// The npm package in Node: decisions, headers, and every bad input becomes an Error
+// (a trap would kill a Worker's isolate).
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+
+import {
+  initSync,
+  Gcra,
+  TokenBucket,
+  FixedWindow,
+  SlidingWindow,
+  LeakyBucket,
+  KeyedLimiter,
+  rateLimitHeaders,
+} from "../js/index.js";
+
+test("a limiter before init says what to do", () => {
+  assert.throws(() => new Gcra({ perSecond: 1 }), /call initSync/);
+});
+
+test("init", () => {
+  initSync(readFileSync(new URL("../pkg/portero_wasm_bg.wasm", import.meta.url)));
+});
+
+test("token bucket: burst, then one token every 100 ms", () => {
+  const rl = new TokenBucket({ capacity: 10, perSecond: 10 });
+  const t0 = 1_700_000_000_000;
+  for (let i = 0; i < 10; i++) {
+    const d = rl.check(t0, 1);
+    assert.equal(d.allowed, true);
+    assert.equal(d.remaining, 9 - i);
+    assert.equal(d.limit, 10);
+  }
+  const no = rl.check(t0, 1);
+  assert.deepEqual(no, { allowed: false, limit: 10, remaining: 0, retryAfterMs: 100, resetAfterMs: 1000 });
+  assert.equal(rl.check(t0 + 99, 1).allowed, false);
+  assert.equal(rl.check(t0 + 100).allowed, true, "cost defaults to 1");
+});
+
+test("every algorithm answers with the same Decision shape", () => {
+  for (const Cls of [Gcra, TokenBucket, FixedWindow, SlidingWindow, LeakyBucket]) {
+    const rl = new Cls({ limit: 3, periodMs: 1000 });
+    const t = 5_000;
+    const got = [0, 1, 2, 3].map(() => rl.check(t).allowed);
+    assert.deepEqual(got, [true, true, true, false], Cls.name);
+    const d = rl.peek(t);
+    assert.deepEqual(Object.keys(d).sort(), ["allowed", "limit", "remaining", "resetAfterMs", "retryAfterMs"]);
+    assert.ok(d.retryAfterMs > 0, Cls.name);
+    rl.reset();
+    assert.equal(rl.check(t).allowed, true, `${Cls.name} after reset`);
+  }
+});
+
+test("weighted cost is all or nothing; a cost above capacity is an error", () => {
+  const rl = new Gcra({ perMinute: 60, burst: 5 });
+  assert.equal(rl.check(0, 4).allowed, true);
+  const d = rl.check(0, 2);
+  assert.equal(d.allowed, false);
+  assert.equal(d.remaining, 1);
+  assert.equal(d.retryAfterMs, 1000);
+  assert.throws(() => rl.check(0, 6), /cost exceeds the limiter's capacity/);
+  assert.equal(rl.check(0, 0).allowed, true, "cost 0 always passes");
+});
+
+test("fractional milliseconds are kept (performance.now())", () => {
+  const rl = new Gcra({ limit: 1, periodMs: 0.5 });
+  assert.equal(rl.check(10).allowed, true);
+  assert.equal(rl.check(10.4).allowed, false);
+  assert.equal(rl.check(10.5).allowed, true);
+});
+
+test("keyed limiter: each key its own share, bounded table", () => {
+  const rl = new KeyedLimiter({ perSecond: 2, maxKeys: 3 });
+  assert.equal(rl.size, 0);
+  assert.equal(rl.check("203.0.113.1", 0).allowed, true);
+  assert.equal(rl.check("203.0.113.1", 0).allowed, true);
+  assert.equal(rl.check("203.0.113.1", 0).allowed, false);
+  assert.equal(rl.check("203.0.113.2", 0).allowed, true);
+  assert.equal(rl.peek("203.0.113.2", 0).remaining, 0);
+  rl.check("a", 0);
+  const full = rl.check("b", 0);
+  assert.equal(full.allowed, false);
+  assert.equal(full.tableFull, true);
+  assert.equal(rl.size, 3);
+  assert.equal(rl.sweep(10_000), 3, "all full again after 10 s");
+  assert.equal(rl.check("b", 10_000).tableFull, false);
+  const evicting = new KeyedLimiter({ perSecond: 2, maxKeys: 1, evict: true });
+  evicting.check("x", 0);
+  assert.equal(evicting.check("y", 0).allowed, true);
+  rl.reset("b");
+});
+
+test("headers: IETF RateLimit fields, Retry-After rounded up, no-store on 429", () => {
+  const rl = new Gcra({ perMinute: 5 });
+  const ok = rl.check(0);
+  assert.deepEqual(rl.headers(ok), {
+    "RateLimit-Policy": "default;q=5;w=60",
+    RateLimit: "default;r=4;t=12",
+  });
+  for (let i = 0; i < 4; i++) rl.check(0);
+  const no = rl.check(1);
+  assert.equal(no.retryAfterMs, 11_999);
+  assert.deepEqual(rl.headers(no, "per-ip"), {
+    "RateLimit-Policy": "per-ip;q=5;w=60",
+    RateLimit: "per-ip;r=0;t=12",
+    "Retry-After": "12",
+    "Cache-Control": "no-store",
+  });
+  assert.equal(
+    rateLimitHeaders({ allowed: false, remaining: 0, retryAfterMs: 1, resetAfterMs: 1 }, { quota: 1, windowSeconds: 1 })["Retry-After"],
+    "1",
+  );
+  assert.throws(() => rl.headers(ok, "bad policy"), /structured-field token/);
+});
+
+test("bad input from JavaScript throws a clear Error, never traps", () => {
+  const rl = new TokenBucket({ capacity: 10, perSecond: 10 });
+  const bad = [
+    [() => rl.check(NaN), /now must be a finite, non-negative/],
+    [() => rl.check(Infinity), /now must be a finite/],
+    [() => rl.check(-1), /now must be a finite, non-negative/],
+    [() => rl.check(), /now must be a number/],
+    [() => rl.check("1"), /now must be a number/],
+    [() => rl.check(1e30), /now must be/],
+    [() => rl.check(0, -1), /cost must be a whole number/],
+    [() => rl.check(0, 1.5), /cost must be a whole number/],
+    [() => rl.check(0, NaN), /cost must be a whole number/],
+    [() => rl.check(0, null), /cost must be a number/],
+    [() => new Gcra(), /options must be an object/],
+    [() => new Gcra({}), /limit must be a number/],
+    [() => new Gcra({ perSecond: 0 }), /limit must be at least 1/],
+    [() => new Gcra({ perSecond: -5 }), /limit must be a whole number/],
+    [() => new Gcra({ perSecond: 2.5 }), /limit must be a whole number/],
+    [() => new Gcra({ perSecond: NaN }), /limit must be a whole number/],
+    [() => new Gcra({ perSecond: 1e12 }), /rate too high/],
+    [() => new Gcra({ limit: 1, periodMs: 0 }), /periodMs must be longer than 0/],
+    [() => new Gcra({ limit: 1, periodMs: -1 }), /periodMs must be a finite, positive/],
+    [() => new Gcra({ perSecond: 1, burst: 0 }), /burst must be at least 1/],
+    [() => new Gcra({ perHour: 1, burst: 2 ** 52 }), /too large/],
+    [() => new FixedWindow({ perMinute: 2 ** 30 }), /limit too large/],
+    [() => new KeyedLimiter({ perSecond: 1, maxKeys: 0 }), /maxKeys must be/],
+    [() => new KeyedLimiter({ perSecond: 1, maxKeys: 2 ** 40 }), /maxKeys must be/],
+    [() => new KeyedLimiter({ perSecond: 1, algorithm: "magic" }), /algorithm must be one of/],
+    [() => new KeyedLimiter({ perSecond: 1 }).check(42, 0), /key must be a string/],
+    [() => new KeyedLimiter({ perSecond: 1 }).check("k", NaN), /now must be/],
+  ];
+  for (const [f, re] of bad) {
+    assert.throws(f, (e) => e instanceof Error && re.test(e.message) && e.message.startsWith("portero: "), String(f));
+  }
+  // The limiter still works after all of that (nothing trapped).
+  assert.equal(rl.check(0).allowed, true);
+});
