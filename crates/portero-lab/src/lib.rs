@@ -8,6 +8,7 @@
 #![deny(missing_docs)]
 
 pub mod arrivals;
+pub mod contention;
 pub mod scenario;
 pub mod sim;
 pub mod svg;

@@ -26,6 +26,18 @@ enum Command {
     Twenty(Output),
     /// Seed 003's three "Ponlo a prueba" questions, answered by running them.
     Quiz,
+    /// Scaling on this machine: T threads hammering one limiter, single word vs striped.
+    Contention(ContentionArgs),
+}
+
+#[derive(Args)]
+struct ContentionArgs {
+    /// Checks per thread for each measurement.
+    #[arg(long, default_value_t = 2_000_000)]
+    ops: u64,
+    /// Thread counts to try (default: 1, 2, 4, 8 and this machine's core count).
+    #[arg(long, value_delimiter = ',')]
+    threads: Vec<usize>,
 }
 
 #[derive(Args)]
@@ -77,6 +89,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Boundary(out) => report(&scenario::boundary(), &out),
         Command::Twenty(out) => report(&scenario::twenty(), &out),
         Command::Quiz => quiz(),
+        Command::Contention(args) => contention(args),
     }
 }
 
@@ -198,4 +211,56 @@ fn fw_max(o: &[Outcome]) -> u64 {
     o.iter()
         .find(|o| o.name == "fixed_window")
         .map_or(0, |o| o.max_in_window)
+}
+
+fn contention(args: ContentionArgs) -> Result<()> {
+    use portero_lab::contention::{measure, Subject};
+    if args.ops == 0 {
+        return Err("--ops must be at least 1".into());
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut threads = args.threads.clone();
+    if threads.is_empty() {
+        threads = vec![1, 2, 4, 8];
+        if !threads.contains(&cores) {
+            threads.push(cores);
+        }
+    }
+    if threads.contains(&0) {
+        return Err("--threads must all be at least 1".into());
+    }
+    let subjects = Subject::ALL;
+    let bar = ProgressBar::new((threads.len() * subjects.len()) as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} measurements {msg}")
+            .expect("static template"),
+    );
+    let mut rows = Vec::new();
+    for &t in &threads {
+        for &subject in subjects {
+            bar.set_message(format!("{} × {t}", subject.name()));
+            rows.push((t, subject, measure(subject, t, args.ops)));
+            bar.inc(1);
+        }
+    }
+    bar.finish_and_clear();
+    println!(
+        "{cores} cores; {} checks per thread; Mops/s = aggregate millions of checks per second",
+        args.ops
+    );
+    println!(
+        "{:>7}  {:<22} {:>10} {:>12}",
+        "threads", "limiter", "Mops/s", "admitted"
+    );
+    for (t, subject, r) in rows {
+        println!(
+            "{t:>7}  {:<22} {:>10.1} {:>12}",
+            subject.name(),
+            r.mops,
+            r.admitted
+        );
+    }
+    println!("(quota 10^9/s, burst 2^30: the admit path; `striped` uses one stripe per thread;");
+    println!(" for the floor, admitted = CASes that succeeded)");
+    Ok(())
 }
