@@ -87,5 +87,29 @@ fn contention(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, contention);
+/// The scalable mode's bound, checked in the same run as its throughput: 2 threads ×
+/// 1,000,000 attempts on a frozen clock (burst 1,000) admit exactly 1,000.
+fn striped_bound(_: &mut Criterion) {
+    let clock = portero::ManualClock::starting_at(1_000_000_000);
+    let q = Quota::per_second(100).unwrap().with_burst(1_000).unwrap();
+    let s = Arc::new(Striped::with_clock(q, 2, clock).unwrap());
+    let admitted: u64 = (0..2)
+        .map(|_| {
+            let s = s.clone();
+            std::thread::spawn(move || {
+                (0..1_000_000).filter(|_| s.check().is_allowed()).count() as u64
+            })
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|h| h.join().unwrap())
+        .sum();
+    println!("striped bound: 2 threads x 1,000,000 attempts, burst 1,000, frozen clock: {admitted} admitted");
+    assert_eq!(
+        admitted, 1_000,
+        "over- or under-admission in the striped mode"
+    );
+}
+
+criterion_group!(benches, contention, striped_bound);
 criterion_main!(benches);

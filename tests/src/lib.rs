@@ -3,3 +3,7 @@
 #![deny(missing_docs)]
 
 pub mod reference;
+
+/// The README's examples, compiled and run as doc tests.
+#[doc = include_str!("../../README.md")]
+pub mod readme {}
