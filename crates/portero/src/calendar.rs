@@ -24,9 +24,10 @@
 //! as the current one, so going back never restores quota. Limits: quota `< 2^40`
 //! (about 1.1 trillion); periods wrap after `2^23` periods (23,000 years of days).
 
+use crate::decision::check_range;
 use crate::limiter::{Algorithm, Transition};
 use crate::window::{tag, tag_delta};
-use crate::{CheckError, Decision, QuotaError, MAX_TIME_NANOS};
+use crate::{CheckError, Decision, QuotaError};
 
 const TAG_BITS: u32 = 24;
 const USED_BITS: u32 = 40;
@@ -153,15 +154,7 @@ impl Algorithm for CalendarQuota {
     }
 
     fn decide(&self, state: u64, now: u64, cost: u64) -> Result<Transition, CheckError> {
-        if now > MAX_TIME_NANOS {
-            return Err(CheckError::TimeOutOfRange { now });
-        }
-        if cost > self.limit {
-            return Err(CheckError::CostExceedsCapacity {
-                cost,
-                capacity: self.limit,
-            });
-        }
+        check_range(now, cost, self.limit)?;
         let (index, _, end) = self.period_at(now);
         let stored = state >> USED_BITS;
         let d = tag_delta(tag(index, TAG_BITS), stored, TAG_BITS);

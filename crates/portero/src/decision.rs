@@ -44,15 +44,8 @@ impl Decision {
         retry_after: u64,
         reset_after: u64,
     ) -> Self {
-        Self {
-            allowed,
-            limit,
-            slack,
-            unit: if unit == 0 { 1 } else { unit },
-            retry_after,
-            reset_after,
-            delay: 0,
-        }
+        let unit = if unit == 0 { 1 } else { unit };
+        Self::new_unchecked(allowed, limit, slack, unit, retry_after, reset_after)
     }
 
     /// [`new`](Self::new) for callers that guarantee `unit ≥ 1` (every quota's
@@ -181,3 +174,16 @@ impl fmt::Display for CheckError {
 }
 
 impl core::error::Error for CheckError {}
+
+/// The range checks every algorithm makes before deciding: `now` within
+/// [`MAX_TIME_NANOS`](crate::MAX_TIME_NANOS), `cost` within the capacity.
+#[inline]
+pub(crate) fn check_range(now: u64, cost: u64, capacity: u64) -> Result<(), CheckError> {
+    if now > crate::MAX_TIME_NANOS {
+        return Err(CheckError::TimeOutOfRange { now });
+    }
+    if cost > capacity {
+        return Err(CheckError::CostExceedsCapacity { cost, capacity });
+    }
+    Ok(())
+}

@@ -33,9 +33,10 @@
 //!   `W ≤ 2^62` ns. The excess (rejected units this window) saturates at 4,095 and
 //!   never changes who is admitted: with it on, a rejection writes the excess.
 
+use crate::decision::check_range;
 use crate::limiter::{Algorithm, Transition};
 use crate::window::{tag, tag_delta};
-use crate::{CheckError, Decision, Quota, QuotaError, MAX_TIME_NANOS};
+use crate::{CheckError, Decision, Quota, QuotaError};
 
 const TAG_BITS: u32 = 40;
 const COUNT_BITS: u32 = 24;
@@ -210,15 +211,7 @@ impl Algorithm for FixedWindow {
     }
 
     fn decide(&self, state: u64, now: u64, cost: u64) -> Result<Transition, CheckError> {
-        if now > MAX_TIME_NANOS {
-            return Err(CheckError::TimeOutOfRange { now });
-        }
-        if cost > self.limit {
-            return Err(CheckError::CostExceedsCapacity {
-                cost,
-                capacity: self.limit,
-            });
-        }
+        check_range(now, cost, self.limit)?;
         let f = self.decode(state);
         let (tag_now, same, end) = self.locate(f, now).unwrap_or_else(|| {
             let q_now = now / self.quantum;

@@ -31,8 +31,9 @@
 //! and capacity admits (the property tests check it); it is the leaky bucket as a
 //! meter, written as a schedule.
 
+use crate::decision::check_range;
 use crate::limiter::{Algorithm, Transition};
-use crate::{CheckError, Decision, Quota, MAX_TIME_NANOS};
+use crate::{CheckError, Decision, Quota};
 
 /// GCRA over a [`Quota`]: see the [module docs](self) for the state and formula.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,15 +66,7 @@ impl Algorithm for Gcra {
     #[inline]
     fn decide(&self, tat: u64, now: u64, cost: u64) -> Result<Transition, CheckError> {
         let q = &self.quota;
-        if now > MAX_TIME_NANOS {
-            return Err(CheckError::TimeOutOfRange { now });
-        }
-        if cost > q.burst() {
-            return Err(CheckError::CostExceedsCapacity {
-                cost,
-                capacity: q.burst(),
-            });
-        }
+        check_range(now, cost, q.burst())?;
         let (t, span) = (q.interval_nanos(), q.capacity_nanos());
         // Written so that the chain from the loaded TAT to the CAS is one max and one
         // add; the limit `now + B·T` and the increment do not depend on the state.
@@ -103,6 +96,7 @@ impl Algorithm for Gcra {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::MAX_TIME_NANOS;
 
     fn gcra(per_sec: u64, burst: u64) -> Gcra {
         Gcra::new(

@@ -25,19 +25,10 @@
 //! earlier than a previous one sees a fuller bucket, never an emptier one.
 
 use crate::limiter::{Algorithm, Transition};
-use crate::{CheckError, Decision, Quota, MAX_TIME_NANOS};
+use crate::{CheckError, Decision, Quota};
 
 fn validate(q: &Quota, now: u64, cost: u64) -> Result<(), CheckError> {
-    if now > MAX_TIME_NANOS {
-        return Err(CheckError::TimeOutOfRange { now });
-    }
-    if cost > q.burst() {
-        return Err(CheckError::CostExceedsCapacity {
-            cost,
-            capacity: q.burst(),
-        });
-    }
-    Ok(())
+    crate::decision::check_range(now, cost, q.burst())
 }
 
 /// The leaky bucket as a meter: capacity = the quota's burst, drained at its rate.

@@ -27,9 +27,10 @@
 //! count more. Aliasing needs `2^23` idle windows and, like going back, only counts
 //! more. Limits: `L ≤ 2^20 − 1` (1,048,575), `W ≤ 2^62` ns.
 
+use crate::decision::check_range;
 use crate::limiter::{Algorithm, Transition};
 use crate::window::{tag, tag_delta};
-use crate::{CheckError, Decision, Quota, QuotaError, MAX_TIME_NANOS};
+use crate::{CheckError, Decision, Quota, QuotaError};
 
 const TAG_BITS: u32 = 24;
 const COUNT_BITS: u32 = 20;
@@ -95,15 +96,7 @@ impl Algorithm for SlidingWindowCounter {
     }
 
     fn decide(&self, state: u64, now: u64, cost: u64) -> Result<Transition, CheckError> {
-        if now > MAX_TIME_NANOS {
-            return Err(CheckError::TimeOutOfRange { now });
-        }
-        if cost > self.limit {
-            return Err(CheckError::CostExceedsCapacity {
-                cost,
-                capacity: self.limit,
-            });
-        }
+        check_range(now, cost, self.limit)?;
         let (w, l) = (self.window, self.limit);
         let index = now / w;
         let current = tag(index, TAG_BITS);

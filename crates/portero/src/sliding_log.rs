@@ -19,7 +19,8 @@
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
-use crate::{CheckError, Clock, Decision, DefaultClock, Quota, MAX_TIME_NANOS};
+use crate::decision::check_range;
+use crate::{CheckError, Clock, Decision, DefaultClock, Quota};
 
 #[derive(Debug, Default)]
 struct Log {
@@ -121,15 +122,7 @@ impl<C: Clock> SlidingLog<C> {
     }
 
     fn decide(&self, now: u64, cost: u64, record: bool) -> Result<Decision, CheckError> {
-        if now > MAX_TIME_NANOS {
-            return Err(CheckError::TimeOutOfRange { now });
-        }
-        if cost > self.limit {
-            return Err(CheckError::CostExceedsCapacity {
-                cost,
-                capacity: self.limit,
-            });
-        }
+        check_range(now, cost, self.limit)?;
         let mut log = self.lock();
         let now = now.max(log.seen);
         log.seen = now;

@@ -29,6 +29,7 @@
 //! This is the same arithmetic as GCRA seen from the other side (tokens instead of a
 //! schedule); the property tests check that the two admit exactly the same requests.
 
+use crate::decision::check_range;
 use crate::limiter::{Algorithm, Transition};
 use crate::{CheckError, Clock, Decision, Quota, RateLimiter, MAX_TIME_NANOS};
 
@@ -93,15 +94,7 @@ impl Algorithm for TokenBucket {
     #[inline]
     fn decide(&self, full_at: u64, now: u64, cost: u64) -> Result<Transition, CheckError> {
         let q = &self.quota;
-        if now > MAX_TIME_NANOS {
-            return Err(CheckError::TimeOutOfRange { now });
-        }
-        if cost > q.burst() {
-            return Err(CheckError::CostExceedsCapacity {
-                cost,
-                capacity: q.burst(),
-            });
-        }
+        check_range(now, cost, q.burst())?;
         let t = q.interval_nanos();
         let tokens = self.banked(full_at, now); // lazy refill, capped at B
         let price = cost * t;
