@@ -267,9 +267,10 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
     /// One unit for `key`, now. A full table gives a denial (see [`check_n`](Self::check_n)
     /// for the typed error).
     pub fn check(&self, key: &K) -> Decision {
-        let a = self.algorithm.load();
-        self.check_at(key, self.clock.now(), 1)
-            .unwrap_or_else(|_| Decision::new(false, a.capacity(), 0, 1, u64::MAX, u64::MAX))
+        self.check_at(key, self.clock.now(), 1).unwrap_or_else(|_| {
+            let capacity = self.algorithm.load().capacity();
+            Decision::new(false, capacity, 0, 1, u64::MAX, u64::MAX)
+        })
     }
 
     /// `cost` units for `key`, now.
