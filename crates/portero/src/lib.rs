@@ -34,12 +34,27 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! ## What is here
+//!
+//! - One-word algorithms ([`Algorithm`] implementations, driven by [`RateLimiter`]):
+//!   [`Gcra`], [`TokenBucket`], [`FixedWindow`], [`SlidingWindowCounter`],
+//!   [`LeakyMeter`], [`LeakyQueue`] (a shaper: admitted requests get a delay), and
+//!   [`CalendarQuota`] (per day / per month).
+//! - [`SlidingLog`]: exact, up to `L` timestamps behind a mutex.
+//! - [`KeyedLimiter`]: a limiter per key in a fixed-size table; [`Policies`] maps
+//!   operations to keyed limits; [`stack::check_all`] checks several limits all or none
+//!   with refunds; [`ConcurrencyLimit`] counts requests in flight; [`Striped`] spreads
+//!   one hot global limit over cache lines with zero over-admission.
+//!
 //! ## Features
-//! - `std` (default): [`StdClock`], and the std error trait through `core::error`.
+//! - `std` (default): [`StdClock`], [`CoarseClock`], [`UnixClock`], [`SlidingLog`],
+//!   [`Policies`], [`Striped`], seeded [`KeyedLimiter`] construction.
 //! - `quanta` (default): [`QuantaClock`], the default clock.
+//! - `alloc`: [`KeyedLimiter`] without `std` (seed it with `with_hasher`).
+//! - `tokio`: an async wait on the [`LeakyQueue`] shaper.
 //! - Without default features the crate is `no_std` and builds for
-//!   `wasm32-unknown-unknown`; 64-bit atomics come from `portable-atomic` on targets
-//!   that lack them.
+//!   `wasm32-unknown-unknown`; 64-bit (and the keyed table's 128-bit) atomics come from
+//!   `portable-atomic` on targets that lack them.
 #![cfg_attr(not(feature = "std"), no_std)]
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
