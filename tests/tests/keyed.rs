@@ -201,3 +201,15 @@ fn stacked_rejection_refunds_the_earlier_limits() {
     let s = stack::check_all(&[&user.limit_for(&"dee"), &global], 0, 1).unwrap();
     assert_eq!(s.decision.remaining(), 9);
 }
+
+#[test]
+fn an_absurd_table_size_is_an_error_not_an_abort() {
+    let seeded = portero::keyed::RandomState::with_seeds(1, 2, 3, 4);
+    let r = KeyedLimiter::<u64, _, _>::try_with_hasher(
+        Gcra::new(quota(1, 1)),
+        usize::MAX,
+        ManualClock::new(),
+        seeded,
+    );
+    assert!(r.is_err());
+}

@@ -313,9 +313,14 @@ impl Keyed {
         } else {
             Overflow::RejectNewKeys
         };
+        // Fallible: an allocation failure would abort, and an abort traps the isolate.
+        let table =
+            KeyedLimiter::try_with_hasher(kind, max_keys as usize, ManualClock::new(), hasher)
+                .map_err(|_| {
+                    err("not enough memory for a table of maxKeys keys (about 31 bytes each)")
+                })?;
         Ok(Self {
-            inner: KeyedLimiter::with_hasher(kind, max_keys as usize, ManualClock::new(), hasher)
-                .overflow(overflow),
+            inner: table.overflow(overflow),
         })
     }
 

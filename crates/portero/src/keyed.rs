@@ -196,16 +196,36 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
 
     /// Up to `max_keys` keys on `clock`, hashing with `hasher`. Seed it from a real
     /// source of randomness: a known seed lets an attacker choose colliding keys.
+    ///
+    /// Allocates the whole table now (about 31 bytes per key); if that can fail, use
+    /// [`try_with_hasher`](Self::try_with_hasher).
     pub fn with_hasher(algorithm: A, max_keys: usize, clock: C, hasher: RandomState) -> Self {
+        Self::try_with_hasher(algorithm, max_keys, clock, hasher)
+            .unwrap_or_else(|_| alloc::alloc::handle_alloc_error(Self::layout_hint()))
+    }
+
+    /// Like [`with_hasher`](Self::with_hasher), but returns an error instead of
+    /// aborting when the table cannot be allocated (an absurd `max_keys`, or a
+    /// memory-limited runtime such as an edge worker).
+    pub fn try_with_hasher(
+        algorithm: A,
+        max_keys: usize,
+        clock: C,
+        hasher: RandomState,
+    ) -> Result<Self, alloc::collections::TryReserveError> {
         let max_keys = max_keys.max(1);
         // 9/5 slots per key: two-choice buckets of 8 at ≤ 56% load essentially never
         // overflow before the key count does (a million keys all fit; see the memory
         // benchmark), and with the hints it is ≈ 31 bytes per key.
-        let buckets = (max_keys * 9 / 5).div_ceil(BUCKET).max(2);
-        Self {
-            slots: (0..buckets * BUCKET).map(|_| Slot::new()).collect(),
-            hints: (0..buckets).map(|_| AtomicU64::new(0)).collect(),
-            locks: (0..buckets).map(|_| new_lock()).collect(),
+        let buckets = max_keys
+            .saturating_mul(9)
+            .div_ceil(5)
+            .div_ceil(BUCKET)
+            .max(2);
+        Ok(Self {
+            slots: filled(buckets.saturating_mul(BUCKET), Slot::new)?,
+            hints: filled(buckets, || AtomicU64::new(0))?,
+            locks: filled(buckets, new_lock)?,
             buckets,
             algorithm: AtomicCell::new(algorithm),
             hasher,
@@ -214,7 +234,11 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
             overflow: Overflow::RejectNewKeys,
             clock,
             _key: PhantomData,
-        }
+        })
+    }
+
+    fn layout_hint() -> core::alloc::Layout {
+        core::alloc::Layout::new::<Slot>()
     }
 
     /// Sets the [`Overflow`] policy.
@@ -518,6 +542,17 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
             .filter(|(t, _)| *t != 0)
             .collect()
     }
+}
+
+/// A boxed slice of `n` values, or the allocation error.
+fn filled<T>(
+    n: usize,
+    make: impl Fn() -> T,
+) -> Result<Box<[T]>, alloc::collections::TryReserveError> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n)?;
+    v.extend((0..n).map(|_| make()));
+    Ok(v.into_boxed_slice())
 }
 
 /// The hint byte of a fingerprint: its top 8 bits.
