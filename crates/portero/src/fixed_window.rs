@@ -210,6 +210,7 @@ impl Algorithm for FixedWindow {
         self.limit
     }
 
+    #[inline]
     fn decide(&self, state: u64, now: u64, cost: u64) -> Result<Transition, CheckError> {
         check_range(now, cost, self.limit)?;
         let f = self.decode(state);

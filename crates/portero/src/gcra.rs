@@ -68,26 +68,30 @@ impl Algorithm for Gcra {
         let q = &self.quota;
         check_range(now, cost, q.burst())?;
         let (t, span) = (q.interval_nanos(), q.capacity_nanos());
-        // Written so that the chain from the loaded TAT to the CAS is one max and one
-        // add; the limit `now + B·T` and the increment do not depend on the state.
-        // No overflow: every TAT a limiter can hold was produced here (or by a refund,
-        // which only lowers it), so TAT ≤ MAX_TIME + B·T < 2^63 + 2^62, and
-        // cost·T ≤ B·T ≤ 2^62: the sum stays below 2^64.
+        // Written so that the loaded TAT reaches the CAS through as few instructions as
+        // possible (a locked CAS waits for everything before it): the admit test
+        // `max(TAT, now) + n·T ≤ now + B·T` is the same as `TAT ≤ limit` with
+        // `limit = now + B·T − n·T ≥ now` (because n ≤ B), and `limit` does not depend
+        // on the state. No overflow: every TAT a limiter can hold was produced here (or
+        // by a refund, which only lowers it), so TAT ≤ MAX_TIME + B·T < 2^63 + 2^62,
+        // and n·T ≤ B·T ≤ 2^62: every sum stays below 2^64.
+        let increment = cost * t;
         let latest = now + span;
-        let base = if tat > now { tat } else { now };
-        let new_tat = base + cost * t;
-        if new_tat > latest {
-            let backlog = base - now;
+        let limit = latest - increment;
+        if tat > limit {
+            // Here TAT > limit ≥ now, so the backlog is TAT − now.
+            let backlog = tat - now;
             let d = Decision::new_unchecked(
                 false,
                 q.burst(),
                 span.saturating_sub(backlog),
                 t,
-                new_tat - latest,
+                tat - limit,
                 backlog,
             );
             return Ok(Transition::keep(d));
         }
+        let new_tat = if tat > now { tat } else { now } + increment;
         let d = Decision::new_unchecked(true, q.burst(), latest - new_tat, t, 0, new_tat - now);
         Ok(Transition::write(d, new_tat))
     }

@@ -95,6 +95,7 @@ impl Algorithm for SlidingWindowCounter {
         self.limit
     }
 
+    #[inline]
     fn decide(&self, state: u64, now: u64, cost: u64) -> Result<Transition, CheckError> {
         check_range(now, cost, self.limit)?;
         let (w, l) = (self.window, self.limit);
