@@ -119,6 +119,35 @@ fn existing_keys(c: &mut Criterion) {
     g.finish();
 }
 
+/// String keys (API-key-like, 20 bytes) among 10,000, uniform: each library with its
+/// default hasher (portero: ahash, run-time seed; governor: std's SipHash via dashmap).
+fn string_keys(c: &mut Criterion) {
+    let mut g = c.benchmark_group("keyed_existing_str");
+    let n = 10_000u64;
+    let names: Arc<Vec<String>> = Arc::new((0..n).map(|k| format!("key-{k:016x}")).collect());
+    let keys = Arc::new(uniform_keys(n, SEQ));
+    let portero = Arc::new(KeyedLimiter::<str, _>::new(Gcra::new(quota()), n as usize));
+    let governor = Arc::new(governor::RateLimiter::<String, _, _>::keyed(gov_quota()));
+    for name in names.iter() {
+        portero.check(name);
+        let _ = governor.check_key(name);
+    }
+    for threads in [1usize, 2] {
+        let label = format!("10000_uniform_{threads}t");
+        let (p, ns) = (portero.clone(), names.clone());
+        let f = Arc::new(move |k: u64| p.check(&ns[k as usize]).is_allowed());
+        g.bench_function(BenchmarkId::new("portero", &label), |b| {
+            b.iter_custom(|i| on_threads(f.clone(), keys.clone(), threads, i))
+        });
+        let (gv, ns) = (governor.clone(), names.clone());
+        let f = Arc::new(move |k: u64| gv.check_key(&ns[k as usize]).is_ok());
+        g.bench_function(BenchmarkId::new("governor", &label), |b| {
+            b.iter_custom(|i| on_threads(f.clone(), keys.clone(), threads, i))
+        });
+    }
+    g.finish();
+}
+
 fn new_keys(c: &mut Criterion) {
     let mut g = c.benchmark_group("keyed_insert");
     g.bench_function("portero", |b| {
@@ -144,5 +173,5 @@ fn new_keys(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, existing_keys, new_keys);
+criterion_group!(benches, existing_keys, string_keys, new_keys);
 criterion_main!(benches);

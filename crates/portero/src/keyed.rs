@@ -290,24 +290,58 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
 
     /// One unit for `key`, now. A full table gives a denial (see [`check_n`](Self::check_n)
     /// for the typed error).
+    #[inline]
     pub fn check(&self, key: &K) -> Decision {
-        self.check_at(key, self.clock.now(), 1).unwrap_or_else(|_| {
-            let capacity = self.algorithm.load().capacity();
-            Decision::new(false, capacity, 0, 1, u64::MAX, u64::MAX)
-        })
+        match self.check_at(key, self.clock.now(), 1) {
+            Ok(d) => d,
+            Err(_) => self.denied(),
+        }
     }
 
     /// `cost` units for `key`, now.
+    #[inline]
     pub fn check_n(&self, key: &K, cost: u64) -> Result<Decision, CheckError> {
         self.check_at(key, self.clock.now(), cost)
     }
 
     /// `cost` units for `key` at `now` (ns).
+    #[inline]
     pub fn check_at(&self, key: &K, now: u64, cost: u64) -> Result<Decision, CheckError> {
         let algorithm = self.algorithm.load();
         let tag = self.fingerprint(key);
-        let (b1, b2) = self.buckets_of(tag);
-        if let Some(d) = self.update_existing(&algorithm, tag, [b1, b2], now, cost)? {
+        let buckets = self.buckets_of(tag);
+        // The hot path, kept inline and free of large return values: the key is held,
+        // so decide on its state and publish with one CAS over (fingerprint, state).
+        if let Some((i, mut w)) = self.find(tag, buckets) {
+            loop {
+                let t = algorithm.decide(unpack(w).1, now, cost)?;
+                let Some(next) = t.next else {
+                    return Ok(t.decision);
+                };
+                match self.slots[i].cas(w, pack(tag, next)) {
+                    Ok(()) => return Ok(t.decision),
+                    // Still ours (another thread updated it): decide again.
+                    Err(actual) if unpack(actual).0 == tag => w = actual,
+                    // The slot was reclaimed in between: start over.
+                    Err(_) => break,
+                }
+            }
+        }
+        self.check_slow(&algorithm, tag, buckets, now, cost)
+    }
+
+    /// A key that is not (or no longer) held: look again under the insert locks.
+    #[cold]
+    #[inline(never)]
+    fn check_slow(
+        &self,
+        algorithm: &A,
+        tag: u64,
+        buckets: [usize; 2],
+        now: u64,
+        cost: u64,
+    ) -> Result<Decision, CheckError> {
+        if let Some(d) = self.update_existing(algorithm, tag, buckets, now, cost)? {
             return Ok(d);
         }
         // A new key: decide on a fresh state first; only admitted requests (and
@@ -316,16 +350,22 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
         let Some(state) = t.next else {
             return Ok(t.decision);
         };
-        self.insert(&algorithm, tag, [b1, b2], now, cost, state, t.decision)
+        self.insert(algorithm, tag, buckets, now, cost, state, t.decision)
+    }
+
+    #[cold]
+    fn denied(&self) -> Decision {
+        let capacity = self.algorithm.load().capacity();
+        Decision::new(false, capacity, 0, 1, u64::MAX, u64::MAX)
     }
 
     /// What [`check_at`](Self::check_at) would answer, consuming nothing.
     pub fn peek_at(&self, key: &K, now: u64, cost: u64) -> Result<Decision, CheckError> {
         let algorithm = self.algorithm.load();
         let tag = self.fingerprint(key);
-        let (b1, b2) = self.buckets_of(tag);
+        let buckets = self.buckets_of(tag);
         let state = self
-            .find(tag, [b1, b2])
+            .find(tag, buckets)
             .map_or(algorithm.initial_state(), |(_, w)| unpack(w).1);
         algorithm.decide(state, now, cost).map(|t| t.decision)
     }
@@ -333,15 +373,15 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
     /// The raw state word held for `key`, if it is held.
     pub fn state_of(&self, key: &K) -> Option<u64> {
         let tag = self.fingerprint(key);
-        let (b1, b2) = self.buckets_of(tag);
-        self.find(tag, [b1, b2]).map(|(_, w)| unpack(w).1)
+        let buckets = self.buckets_of(tag);
+        self.find(tag, buckets).map(|(_, w)| unpack(w).1)
     }
 
     /// Forgets `key`: its next request finds a full limiter.
     pub fn reset(&self, key: &K) {
         let tag = self.fingerprint(key);
-        let (b1, b2) = self.buckets_of(tag);
-        while let Some((i, w)) = self.find(tag, [b1, b2]) {
+        let buckets = self.buckets_of(tag);
+        while let Some((i, w)) = self.find(tag, buckets) {
             if self.slots[i].cas(w, 0).is_ok() {
                 self.keys.fetch_sub(1, Ordering::Relaxed);
                 return;
@@ -381,18 +421,18 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
 
     /// Two candidate buckets from independent bits of the fingerprint.
     #[inline]
-    fn buckets_of(&self, tag: u64) -> (usize, usize) {
+    fn buckets_of(&self, tag: u64) -> [usize; 2] {
         let n = self.buckets as u128;
         let b1 = ((tag as u128 * n) >> 64) as usize;
         let b2 = (((tag.rotate_left(32) ^ 0x9E37_79B9_7F4A_7C15) as u128 * n) >> 64) as usize;
-        (
+        [
             b1,
             if b2 == b1 {
                 (b1 + 1) % self.buckets
             } else {
                 b2
             },
-        )
+        ]
     }
 
     /// Finds `tag`'s slot: one load of each bucket's hint word, then a full load only
@@ -440,7 +480,7 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
         loop {
             let t = a.decide(unpack(w).1, now, cost)?;
             match t.next {
-                Some(next) if next != unpack(w).1 => match self.slots[i].cas(w, pack(tag, next)) {
+                Some(next) => match self.slots[i].cas(w, pack(tag, next)) {
                     Ok(()) => return Ok(Some(t.decision)),
                     // Still ours (someone else updated it): retry; otherwise the slot
                     // was reclaimed, so look the key up again.
@@ -663,7 +703,7 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
         let a = self.algorithm.load();
         let tag = self.fingerprint(key);
         let buckets = self.buckets_of(tag);
-        while let Some((i, w)) = self.find(tag, [buckets.0, buckets.1]) {
+        while let Some((i, w)) = self.find(tag, buckets) {
             let Some(next) = a.refund(unpack(w).1, now, cost) else {
                 return;
             };
