@@ -311,27 +311,16 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
         let tag = self.fingerprint(key);
         let buckets = self.buckets_of(tag);
         self.prefetch(buckets);
-        // The hot path, kept inline and free of large return values: the key is held,
-        // so decide on its state and publish with one CAS over (fingerprint, state).
-        if let Some((i, mut w)) = self.find(tag, buckets) {
-            loop {
-                let t = algorithm.decide(unpack(w).1, now, cost)?;
-                let Some(next) = t.next else {
-                    return Ok(t.decision);
-                };
-                match self.slots[i].cas(w, pack(tag, next)) {
-                    Ok(()) => return Ok(t.decision),
-                    // Still ours (another thread updated it): decide again.
-                    Err(actual) if unpack(actual).0 == tag => w = actual,
-                    // The slot was reclaimed in between: start over.
-                    Err(_) => break,
-                }
-            }
+        // The hot path: the key is held, so decide on its state and publish with one
+        // CAS over (fingerprint, state), all inline (returned out of line, the 64-byte
+        // `Result<Option<Decision>>` cost store-forwarding stalls on every check).
+        if let Some(d) = self.update_existing(&algorithm, tag, buckets, now, cost)? {
+            return Ok(d);
         }
         self.check_slow(&algorithm, tag, buckets, now, cost)
     }
 
-    /// A key that is not (or no longer) held: look again under the insert locks.
+    /// A key that is not held (or whose slot was just reclaimed): insert it.
     #[cold]
     #[inline(never)]
     fn check_slow(
@@ -342,9 +331,6 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
         now: u64,
         cost: u64,
     ) -> Result<Decision, CheckError> {
-        if let Some(d) = self.update_existing(algorithm, tag, buckets, now, cost)? {
-            return Ok(d);
-        }
         // A new key: decide on a fresh state first; only admitted requests (and
         // excess-counting windows) need a slot.
         let t = algorithm.decide(algorithm.initial_state(), now, cost)?;
@@ -484,8 +470,9 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
         word.store(new, Ordering::Release);
     }
 
-    /// The hot path: the key is present; one CAS over (fingerprint, state).
-    #[inline]
+    /// The hot path: the key is present; one CAS over (fingerprint, state). `None` if
+    /// the key is not held (or its slot was reclaimed while we looked).
+    #[inline(always)]
     fn update_existing(
         &self,
         a: &A,
@@ -494,20 +481,22 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
         now: u64,
         cost: u64,
     ) -> Result<Option<Decision>, CheckError> {
-        let Some((i, mut w)) = self.find(tag, buckets) else {
-            return Ok(None);
-        };
-        loop {
-            let t = a.decide(unpack(w).1, now, cost)?;
-            match t.next {
-                Some(next) => match self.slots[i].cas(w, pack(tag, next)) {
+        'lookup: loop {
+            let Some((i, mut w)) = self.find(tag, buckets) else {
+                return Ok(None);
+            };
+            loop {
+                let t = a.decide(unpack(w).1, now, cost)?;
+                let Some(next) = t.next else {
+                    return Ok(Some(t.decision));
+                };
+                match self.slots[i].cas(w, pack(tag, next)) {
                     Ok(()) => return Ok(Some(t.decision)),
-                    // Still ours (someone else updated it): retry; otherwise the slot
-                    // was reclaimed, so look the key up again.
+                    // Still ours (another thread updated it): decide again.
                     Err(actual) if unpack(actual).0 == tag => w = actual,
-                    Err(_) => return self.update_existing(a, tag, buckets, now, cost),
-                },
-                _ => return Ok(Some(t.decision)),
+                    // The slot was reclaimed in between: look the key up again.
+                    Err(_) => continue 'lookup,
+                }
             }
         }
     }
