@@ -131,13 +131,13 @@ export function rateLimitHeaders(decision, { policy = "default", quota, windowSe
   if (!isNumber(quota) || !isNumber(windowSeconds)) fail("quota and windowSeconds must be numbers");
   const seconds = (ms) => Math.ceil(ms / 1000);
   const headers = {
-    "RateLimit-Policy": `${policy};q=${quota};w=${windowSeconds}`,
+    "RateLimit-Policy": `"${policy}";q=${quota};w=${windowSeconds}`,
   };
   if (decision.allowed) {
-    headers["RateLimit"] = `${policy};r=${decision.remaining};t=${seconds(decision.resetAfterMs)}`;
+    headers["RateLimit"] = `"${policy}";r=${decision.remaining};t=${seconds(decision.resetAfterMs)}`;
   } else {
     const retry = Math.max(1, seconds(decision.retryAfterMs));
-    headers["RateLimit"] = `${policy};r=${decision.remaining};t=${retry}`;
+    headers["RateLimit"] = `"${policy}";r=${decision.remaining};t=${retry}`;
     headers["Retry-After"] = String(retry);
     headers["Cache-Control"] = "no-store";
   }

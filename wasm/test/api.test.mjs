@@ -95,15 +95,15 @@ test("headers: IETF RateLimit fields, Retry-After rounded up, no-store on 429", 
   const rl = new Gcra({ perMinute: 5 });
   const ok = rl.check(0);
   assert.deepEqual(rl.headers(ok), {
-    "RateLimit-Policy": "default;q=5;w=60",
-    RateLimit: "default;r=4;t=12",
+    "RateLimit-Policy": '"default";q=5;w=60',
+    RateLimit: '"default";r=4;t=12',
   });
   for (let i = 0; i < 4; i++) rl.check(0);
   const no = rl.check(1);
   assert.equal(no.retryAfterMs, 11_999);
   assert.deepEqual(rl.headers(no, "per-ip"), {
-    "RateLimit-Policy": "per-ip;q=5;w=60",
-    RateLimit: "per-ip;r=0;t=12",
+    "RateLimit-Policy": '"per-ip";q=5;w=60',
+    RateLimit: '"per-ip";r=0;t=12',
     "Retry-After": "12",
     "Cache-Control": "no-store",
   });

@@ -92,14 +92,14 @@ test("exactly the allowed number pass, then 429 with the right headers", async (
     const body = await last.text();
     if (last.status === 200) {
       assert.equal(body, "ok\n");
-      assert.equal(last.headers.get("RateLimit-Policy"), `per-ip;q=${RATE};w=60`);
-      assert.match(last.headers.get("RateLimit"), new RegExp(`^per-ip;r=${RATE - 1 - i};t=\\d+$`));
+      assert.equal(last.headers.get("RateLimit-Policy"), `"per-ip";q=${RATE};w=60`);
+      assert.match(last.headers.get("RateLimit"), new RegExp(`^"per-ip";r=${RATE - 1 - i};t=\\d+$`));
     } else {
       assert.deepEqual(JSON.parse(body), { error: "rate limit exceeded" });
       const retry = Number(last.headers.get("Retry-After"));
       assert.ok(Number.isInteger(retry) && retry >= 1 && retry <= 12, `Retry-After ${retry}`);
-      assert.equal(last.headers.get("RateLimit"), `per-ip;r=0;t=${retry}`);
-      assert.equal(last.headers.get("RateLimit-Policy"), `per-ip;q=${RATE};w=60`);
+      assert.equal(last.headers.get("RateLimit"), `"per-ip";r=0;t=${retry}`);
+      assert.equal(last.headers.get("RateLimit-Policy"), `"per-ip";q=${RATE};w=60`);
       assert.equal(last.headers.get("Cache-Control"), "no-store");
       assert.equal(last.headers.get("Content-Type"), "application/json");
     }

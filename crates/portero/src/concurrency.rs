@@ -31,6 +31,15 @@ pub struct ConcurrencyLimit {
     max: u64,
 }
 
+/// A [`Permit`] that owns a share of its limit, for holders that outlive a borrow (a
+/// request's future, a spawned task); released on drop.
+#[cfg(feature = "alloc")]
+#[derive(Debug)]
+#[must_use = "the permit is released as soon as it is dropped"]
+pub struct OwnedPermit {
+    limit: alloc::sync::Arc<ConcurrencyLimit>,
+}
+
 /// One held slot of a [`ConcurrencyLimit`]; released on drop.
 #[derive(Debug)]
 #[must_use = "the permit is released as soon as it is dropped"]
@@ -50,6 +59,29 @@ impl ConcurrencyLimit {
     /// Takes a permit if one is free; otherwise the rejection (retry-after is 0: the
     /// limit cannot know when a holder will finish).
     pub fn try_acquire(&self) -> Result<Permit<'_>, Decision> {
+        self.take().map(|()| Permit { limit: self })
+    }
+
+    /// [`try_acquire`](Self::try_acquire) for a shared limit: the permit keeps the
+    /// limit alive and may move to another task.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use portero::ConcurrencyLimit;
+    /// let limit = Arc::new(ConcurrencyLimit::new(1));
+    /// let permit = limit.try_acquire_owned().unwrap();
+    /// assert!(limit.try_acquire_owned().is_err());
+    /// std::thread::spawn(move || drop(permit)).join().unwrap();
+    /// assert_eq!(limit.in_use(), 0);
+    /// ```
+    #[cfg(feature = "alloc")]
+    pub fn try_acquire_owned(self: &alloc::sync::Arc<Self>) -> Result<OwnedPermit, Decision> {
+        self.take().map(|()| OwnedPermit {
+            limit: self.clone(),
+        })
+    }
+
+    fn take(&self) -> Result<(), Decision> {
         let max = self.max;
         let Ok(d) = self.in_use.apply::<core::convert::Infallible>(|n| {
             Ok(if n < max {
@@ -59,10 +91,14 @@ impl ConcurrencyLimit {
             })
         });
         if d.is_allowed() {
-            Ok(Permit { limit: self })
+            Ok(())
         } else {
             Err(d)
         }
+    }
+
+    fn release(&self) {
+        self.in_use.update(|n| Some(n.saturating_sub(1)));
     }
 
     /// Permits held now.
@@ -78,6 +114,13 @@ impl ConcurrencyLimit {
 
 impl Drop for Permit<'_> {
     fn drop(&mut self) {
-        self.limit.in_use.update(|n| Some(n.saturating_sub(1)));
+        self.limit.release();
+    }
+}
+
+#[cfg(feature = "alloc")]
+impl Drop for OwnedPermit {
+    fn drop(&mut self) {
+        self.limit.release();
     }
 }

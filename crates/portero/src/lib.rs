@@ -91,6 +91,8 @@ pub use clock::QuantaClock;
 pub use clock::{Clock, DefaultClock, ManualClock};
 #[cfg(feature = "std")]
 pub use clock::{CoarseClock, StdClock, UnixClock};
+#[cfg(feature = "alloc")]
+pub use concurrency::OwnedPermit;
 pub use concurrency::{ConcurrencyLimit, Permit};
 pub use decision::{CheckError, Decision};
 pub use fixed_window::{FixedWindow, Placement};

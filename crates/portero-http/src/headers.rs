@@ -1,0 +1,204 @@
+//! The response fields of a limited service, after the IETF draft
+//! "RateLimit header fields for HTTP" (draft-ietf-httpapi-ratelimit-headers).
+//!
+//! ```text
+//! RateLimit-Policy: "per-ip";q=5;w=60     the policy: q units per w seconds
+//! RateLimit: "per-ip";r=4;t=12            now: r units left, full again in t seconds
+//! Retry-After: 12                          on a 429 only: whole seconds, rounded up
+//! Cache-Control: no-store                  on a 429 only: no cache may replay it
+//! ```
+//!
+//! Seconds are always rounded **up**: a client that waits the advertised time is
+//! never early. On a rejection `t` is the retry-after (the client may send one more
+//! unit after `t` seconds), and it is at least 1.
+//!
+//! ```
+//! use portero::{Quota, RateLimiter, ManualClock};
+//! use portero_http::headers::{insert, Policy};
+//!
+//! let quota = Quota::per_minute(5)?;
+//! let limiter = RateLimiter::gcra(quota).with_clock(ManualClock::new());
+//! let policy = Policy::for_quota("per-ip", &quota)?;
+//! let mut fields = http::HeaderMap::new();
+//! insert(&mut fields, &limiter.check(), &policy);
+//! assert_eq!(fields["ratelimit-policy"], r#""per-ip";q=5;w=60"#);
+//! assert_eq!(fields["ratelimit"], r#""per-ip";r=4;t=12"#);
+//! assert!(fields.get("retry-after").is_none());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use core::fmt;
+use std::time::Duration;
+
+use http::header::{CACHE_CONTROL, RETRY_AFTER};
+use http::{HeaderMap, HeaderName, HeaderValue};
+use portero::{Decision, Quota};
+
+/// `RateLimit`.
+pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+/// `RateLimit-Policy`.
+pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+
+const NANOS_PER_SEC: u64 = 1_000_000_000;
+
+/// A named quota policy as the client sees it: `quota` units per `window` seconds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    name: String,
+    quota: u64,
+    window_secs: u64,
+    /// The prebuilt `RateLimit-Policy` value (it never changes).
+    field: HeaderValue,
+}
+
+/// Why a [`Policy`] could not be built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PolicyError {
+    /// The name is not a structured-field token (a letter or `*`, then letters,
+    /// digits and ``!#$%&'*+-.^_`|~:/``), so it could not be sent safely.
+    BadName(String),
+    /// A zero window: every quota covers some time.
+    ZeroWindow,
+}
+
+impl fmt::Display for PolicyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::BadName(name) => {
+                write!(f, "policy name {name:?} is not a structured-field token")
+            }
+            Self::ZeroWindow => f.write_str("a policy window must be at least one second"),
+        }
+    }
+}
+
+impl std::error::Error for PolicyError {}
+
+fn is_token(name: &str) -> bool {
+    let mut chars = name.chars();
+    let first_ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '*');
+    first_ok && chars.all(|c| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~:/".contains(c))
+}
+
+impl Policy {
+    /// A policy called `name` of `quota` units per `window_secs` seconds.
+    pub fn new(name: &str, quota: u64, window_secs: u64) -> Result<Self, PolicyError> {
+        if !is_token(name) {
+            return Err(PolicyError::BadName(name.to_owned()));
+        }
+        if window_secs == 0 {
+            return Err(PolicyError::ZeroWindow);
+        }
+        let field = HeaderValue::try_from(format!("\"{name}\";q={quota};w={window_secs}"))
+            .expect("a token and two integers are a valid field value");
+        Ok(Self {
+            name: name.to_owned(),
+            quota,
+            window_secs,
+            field,
+        })
+    }
+
+    /// The policy a portero [`Quota`] advertises: its `limit` per its period, the
+    /// period rounded up to whole seconds.
+    pub fn for_quota(name: &str, quota: &Quota) -> Result<Self, PolicyError> {
+        Self::new(name, quota.limit(), seconds_up(quota.period_nanos()).max(1))
+    }
+
+    /// The name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Units per window.
+    pub fn quota(&self) -> u64 {
+        self.quota
+    }
+
+    /// The window in seconds.
+    pub fn window(&self) -> Duration {
+        Duration::from_secs(self.window_secs)
+    }
+}
+
+/// Nanoseconds as whole seconds, rounded up.
+fn seconds_up(nanos: u64) -> u64 {
+    nanos.div_ceil(NANOS_PER_SEC)
+}
+
+/// The `Retry-After` a rejection advertises: whole seconds, rounded up, at least 1.
+pub fn retry_after_secs(decision: &Decision) -> u64 {
+    seconds_up(decision.retry_after_nanos()).max(1)
+}
+
+/// Writes the fields for `decision` under `policy` into `headers` (replacing any of
+/// the same names): `RateLimit-Policy` and `RateLimit` always, and on a rejection
+/// `Retry-After` and `Cache-Control: no-store`.
+pub fn insert(headers: &mut HeaderMap, decision: &Decision, policy: &Policy) {
+    headers.insert(RATELIMIT_POLICY, policy.field.clone());
+    let (t, rejected) = if decision.is_allowed() {
+        (seconds_up(decision.reset_after_nanos()), false)
+    } else {
+        (retry_after_secs(decision), true)
+    };
+    let now = format!("\"{}\";r={};t={t}", policy.name, decision.remaining());
+    headers.insert(
+        RATELIMIT,
+        HeaderValue::try_from(now).expect("a token and integers are a valid field value"),
+    );
+    if rejected {
+        headers.insert(RETRY_AFTER, HeaderValue::from(t));
+        headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use portero::{ManualClock, RateLimiter};
+
+    #[test]
+    fn names_must_be_tokens() {
+        assert!(Policy::new("per-ip", 5, 60).is_ok());
+        assert!(Policy::new("*", 5, 60).is_ok());
+        for bad in ["", "1abc", "a b", "quo\"te", "semi;colon", "ñ"] {
+            assert_eq!(
+                Policy::new(bad, 5, 60),
+                Err(PolicyError::BadName(bad.to_owned()))
+            );
+        }
+        assert_eq!(Policy::new("a", 5, 0), Err(PolicyError::ZeroWindow));
+    }
+
+    #[test]
+    fn a_rejection_rounds_retry_after_up_and_forbids_caching() {
+        let quota = Quota::per_minute(5).unwrap();
+        let clock = ManualClock::new();
+        let limiter = RateLimiter::gcra(quota).with_clock(&clock);
+        let policy = Policy::for_quota("per-ip", &quota).unwrap();
+        for _ in 0..5 {
+            assert!(limiter.check().is_allowed());
+        }
+        clock.advance(800_000_000); // 0.8 s later: the next unit is due in 11.2 s
+        let mut h = HeaderMap::new();
+        insert(&mut h, &limiter.check(), &policy);
+        assert_eq!(h[RETRY_AFTER], "12");
+        assert_eq!(h[RATELIMIT], r#""per-ip";r=0;t=12"#);
+        assert_eq!(h[CACHE_CONTROL], "no-store");
+        // A retry-after of a few nanoseconds is still one whole second.
+        clock.advance(11_199_999_999);
+        let mut h = HeaderMap::new();
+        insert(&mut h, &limiter.check(), &policy);
+        assert_eq!(h[RETRY_AFTER], "1");
+    }
+
+    #[test]
+    fn sub_second_periods_advertise_one_second() {
+        let quota = Quota::from_nanos(3, 250_000_000).unwrap();
+        let p = Policy::for_quota("fast", &quota).unwrap();
+        assert_eq!(p.window(), Duration::from_secs(1));
+        assert_eq!(p.quota(), 3);
+    }
+}

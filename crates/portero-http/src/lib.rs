@@ -1,0 +1,46 @@
+//! portero over HTTP: what a server sends when it limits, and what a client does when
+//! it is limited.
+//!
+//! - [`headers`]: the IETF `RateLimit` / `RateLimit-Policy` fields, `Retry-After`
+//!   (whole seconds, rounded up) and `Cache-Control: no-store` on a 429, from any
+//!   portero [`Decision`](portero::Decision).
+//! - [`RateLimitLayer`]: a tower layer (axum, hyper, tonic) that checks a
+//!   [`KeyedLimiter`](portero::KeyedLimiter) per request and answers 429 itself.
+//! - [`LoadShedLayer`]: at most `C` requests in flight; the next one gets 503 at once
+//!   instead of queueing behind a struggling server.
+//! - [`Backoff`]: the client side — exponential backoff with full jitter that never
+//!   retries before the server's `Retry-After`.
+//!
+//! ```
+//! use axum::{routing::get, Router};
+//! use portero::{Gcra, KeyedLimiter, Quota};
+//! use portero_http::{Policy, RateLimitLayer};
+//! use std::sync::Arc;
+//!
+//! let quota = Quota::per_minute(60)?;
+//! let per_client = Arc::new(KeyedLimiter::new(Gcra::new(quota), 100_000));
+//! let app: Router = Router::new()
+//!     .route("/", get(|| async { "hello" }))
+//!     .layer(RateLimitLayer::new(
+//!         per_client,
+//!         Policy::for_quota("per-client", &quota)?,
+//!         // The key: here a header set by the proxy in front; requests without one
+//!         // are not limited by this layer.
+//!         |req: &http::Request<axum::body::Body>| {
+//!             req.headers().get("x-client-id")?.to_str().ok().map(str::to_owned)
+//!         },
+//!     ));
+//! # let _ = app;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![deny(missing_docs)]
+
+mod backoff;
+pub mod headers;
+mod layer;
+mod shed;
+
+pub use backoff::{retry_after, Backoff, BackoffError};
+pub use headers::{Policy, PolicyError};
+pub use layer::{RateLimitLayer, RateLimitService, ResponseFuture, WhenTableFull};
+pub use shed::{LoadShedLayer, LoadShedService, ShedFuture};

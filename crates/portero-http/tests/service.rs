@@ -1,0 +1,181 @@
+//! The layers in a real axum router, driven through tower's `oneshot`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::routing::get;
+use axum::Router;
+use http::{Request, StatusCode};
+use http_body_util::BodyExt;
+use portero::{ConcurrencyLimit, Gcra, KeyedLimiter, ManualClock, Quota};
+use portero_http::{LoadShedLayer, Policy, RateLimitLayer, WhenTableFull};
+use tower::ServiceExt;
+
+type Limiter = KeyedLimiter<String, Gcra, Arc<ManualClock>>;
+
+fn client_key(req: &Request<Body>) -> Option<String> {
+    req.headers()
+        .get("x-client")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+}
+
+fn app(limiter: Arc<Limiter>, quota: &Quota, when_full: WhenTableFull) -> Router {
+    Router::new().route("/", get(|| async { "ok" })).layer(
+        RateLimitLayer::new(
+            limiter,
+            Policy::for_quota("per-client", quota).unwrap(),
+            client_key,
+        )
+        .when_table_full(when_full),
+    )
+}
+
+fn request(client: Option<&str>) -> Request<Body> {
+    let mut r = Request::builder().uri("/");
+    if let Some(c) = client {
+        r = r.header("x-client", c);
+    }
+    r.body(Body::empty()).unwrap()
+}
+
+async fn body(response: http::Response<Body>) -> String {
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    String::from_utf8(bytes.to_vec()).unwrap()
+}
+
+#[tokio::test]
+async fn five_per_minute_then_429_with_every_field() {
+    let quota = Quota::per_minute(5).unwrap();
+    let clock = Arc::new(ManualClock::new());
+    let limiter = Arc::new(KeyedLimiter::with_clock(
+        Gcra::new(quota),
+        100,
+        clock.clone(),
+    ));
+    let app = app(limiter, &quota, WhenTableFull::Reject);
+
+    for left in (0..5).rev() {
+        let response = app.clone().oneshot(request(Some("alice"))).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let h = response.headers();
+        assert_eq!(h["ratelimit-policy"], r#""per-client";q=5;w=60"#);
+        assert_eq!(
+            h["ratelimit"],
+            format!(r#""per-client";r={left};t={}"#, 12 * (5 - left))
+        );
+        assert!(h.get("retry-after").is_none());
+        assert_eq!(body(response).await, "ok");
+    }
+    clock.advance(500_000_000); // 0.5 s: the next unit is due in 11.5 s
+    let response = app.clone().oneshot(request(Some("alice"))).await.unwrap();
+    assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+    let h = response.headers();
+    assert_eq!(h["retry-after"], "12");
+    assert_eq!(h["ratelimit"], r#""per-client";r=0;t=12"#);
+    assert_eq!(h["cache-control"], "no-store");
+    assert_eq!(body(response).await, "", "the handler never ran");
+
+    // Another client has its own share; a request without a key is not limited here.
+    let bob = app.clone().oneshot(request(Some("bob"))).await.unwrap();
+    assert_eq!(bob.status(), StatusCode::OK);
+    for _ in 0..20 {
+        let anonymous = app.clone().oneshot(request(None)).await.unwrap();
+        assert_eq!(anonymous.status(), StatusCode::OK);
+        assert!(anonymous.headers().get("ratelimit").is_none());
+    }
+
+    // After the advertised wait, alice gets exactly one more.
+    clock.advance(11_500_000_000);
+    let again = app.clone().oneshot(request(Some("alice"))).await.unwrap();
+    assert_eq!(again.status(), StatusCode::OK);
+    let after = app.clone().oneshot(request(Some("alice"))).await.unwrap();
+    assert_eq!(after.status(), StatusCode::TOO_MANY_REQUESTS);
+}
+
+#[tokio::test]
+async fn a_full_key_table_rejects_or_admits_new_clients_as_configured() {
+    let quota = Quota::per_minute(5).unwrap();
+    for (when_full, expected) in [
+        (WhenTableFull::Reject, StatusCode::TOO_MANY_REQUESTS),
+        (WhenTableFull::Allow, StatusCode::OK),
+    ] {
+        let clock = Arc::new(ManualClock::new());
+        // Room for one key: "first" holds it (it has used units, so it is not idle).
+        let limiter = Arc::new(KeyedLimiter::with_clock(Gcra::new(quota), 1, clock));
+        let app = app(limiter.clone(), &quota, when_full);
+        let first = app.clone().oneshot(request(Some("first"))).await.unwrap();
+        assert_eq!(first.status(), StatusCode::OK);
+        let mut held = 0;
+        for i in 0..50 {
+            let client = format!("new-{i}");
+            let response = app.clone().oneshot(request(Some(&client))).await.unwrap();
+            assert_eq!(response.status(), expected, "{when_full:?}");
+            if when_full == WhenTableFull::Reject {
+                assert_eq!(response.headers()["retry-after"], "1");
+            }
+            held = limiter.len();
+        }
+        assert_eq!(held, 1, "the table never grows past its cap");
+        // The client already tracked keeps its exact state either way.
+        assert_eq!(limiter.state_of(&"first".to_owned()), Some(12_000_000_000));
+    }
+}
+
+#[tokio::test]
+async fn load_shedding_answers_503_beyond_the_permits_and_frees_them() {
+    let limit = Arc::new(ConcurrencyLimit::new(2));
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let waiting = gate.clone();
+    let app = Router::new()
+        .route(
+            "/",
+            get(move || {
+                let gate = waiting.clone();
+                async move {
+                    gate.notified().await;
+                    "done"
+                }
+            }),
+        )
+        .layer(LoadShedLayer::new(
+            limit.clone(),
+            Duration::from_millis(1500),
+        ));
+
+    let a = tokio::spawn(app.clone().oneshot(request(None)));
+    let b = tokio::spawn(app.clone().oneshot(request(None)));
+    while limit.in_use() < 2 {
+        tokio::task::yield_now().await;
+    }
+    let shed = app.clone().oneshot(request(None)).await.unwrap();
+    assert_eq!(shed.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(shed.headers()["retry-after"], "2", "1.5 s rounds up");
+
+    // A cancelled request gives its permit back at once.
+    let c = {
+        gate.notify_one(); // let one of a/b finish
+        let done = tokio::select! { r = a => r, r = b => r };
+        assert_eq!(done.unwrap().unwrap().status(), StatusCode::OK);
+        assert_eq!(limit.in_use(), 1);
+        let mut pending = Box::pin(app.clone().oneshot(request(None)));
+        assert!(futures_poll_once(pending.as_mut()).await.is_none());
+        assert_eq!(limit.in_use(), 2);
+        drop(pending);
+        limit.in_use()
+    };
+    assert_eq!(c, 1);
+    gate.notify_waiters();
+}
+
+/// Polls a future once; `Some` if it was ready.
+async fn futures_poll_once<F: std::future::Future + Unpin>(mut f: F) -> Option<F::Output> {
+    std::future::poll_fn(|cx| {
+        std::task::Poll::Ready(match std::pin::Pin::new(&mut f).poll(cx) {
+            std::task::Poll::Ready(v) => Some(v),
+            std::task::Poll::Pending => None,
+        })
+    })
+    .await
+}
