@@ -129,7 +129,27 @@ fn setup() -> Step {
             &[],
         )?;
     }
+    // portero-redis's tests start their own redis-server (loopback, a free port).
+    if output("redis-server", &["--version"]).is_none() {
+        install_redis()?;
+    }
     Ok(())
+}
+
+/// redis-server from Debian's packages (`sudo` when not root).
+fn install_redis() -> Step {
+    let root = output("id", &["-u"]).is_some_and(|u| u.trim() == "0");
+    let apt = |args: &[&str]| {
+        if root {
+            run("apt-get", args, &[("DEBIAN_FRONTEND", "noninteractive")])
+        } else {
+            let mut with_sudo = vec!["apt-get"];
+            with_sudo.extend_from_slice(args);
+            run("sudo", &with_sudo, &[("DEBIAN_FRONTEND", "noninteractive")])
+        }
+    };
+    apt(&["update"])?;
+    apt(&["install", "-y", "--no-install-recommends", "redis-server"])
 }
 
 fn wasm() -> Step {

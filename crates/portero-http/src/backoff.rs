@@ -30,6 +30,7 @@ use rand::Rng;
 pub struct Backoff {
     base: Duration,
     cap: Duration,
+    max_retries: u32,
 }
 
 /// Why a [`Backoff`] could not be built.
@@ -61,7 +62,33 @@ impl Backoff {
         if cap < base {
             return Err(BackoffError::CapBelowBase);
         }
-        Ok(Self { base, cap })
+        Ok(Self {
+            base,
+            cap,
+            max_retries: u32::MAX,
+        })
+    }
+
+    /// Gives up after `max_retries` retries (a client must never retry forever):
+    /// [`next_delay`](Self::next_delay) answers `None` from then on.
+    pub fn with_max_retries(mut self, max_retries: u32) -> Self {
+        self.max_retries = max_retries;
+        self
+    }
+
+    /// The wait before retry `attempt` (from 0), or `None` once the retries are used
+    /// up.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use portero_http::Backoff;
+    /// let b = Backoff::new(Duration::from_millis(500), Duration::from_secs(10))?.with_max_retries(3);
+    /// assert!(b.next_delay(2, None).is_some());
+    /// assert_eq!(b.next_delay(3, None), None);
+    /// # Ok::<(), portero_http::BackoffError>(())
+    /// ```
+    pub fn next_delay(&self, attempt: u32, retry_after: Option<Duration>) -> Option<Duration> {
+        (attempt < self.max_retries).then(|| self.delay(attempt, retry_after))
     }
 
     /// The longest wait before retry `attempt`: `min(cap, base·2^attempt)`.

@@ -1,0 +1,212 @@
+//! Against a real redis-server started by the test.
+
+mod server;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use portero::{CheckError, Gcra, KeyedLimiter, Quota};
+use portero_redis::{RedisAlgorithm, RedisLimiter, ServedBy, WhenDown};
+use server::RedisServer;
+
+const SEC: u64 = 1_000_000_000;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gcra_in_redis_admits_the_burst_then_gives_exact_waits() {
+    let server = RedisServer::start();
+    let algorithm = RedisAlgorithm::gcra(Quota::per_minute(5).unwrap()).unwrap();
+    let limiter = RedisLimiter::connect(&server.url(), algorithm)
+        .await
+        .unwrap();
+    for left in (0..5).rev() {
+        let v = limiter.check("alice", 1).await.unwrap();
+        assert_eq!(v.served_by, ServedBy::Redis);
+        assert!(v.decision.is_allowed());
+        assert_eq!(v.decision.remaining(), left);
+    }
+    let v = limiter.check("alice", 1).await.unwrap();
+    assert!(!v.decision.is_allowed());
+    assert_eq!(v.decision.remaining(), 0);
+    // The next unit is due 12 s after the first check, measured on Redis's clock.
+    let retry = v.decision.retry_after_nanos();
+    assert!(
+        retry > 11 * SEC && retry <= 12 * SEC,
+        "retry after {retry} ns"
+    );
+    let reset = v.decision.reset_after_nanos();
+    assert!(
+        reset > 59 * SEC && reset <= 60 * SEC,
+        "reset after {reset} ns"
+    );
+    // Another key has its own share; a weighted check is all or nothing.
+    assert!(limiter.check("bob", 3).await.unwrap().decision.is_allowed());
+    assert!(!limiter.check("bob", 3).await.unwrap().decision.is_allowed());
+    assert!(limiter.check("bob", 2).await.unwrap().decision.is_allowed());
+    // The key expires when the limit would be full again, and reset forgets it.
+    let mut c = redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg("portero:alice")
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    assert!(ttl > 59_000 && ttl <= 60_000, "ttl {ttl} ms");
+    limiter.reset("alice").await.unwrap();
+    assert!(limiter
+        .check("alice", 1)
+        .await
+        .unwrap()
+        .decision
+        .is_allowed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fixed_window_in_redis_counts_from_the_first_request() {
+    let server = RedisServer::start();
+    let algorithm = RedisAlgorithm::fixed_window(3, Duration::from_secs(60)).unwrap();
+    let limiter = RedisLimiter::connect(&server.url(), algorithm)
+        .await
+        .unwrap();
+    for left in (0..3).rev() {
+        let d = limiter.check("k", 1).await.unwrap().decision;
+        assert!(d.is_allowed());
+        assert_eq!(d.remaining(), left);
+    }
+    let d = limiter.check("k", 1).await.unwrap().decision;
+    assert!(!d.is_allowed());
+    assert!(d.retry_after_nanos() > 59 * SEC && d.retry_after_nanos() <= 60 * SEC);
+    // A rejection wrote nothing: the stored count is still 3.
+    let mut c = redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let n: u64 = redis::cmd("GET")
+        .arg("portero:k")
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    assert_eq!(n, 3);
+}
+
+/// The seeds' race: two instances receive 400 concurrent requests for a limit of 50;
+/// the atomic scripts admit exactly 50 in each of five rounds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn four_hundred_concurrent_requests_admit_exactly_fifty_per_round() {
+    let server = RedisServer::start();
+    for algorithm in [
+        RedisAlgorithm::gcra(Quota::per_minute(50).unwrap()).unwrap(),
+        RedisAlgorithm::fixed_window(50, Duration::from_secs(60)).unwrap(),
+    ] {
+        let a = RedisLimiter::connect(&server.url(), algorithm)
+            .await
+            .unwrap()
+            .timeout(Duration::from_secs(5));
+        let b = RedisLimiter::connect(&server.url(), algorithm)
+            .await
+            .unwrap()
+            .timeout(Duration::from_secs(5));
+        for round in 0..5 {
+            let key = format!("{algorithm:?}-round-{round}");
+            let tasks: Vec<_> = (0..400)
+                .map(|i| {
+                    let instance = if i % 2 == 0 { a.clone() } else { b.clone() };
+                    let key = key.clone();
+                    tokio::spawn(async move { instance.check(&key, 1).await.unwrap() })
+                })
+                .collect();
+            let mut admitted = 0;
+            for t in tasks {
+                let v = t.await.unwrap();
+                assert_eq!(v.served_by, ServedBy::Redis);
+                admitted += u32::from(v.decision.is_allowed());
+            }
+            assert_eq!(admitted, 50, "{algorithm:?}, round {round}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn when_redis_is_down_the_policy_decides_within_the_timeout() {
+    let mut server = RedisServer::start();
+    let algorithm = RedisAlgorithm::gcra(Quota::per_minute(100).unwrap()).unwrap();
+    let local = Arc::new(KeyedLimiter::<str, Gcra>::new(
+        Gcra::new(Quota::per_minute(3).unwrap()),
+        1_000,
+    ));
+    let open = RedisLimiter::connect(&server.url(), algorithm)
+        .await
+        .unwrap()
+        .when_down(WhenDown::FailOpen);
+    let closed = RedisLimiter::connect(&server.url(), algorithm)
+        .await
+        .unwrap()
+        .when_down(WhenDown::FailClosed);
+    let approx = RedisLimiter::connect(&server.url(), algorithm)
+        .await
+        .unwrap()
+        .when_down(WhenDown::Local(local));
+    assert_eq!(open.check("k", 1).await.unwrap().served_by, ServedBy::Redis);
+
+    server.stop();
+    let started = Instant::now();
+    let v = open.check("k", 1).await.unwrap();
+    assert_eq!(v.served_by, ServedBy::Fallback);
+    assert!(v.decision.is_allowed());
+    let v = closed.check("k", 1).await.unwrap();
+    assert_eq!(v.served_by, ServedBy::Fallback);
+    assert!(!v.decision.is_allowed());
+    assert_eq!(v.decision.retry_after_nanos(), SEC);
+    for _ in 0..3 {
+        let v = approx.check("k", 1).await.unwrap();
+        assert_eq!(v.served_by, ServedBy::Fallback);
+        assert!(v.decision.is_allowed());
+    }
+    assert!(
+        !approx.check("k", 1).await.unwrap().decision.is_allowed(),
+        "the local limit holds"
+    );
+    // Seven checks against a dead server, each bounded by the 50 ms timeout (a
+    // generous margin for a loaded CI machine: this is liveness, not speed).
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_is_an_error_not_a_call() {
+    let server = RedisServer::start();
+    let algorithm = RedisAlgorithm::gcra(Quota::per_minute(5).unwrap()).unwrap();
+    let limiter = RedisLimiter::connect(&server.url(), algorithm)
+        .await
+        .unwrap();
+    assert_eq!(
+        limiter.check("k", 6).await,
+        Err(CheckError::CostExceedsCapacity {
+            cost: 6,
+            capacity: 5
+        })
+    );
+    assert!(RedisAlgorithm::fixed_window(0, Duration::from_secs(1)).is_err());
+    assert!(RedisAlgorithm::fixed_window(5, Duration::ZERO).is_err());
+    assert!(RedisAlgorithm::fixed_window(5, Duration::MAX).is_err());
+    // A span portero accepts (≤ 2^62 ns) but beyond the scripts' exact range (2^52 µs).
+    let huge = Quota::per_day(1).unwrap().with_burst(53_000).unwrap();
+    assert!(RedisAlgorithm::gcra(huge).is_err());
+    // Unreachable at start: an error, not a hang.
+    assert!(RedisLimiter::connect("redis://127.0.0.1:1", algorithm)
+        .await
+        .is_err());
+    // A key with odd characters is just a key.
+    assert!(limiter
+        .check("ключ ✓ \"quoted\" {}", 1)
+        .await
+        .unwrap()
+        .decision
+        .is_allowed());
+}
