@@ -179,6 +179,7 @@ impl fmt::Debug for RedisLimiter {
 }
 
 const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
 impl RedisLimiter {
     /// Connects to `url` (e.g. `redis://127.0.0.1:6379`). Fails if Redis cannot be
@@ -186,9 +187,10 @@ impl RedisLimiter {
     /// checks that find it down follow [`WhenDown`] (default: [`WhenDown::FailClosed`]).
     pub async fn connect(url: &str, algorithm: RedisAlgorithm) -> Result<Self, RedisError> {
         let client = redis::Client::open(url)?;
+        // No response timeout on the connection: each check bounds its own wait
+        // (`timeout`), so a caller who allows more time gets it.
         let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(DEFAULT_TIMEOUT)
-            .set_response_timeout(DEFAULT_TIMEOUT)
+            .set_connection_timeout(CONNECT_TIMEOUT)
             .set_number_of_retries(1);
         let connection = ConnectionManager::new_with_config(client, config).await?;
         let script = match algorithm.0 {

@@ -41,7 +41,7 @@ local used = tonumber(redis.call('GET', KEYS[1]) or '0')
 if used + cost > limit then
   local ttl = redis.call('PTTL', KEYS[1])
   if ttl < 0 then ttl = window end
-  return {0, limit - used, ttl * 1000, ttl * 1000}
+  return {0, math.max(limit - used, 0), ttl * 1000, ttl * 1000}
 end
 local n = redis.call('INCRBY', KEYS[1], cost)
 if n == cost then
@@ -49,5 +49,5 @@ if n == cost then
 end
 local ttl = redis.call('PTTL', KEYS[1])
 if ttl < 0 then ttl = window end
-return {1, limit - n, 0, ttl * 1000}
+return {1, math.max(limit - n, 0), 0, ttl * 1000}
 "#;
