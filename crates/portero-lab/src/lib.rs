@@ -9,6 +9,7 @@
 
 pub mod arrivals;
 pub mod contention;
+pub mod race;
 pub mod scenario;
 pub mod sim;
 pub mod svg;

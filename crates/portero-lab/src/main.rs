@@ -28,6 +28,25 @@ enum Command {
     Quiz,
     /// Scaling on this machine: T threads hammering one limiter, single word vs striped.
     Contention(ContentionArgs),
+    /// The seeds' Redis race: check-then-act over-admits, one Lua script does not.
+    Race(RaceArgs),
+}
+
+#[derive(Args)]
+struct RaceArgs {
+    /// Redis to use; by default a throwaway redis-server is started on a free
+    /// loopback port (it must be installed).
+    #[arg(long)]
+    url: Option<String>,
+    /// Rounds (a fresh key each).
+    #[arg(long, default_value_t = 5)]
+    rounds: u32,
+    /// Concurrent requests per round, split between two instances.
+    #[arg(long, default_value_t = 400)]
+    requests: u32,
+    /// Requests allowed per minute.
+    #[arg(long, default_value_t = 50)]
+    limit: u64,
 }
 
 #[derive(Args)]
@@ -90,7 +109,42 @@ fn run(cli: Cli) -> Result<()> {
         Command::Twenty(out) => report(&scenario::twenty(), &out),
         Command::Quiz => quiz(),
         Command::Contention(args) => contention(args),
+        Command::Race(args) => race(args),
     }
+}
+
+fn race(args: RaceArgs) -> Result<()> {
+    if args.limit == 0 || args.rounds == 0 || args.requests == 0 {
+        return Err("--limit, --rounds and --requests must be above zero".into());
+    }
+    let local = match &args.url {
+        Some(_) => None,
+        None => Some(portero_redis::LocalRedis::start()?),
+    };
+    let url = args
+        .url
+        .clone()
+        .or_else(|| local.as_ref().map(|l| l.url()))
+        .expect("a URL or a local server");
+    let runtime = tokio::runtime::Runtime::new()?;
+    let rounds = runtime.block_on(portero_lab::race::run(
+        &url,
+        args.rounds,
+        args.requests,
+        args.limit,
+    ))?;
+    println!(
+        "race: two instances, {} concurrent requests per round, limit {} per minute ({url})",
+        args.requests, args.limit
+    );
+    println!(
+        "{:<7} {:>24} {:>20}",
+        "round", "naive (GET, then INCR)", "Lua script"
+    );
+    for (i, r) in rounds.iter().enumerate() {
+        println!("{:<7} {:>24} {:>20}", i + 1, r.naive, r.script);
+    }
+    Ok(())
 }
 
 fn from_file(path: &PathBuf, limit: Option<u64>, window: Option<f64>) -> Result<Scenario> {

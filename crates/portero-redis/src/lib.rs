@@ -41,7 +41,10 @@
 //! ```
 #![deny(missing_docs)]
 
+mod local;
 mod scripts;
+
+pub use local::LocalRedis;
 
 use core::fmt;
 use std::sync::Arc;

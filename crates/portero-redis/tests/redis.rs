@@ -1,13 +1,15 @@
 //! Against a real redis-server started by the test.
 
-mod server;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use portero::{CheckError, Gcra, KeyedLimiter, Quota};
-use portero_redis::{RedisAlgorithm, RedisLimiter, ServedBy, WhenDown};
-use server::RedisServer;
+use portero_redis::{LocalRedis, RedisAlgorithm, RedisLimiter, ServedBy, WhenDown};
+
+/// A fresh server per test; a missing redis-server fails the test (CI installs it).
+fn start_redis() -> LocalRedis {
+    LocalRedis::start().expect("redis-server for this test")
+}
 
 const SEC: u64 = 1_000_000_000;
 /// How long the tests that expect Redis to answer let it take (a loaded CI machine).
@@ -15,7 +17,7 @@ const ANSWER: Duration = Duration::from_secs(5);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gcra_in_redis_admits_the_burst_then_gives_exact_waits() {
-    let server = RedisServer::start();
+    let server = start_redis();
     let algorithm = RedisAlgorithm::gcra(Quota::per_minute(5).unwrap()).unwrap();
     let limiter = RedisLimiter::connect(&server.url(), algorithm)
         .await
@@ -68,7 +70,7 @@ async fn gcra_in_redis_admits_the_burst_then_gives_exact_waits() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fixed_window_in_redis_counts_from_the_first_request() {
-    let server = RedisServer::start();
+    let server = start_redis();
     let algorithm = RedisAlgorithm::fixed_window(3, Duration::from_secs(60)).unwrap();
     let limiter = RedisLimiter::connect(&server.url(), algorithm)
         .await
@@ -100,7 +102,7 @@ async fn fixed_window_in_redis_counts_from_the_first_request() {
 /// the atomic scripts admit exactly 50 in each of five rounds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn four_hundred_concurrent_requests_admit_exactly_fifty_per_round() {
-    let server = RedisServer::start();
+    let server = start_redis();
     for algorithm in [
         RedisAlgorithm::gcra(Quota::per_minute(50).unwrap()).unwrap(),
         RedisAlgorithm::fixed_window(50, Duration::from_secs(60)).unwrap(),
@@ -135,7 +137,7 @@ async fn four_hundred_concurrent_requests_admit_exactly_fifty_per_round() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn when_redis_is_down_the_policy_decides_within_the_timeout() {
-    let mut server = RedisServer::start();
+    let mut server = start_redis();
     let algorithm = RedisAlgorithm::gcra(Quota::per_minute(100).unwrap()).unwrap();
     let local = Arc::new(KeyedLimiter::<str, Gcra>::new(
         Gcra::new(Quota::per_minute(3).unwrap()),
@@ -186,7 +188,7 @@ async fn when_redis_is_down_the_policy_decides_within_the_timeout() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_is_an_error_not_a_call() {
-    let server = RedisServer::start();
+    let server = start_redis();
     let algorithm = RedisAlgorithm::gcra(Quota::per_minute(5).unwrap()).unwrap();
     let limiter = RedisLimiter::connect(&server.url(), algorithm)
         .await

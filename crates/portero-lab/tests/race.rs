@@ -1,0 +1,24 @@
+//! The seeds' Redis race against a throwaway redis-server (installed by `cargo xtask
+//! setup`; a missing one fails this test).
+
+use portero_redis::LocalRedis;
+
+#[test]
+fn the_atomic_script_admits_exactly_fifty_of_four_hundred_in_every_round() {
+    let server = LocalRedis::start().expect("redis-server for this test");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let rounds = runtime
+        .block_on(portero_lab::race::run(&server.url(), 5, 400, 50))
+        .unwrap();
+    assert_eq!(rounds.len(), 5);
+    for (i, r) in rounds.iter().enumerate() {
+        assert_eq!(r.script, 50, "round {i}: the Lua script");
+        // Check-then-act can only err upwards: until the count reaches 50 every
+        // request is admitted. (How far up depends on the interleaving.)
+        assert!(
+            r.naive >= 50 && r.naive <= 400,
+            "round {i}: naive {}",
+            r.naive
+        );
+    }
+}
