@@ -11,6 +11,25 @@ fn start_redis() -> LocalRedis {
     LocalRedis::start().expect("redis-server for this test")
 }
 
+/// A limiter that gives Redis `ANSWER` to reply.
+async fn answering(server: &LocalRedis, algorithm: RedisAlgorithm) -> RedisLimiter {
+    RedisLimiter::connect(&server.url(), algorithm)
+        .await
+        .unwrap()
+        .timeout(ANSWER)
+}
+
+/// `command key` sent straight to the server, to look at what the scripts stored.
+async fn query<T: redis::FromRedisValue>(server: &LocalRedis, command: &str, key: &str) -> T {
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut c = client.get_multiplexed_async_connection().await.unwrap();
+    redis::cmd(command)
+        .arg(key)
+        .query_async(&mut c)
+        .await
+        .unwrap()
+}
+
 const SEC: u64 = 1_000_000_000;
 /// How long the tests that expect Redis to answer let it take (a loaded CI machine).
 const ANSWER: Duration = Duration::from_secs(5);
@@ -19,10 +38,7 @@ const ANSWER: Duration = Duration::from_secs(5);
 async fn gcra_in_redis_admits_the_burst_then_gives_exact_waits() {
     let server = start_redis();
     let algorithm = RedisAlgorithm::gcra(Quota::per_minute(5).unwrap()).unwrap();
-    let limiter = RedisLimiter::connect(&server.url(), algorithm)
-        .await
-        .unwrap()
-        .timeout(ANSWER);
+    let limiter = answering(&server, algorithm).await;
     for left in (0..5).rev() {
         let v = limiter.check("alice", 1).await.unwrap();
         assert_eq!(v.served_by, ServedBy::Redis);
@@ -48,16 +64,7 @@ async fn gcra_in_redis_admits_the_burst_then_gives_exact_waits() {
     assert!(!limiter.check("bob", 3).await.unwrap().decision.is_allowed());
     assert!(limiter.check("bob", 2).await.unwrap().decision.is_allowed());
     // The key expires when the limit would be full again, and reset forgets it.
-    let mut c = redis::Client::open(server.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
-    let ttl: i64 = redis::cmd("PTTL")
-        .arg("portero:alice")
-        .query_async(&mut c)
-        .await
-        .unwrap();
+    let ttl: i64 = query(&server, "PTTL", "portero:alice").await;
     assert!(ttl > 59_000 && ttl <= 60_000, "ttl {ttl} ms");
     limiter.reset("alice").await.unwrap();
     assert!(limiter
@@ -72,10 +79,7 @@ async fn gcra_in_redis_admits_the_burst_then_gives_exact_waits() {
 async fn fixed_window_in_redis_counts_from_the_first_request() {
     let server = start_redis();
     let algorithm = RedisAlgorithm::fixed_window(3, Duration::from_secs(60)).unwrap();
-    let limiter = RedisLimiter::connect(&server.url(), algorithm)
-        .await
-        .unwrap()
-        .timeout(ANSWER);
+    let limiter = answering(&server, algorithm).await;
     for left in (0..3).rev() {
         let d = limiter.check("k", 1).await.unwrap().decision;
         assert!(d.is_allowed());
@@ -85,16 +89,7 @@ async fn fixed_window_in_redis_counts_from_the_first_request() {
     assert!(!d.is_allowed());
     assert!(d.retry_after_nanos() > 59 * SEC && d.retry_after_nanos() <= 60 * SEC);
     // A rejection wrote nothing: the stored count is still 3.
-    let mut c = redis::Client::open(server.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
-    let n: u64 = redis::cmd("GET")
-        .arg("portero:k")
-        .query_async(&mut c)
-        .await
-        .unwrap();
+    let n: u64 = query(&server, "GET", "portero:k").await;
     assert_eq!(n, 3);
 }
 
@@ -107,14 +102,10 @@ async fn four_hundred_concurrent_requests_admit_exactly_fifty_per_round() {
         RedisAlgorithm::gcra(Quota::per_minute(50).unwrap()).unwrap(),
         RedisAlgorithm::fixed_window(50, Duration::from_secs(60)).unwrap(),
     ] {
-        let a = RedisLimiter::connect(&server.url(), algorithm)
-            .await
-            .unwrap()
-            .timeout(ANSWER);
-        let b = RedisLimiter::connect(&server.url(), algorithm)
-            .await
-            .unwrap()
-            .timeout(ANSWER);
+        let (a, b) = (
+            answering(&server, algorithm).await,
+            answering(&server, algorithm).await,
+        );
         for round in 0..5 {
             let key = format!("{algorithm:?}-round-{round}");
             let tasks: Vec<_> = (0..400)
@@ -190,10 +181,7 @@ async fn when_redis_is_down_the_policy_decides_within_the_timeout() {
 async fn bad_input_is_an_error_not_a_call() {
     let server = start_redis();
     let algorithm = RedisAlgorithm::gcra(Quota::per_minute(5).unwrap()).unwrap();
-    let limiter = RedisLimiter::connect(&server.url(), algorithm)
-        .await
-        .unwrap()
-        .timeout(ANSWER);
+    let limiter = answering(&server, algorithm).await;
     assert_eq!(
         limiter.check("k", 6).await,
         Err(CheckError::CostExceedsCapacity {
