@@ -101,7 +101,7 @@ impl<S: Clone, K, A: Copy, C, F: Clone> Clone for RateLimitService<S, K, A, C, F
 }
 
 /// A 429 for `decision`, answered without the inner service.
-pub(crate) fn too_many<B: Default>(decision: &Decision, policy: &Policy) -> Response<B> {
+fn too_many<B: Default>(decision: &Decision, policy: &Policy) -> Response<B> {
     let mut response = Response::new(B::default());
     *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
     headers::insert(response.headers_mut(), decision, policy);
