@@ -5,6 +5,11 @@
 //! client through 300 times a minute. [`RedisLimiter`] keeps the state in Redis
 //! instead, where every instance reads and writes it:
 //!
+//! - **Three algorithms**: [GCRA](RedisAlgorithm::gcra) (the default choice: bursts of
+//!   `B`, `r` on average, exact retry-after), the
+//!   [sliding window counter](RedisAlgorithm::sliding_counter) and the
+//!   [fixed window](RedisAlgorithm::fixed_window), each with the same rule as the
+//!   in-memory algorithm of the same name.
 //! - **Atomic.** Each check is one Lua script: read, decide and write run with no
 //!   other command in between, so two instances can never both see "9 of 10 used"
 //!   and both admit (the seeds' race: 400 concurrent requests against a limit of 50
@@ -66,13 +71,14 @@ pub struct RedisAlgorithm(Kind);
 enum Kind {
     Gcra { interval_us: u64, burst: u64 },
     FixedWindow { limit: u64, window_ms: u64 },
+    SlidingCounter { limit: u64, window_us: u64 },
 }
 
 /// Why a quota cannot run in Redis.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RedisQuotaError {
-    /// `burst × T` (or the window) is beyond what the scripts compute exactly
-    /// (2^52 µs, about 142 years).
+    /// `burst × T` (or the window, or `limit × window` for the sliding counter) is
+    /// beyond what the scripts compute exactly (2^52 µs, about 142 years).
     TooLong,
     /// A zero limit or window.
     Empty,
@@ -119,11 +125,29 @@ impl RedisAlgorithm {
         Ok(Self(Kind::FixedWindow { limit, window_ms }))
     }
 
+    /// A sliding window counter of `limit` units per `window` (whole microseconds,
+    /// rounded up), windows aligned on Redis's clock: nearly exact (it assumes last
+    /// window's requests were spread evenly), never more than `2 × limit` in any span
+    /// of `window`, no boundary burst. The same rule as portero's
+    /// [`SlidingWindowCounter`](portero::SlidingWindowCounter).
+    pub fn sliding_counter(limit: u64, window: Duration) -> Result<Self, RedisQuotaError> {
+        let window_us = u64::try_from(window.as_nanos().div_ceil(1_000))
+            .map_err(|_| RedisQuotaError::TooLong)?;
+        if limit == 0 || window_us == 0 {
+            return Err(RedisQuotaError::Empty);
+        }
+        // Every product in the script is at most (L + 1)·W: keep it exact in doubles.
+        match (limit + 1).checked_mul(window_us) {
+            Some(lw) if lw <= MAX_SPAN_US => Ok(Self(Kind::SlidingCounter { limit, window_us })),
+            _ => Err(RedisQuotaError::TooLong),
+        }
+    }
+
     /// The most units one request may cost.
     pub fn capacity(&self) -> u64 {
         match self.0 {
             Kind::Gcra { burst, .. } => burst,
-            Kind::FixedWindow { limit, .. } => limit,
+            Kind::FixedWindow { limit, .. } | Kind::SlidingCounter { limit, .. } => limit,
         }
     }
 }
@@ -199,6 +223,7 @@ impl RedisLimiter {
         let script = match algorithm.0 {
             Kind::Gcra { .. } => scripts::GCRA,
             Kind::FixedWindow { .. } => scripts::FIXED_WINDOW,
+            Kind::SlidingCounter { .. } => scripts::SLIDING_COUNTER,
         };
         Ok(Self {
             connection,
@@ -243,6 +268,7 @@ impl RedisLimiter {
         match self.algorithm.0 {
             Kind::Gcra { interval_us, burst } => invocation.arg(interval_us).arg(burst),
             Kind::FixedWindow { limit, window_ms } => invocation.arg(limit).arg(window_ms),
+            Kind::SlidingCounter { limit, window_us } => invocation.arg(limit).arg(window_us),
         };
         invocation.arg(cost);
         let mut connection = self.connection.clone();

@@ -19,12 +19,12 @@ async fn answering(server: &LocalRedis, algorithm: RedisAlgorithm) -> RedisLimit
         .timeout(ANSWER)
 }
 
-/// `command key` sent straight to the server, to look at what the scripts stored.
-async fn query<T: redis::FromRedisValue>(server: &LocalRedis, command: &str, key: &str) -> T {
+/// A command sent straight to the server, to look at what the scripts stored.
+async fn query<T: redis::FromRedisValue>(server: &LocalRedis, command: &[&str]) -> T {
     let client = redis::Client::open(server.url()).unwrap();
     let mut c = client.get_multiplexed_async_connection().await.unwrap();
-    redis::cmd(command)
-        .arg(key)
+    redis::cmd(command[0])
+        .arg(&command[1..])
         .query_async(&mut c)
         .await
         .unwrap()
@@ -64,7 +64,7 @@ async fn gcra_in_redis_admits_the_burst_then_gives_exact_waits() {
     assert!(!limiter.check("bob", 3).await.unwrap().decision.is_allowed());
     assert!(limiter.check("bob", 2).await.unwrap().decision.is_allowed());
     // The key expires when the limit would be full again, and reset forgets it.
-    let ttl: i64 = query(&server, "PTTL", "portero:alice").await;
+    let ttl: i64 = query(&server, &["PTTL", "portero:alice"]).await;
     assert!(ttl > 59_000 && ttl <= 60_000, "ttl {ttl} ms");
     limiter.reset("alice").await.unwrap();
     assert!(limiter
@@ -89,8 +89,43 @@ async fn fixed_window_in_redis_counts_from_the_first_request() {
     assert!(!d.is_allowed());
     assert!(d.retry_after_nanos() > 59 * SEC && d.retry_after_nanos() <= 60 * SEC);
     // A rejection wrote nothing: the stored count is still 3.
-    let n: u64 = query(&server, "GET", "portero:k").await;
+    let n: u64 = query(&server, &["GET", "portero:k"]).await;
     assert_eq!(n, 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sliding_counter_in_redis_gives_a_retry_after_that_is_not_early() {
+    let server = start_redis();
+    let algorithm = RedisAlgorithm::sliding_counter(3, Duration::from_secs(1)).unwrap();
+    let limiter = answering(&server, algorithm).await;
+    for left in (0..3).rev() {
+        let d = limiter.check("k", 1).await.unwrap().decision;
+        assert!(d.is_allowed());
+        assert_eq!(d.remaining(), left);
+    }
+    let d = limiter.check("k", 1).await.unwrap().decision;
+    assert!(!d.is_allowed());
+    let retry = d.retry_after();
+    assert!(
+        retry > Duration::ZERO && retry <= Duration::from_secs(2),
+        "{retry:?}"
+    );
+    // A rejection wrote nothing.
+    let c: u64 = query(&server, &["HGET", "portero:k", "c"]).await;
+    assert_eq!(c, 3);
+    // Waiting what it said is enough (Redis's clock and ours run at the same rate).
+    tokio::time::sleep(retry + Duration::from_millis(20)).await;
+    assert!(limiter.check("k", 1).await.unwrap().decision.is_allowed());
+    // Weighted: more than the limit is an error; the limit itself fits a fresh key.
+    assert!(limiter.check("fresh", 4).await.is_err());
+    assert!(limiter
+        .check("fresh", 3)
+        .await
+        .unwrap()
+        .decision
+        .is_allowed());
+    // L·W beyond 2^52 µs is refused up front.
+    assert!(RedisAlgorithm::sliding_counter(1 << 40, Duration::from_secs(86_400)).is_err());
 }
 
 /// The seeds' race: two instances receive 400 concurrent requests for a limit of 50;
@@ -101,6 +136,7 @@ async fn four_hundred_concurrent_requests_admit_exactly_fifty_per_round() {
     for algorithm in [
         RedisAlgorithm::gcra(Quota::per_minute(50).unwrap()).unwrap(),
         RedisAlgorithm::fixed_window(50, Duration::from_secs(60)).unwrap(),
+        RedisAlgorithm::sliding_counter(50, Duration::from_secs(60)).unwrap(),
     ] {
         let (a, b) = (
             answering(&server, algorithm).await,
