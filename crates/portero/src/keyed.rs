@@ -305,7 +305,7 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
     }
 
     /// `cost` units for `key` at `now` (ns).
-    #[inline]
+    #[inline(always)]
     pub fn check_at(&self, key: &K, now: u64, cost: u64) -> Result<Decision, CheckError> {
         let algorithm = self.algorithm.load();
         let tag = self.fingerprint(key);
