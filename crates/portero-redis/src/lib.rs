@@ -23,6 +23,10 @@
 //!   approximate limit in the instance's own memory. [`Verdict::served_by`] says
 //!   which answered.
 //!
+//! With the `tower` feature, `RedisRateLimitLayer` puts the shared limit in front of
+//! an axum or hyper service (429, `Retry-After` and the `RateLimit` fields, from
+//! portero-http).
+//!
 //! Asynchronous replication can lose the last writes when a primary fails over: for
 //! a moment a client may get more than its limit. That drift is accepted here, as it
 //! is by most Redis-based limiters; it cannot be fixed without a consensus store.
@@ -46,9 +50,13 @@
 //! ```
 #![deny(missing_docs)]
 
+#[cfg(feature = "tower")]
+mod layer;
 mod local;
 mod scripts;
 
+#[cfg(feature = "tower")]
+pub use layer::{RedisRateLimitLayer, RedisRateLimitService};
 pub use local::LocalRedis;
 
 use core::fmt;

@@ -1,0 +1,85 @@
+//! The shared limit as a tower layer: two axum "instances" against one redis-server.
+
+use axum::body::Body;
+use axum::routing::get;
+use axum::Router;
+use http::{Request, StatusCode};
+use portero::Quota;
+use portero_http::Policy;
+use portero_redis::{LocalRedis, RedisAlgorithm, RedisLimiter, RedisRateLimitLayer, WhenDown};
+use std::time::Duration;
+use tower::ServiceExt;
+
+fn client(req: &Request<Body>) -> Option<String> {
+    req.headers()
+        .get("x-client")?
+        .to_str()
+        .ok()
+        .map(str::to_owned)
+}
+
+async fn instance(url: &str, quota: Quota, when_down: WhenDown) -> Router {
+    let limiter = RedisLimiter::connect(url, RedisAlgorithm::gcra(quota).unwrap())
+        .await
+        .unwrap()
+        .timeout(Duration::from_secs(5))
+        .when_down(when_down);
+    Router::new()
+        .route("/", get(|| async { "ok" }))
+        .layer(RedisRateLimitLayer::new(
+            limiter,
+            Policy::for_quota("per-client", &quota).unwrap(),
+            client,
+        ))
+}
+
+fn request(client: Option<&str>) -> Request<Body> {
+    let mut r = Request::builder().uri("/");
+    if let Some(c) = client {
+        r = r.header("x-client", c);
+    }
+    r.body(Body::empty()).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_share_one_limit_and_answer_429() {
+    let mut server = LocalRedis::start().expect("redis-server for this test");
+    let quota = Quota::per_minute(5).unwrap();
+    let a = instance(&server.url(), quota, WhenDown::FailClosed).await;
+    let b = instance(&server.url(), quota, WhenDown::FailClosed).await;
+    for (i, app) in [&a, &a, &a, &b, &b].into_iter().enumerate() {
+        let r = app.clone().oneshot(request(Some("alice"))).await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "request {i}");
+        assert_eq!(r.headers()["ratelimit-policy"], r#""per-client";q=5;w=60"#);
+        let left = 4 - i;
+        let field = r.headers()["ratelimit"].to_str().unwrap().to_owned();
+        assert!(
+            field.starts_with(&format!(r#""per-client";r={left};t="#)),
+            "{field}"
+        );
+        assert!(r.headers().get("ratelimit-source").is_none());
+    }
+    for app in [&a, &b] {
+        let r = app.clone().oneshot(request(Some("alice"))).await.unwrap();
+        assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(r.headers()["retry-after"], "12");
+        assert_eq!(r.headers()["cache-control"], "no-store");
+    }
+    // Another client, and a request without a key, are not held back by alice.
+    let r = b.clone().oneshot(request(Some("bob"))).await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let r = a.clone().oneshot(request(None)).await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert!(r.headers().get("ratelimit").is_none());
+
+    // Redis goes away: each instance's policy answers, and says so.
+    let open = instance(&server.url(), quota, WhenDown::FailOpen).await;
+    server.stop();
+    let r = open.oneshot(request(Some("carol"))).await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(r.headers()["ratelimit-source"], "fallback");
+    let r = a.clone().oneshot(request(Some("carol"))).await.unwrap();
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(r.headers()["ratelimit-source"], "fallback");
+    assert_eq!(r.headers()["retry-after"], "1");
+}
