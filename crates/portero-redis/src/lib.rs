@@ -5,9 +5,10 @@
 //! client through 300 times a minute. [`RedisLimiter`] keeps the state in Redis
 //! instead, where every instance reads and writes it:
 //!
-//! - **Three algorithms**: [GCRA](RedisAlgorithm::gcra) (the default choice: bursts of
+//! - **Four algorithms**: [GCRA](RedisAlgorithm::gcra) (the default choice: bursts of
 //!   `B`, `r` on average, exact retry-after), the
-//!   [sliding window counter](RedisAlgorithm::sliding_counter) and the
+//!   [sliding window counter](RedisAlgorithm::sliding_counter), the exact
+//!   [sliding log](RedisAlgorithm::sliding_log) and the
 //!   [fixed window](RedisAlgorithm::fixed_window), each with the same rule as the
 //!   in-memory algorithm of the same name.
 //! - **Atomic.** Each check is one Lua script: read, decide and write run with no
@@ -71,6 +72,9 @@ use redis::{RedisError, Script};
 /// `now + B·T` in µs must stay below 2^53.
 const MAX_SPAN_US: u64 = 1 << 52;
 
+/// The most entries a sliding log keeps per key.
+const MAX_LOG_ENTRIES: u64 = 1_000_000;
+
 /// Which algorithm the shared state runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RedisAlgorithm(Kind);
@@ -80,13 +84,15 @@ enum Kind {
     Gcra { interval_us: u64, burst: u64 },
     FixedWindow { limit: u64, window_ms: u64 },
     SlidingCounter { limit: u64, window_us: u64 },
+    SlidingLog { limit: u64, window_us: u64 },
 }
 
 /// Why a quota cannot run in Redis.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RedisQuotaError {
     /// `burst × T` (or the window, or `limit × window` for the sliding counter) is
-    /// beyond what the scripts compute exactly (2^52 µs, about 142 years).
+    /// beyond what the scripts compute exactly (2^52 µs, about 142 years), or a
+    /// sliding log's limit is above 1,000,000 entries.
     TooLong,
     /// A zero limit or window.
     Empty,
@@ -151,11 +157,29 @@ impl RedisAlgorithm {
         }
     }
 
+    /// A sliding log of `limit` units per `window` (whole microseconds, rounded up):
+    /// exact, never more than `limit` in any span of `window`, at the price of one
+    /// sorted-set entry per admitted unit (up to `limit` per key; at most 1,000,000).
+    /// For the limits where one extra hurts: logins, SMS, payments.
+    pub fn sliding_log(limit: u64, window: Duration) -> Result<Self, RedisQuotaError> {
+        let window_us = u64::try_from(window.as_nanos().div_ceil(1_000))
+            .map_err(|_| RedisQuotaError::TooLong)?;
+        if limit == 0 || window_us == 0 {
+            return Err(RedisQuotaError::Empty);
+        }
+        if limit > MAX_LOG_ENTRIES || window_us > MAX_SPAN_US {
+            return Err(RedisQuotaError::TooLong);
+        }
+        Ok(Self(Kind::SlidingLog { limit, window_us }))
+    }
+
     /// The most units one request may cost.
     pub fn capacity(&self) -> u64 {
         match self.0 {
             Kind::Gcra { burst, .. } => burst,
-            Kind::FixedWindow { limit, .. } | Kind::SlidingCounter { limit, .. } => limit,
+            Kind::FixedWindow { limit, .. }
+            | Kind::SlidingCounter { limit, .. }
+            | Kind::SlidingLog { limit, .. } => limit,
         }
     }
 }
@@ -232,6 +256,7 @@ impl RedisLimiter {
             Kind::Gcra { .. } => scripts::GCRA,
             Kind::FixedWindow { .. } => scripts::FIXED_WINDOW,
             Kind::SlidingCounter { .. } => scripts::SLIDING_COUNTER,
+            Kind::SlidingLog { .. } => scripts::SLIDING_LOG,
         };
         Ok(Self {
             connection,
@@ -276,7 +301,9 @@ impl RedisLimiter {
         match self.algorithm.0 {
             Kind::Gcra { interval_us, burst } => invocation.arg(interval_us).arg(burst),
             Kind::FixedWindow { limit, window_ms } => invocation.arg(limit).arg(window_ms),
-            Kind::SlidingCounter { limit, window_us } => invocation.arg(limit).arg(window_us),
+            Kind::SlidingCounter { limit, window_us } | Kind::SlidingLog { limit, window_us } => {
+                invocation.arg(limit).arg(window_us)
+            }
         };
         invocation.arg(cost);
         let mut connection = self.connection.clone();

@@ -109,3 +109,36 @@ end
 if retry == nil then retry = to_end + first_fit(c, k) end
 return {0, remaining, math.max(retry, 1), reset}
 "#;
+
+/// Sliding log: `KEYS[1]` is a sorted set of admitted units scored by their time (µs);
+/// `ARGV` = limit L, window W (µs), cost n. Entries at or before `now − W` have
+/// expired (the window is `(now − W, now]`); admit iff the live count plus `n` is at
+/// most `L`. Exact — never more than L in any window — at the price of up to L entries
+/// per key. A rejection writes nothing except dropping expired entries.
+pub(crate) const SLIDING_LOG: &str = r#"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local l = tonumber(ARGV[1])
+local w = tonumber(ARGV[2])
+local cost = tonumber(ARGV[3])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%d', now - w))
+local n = redis.call('ZCARD', KEYS[1])
+local function expires(rank)
+  local e = redis.call('ZRANGE', KEYS[1], rank, rank, 'WITHSCORES')
+  return tonumber(e[2]) + w - now
+end
+if n + cost > l then
+  -- The (n + cost − L)-th oldest entry must expire first; all of them, for a full reset.
+  return {0, math.max(l - n, 0), expires(n + cost - l - 1), expires(n - 1)}
+end
+if cost == 0 then
+  local reset = 0
+  if n > 0 then reset = expires(n - 1) end
+  return {1, l - n, 0, reset}
+end
+for i = 1, cost do
+  redis.call('ZADD', KEYS[1], string.format('%d', now), string.format('%d:%d', now, n + i))
+end
+redis.call('PEXPIRE', KEYS[1], math.ceil(w / 1000))
+return {1, l - n - cost, 0, w}
+"#;

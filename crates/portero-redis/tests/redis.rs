@@ -128,6 +128,39 @@ async fn sliding_counter_in_redis_gives_a_retry_after_that_is_not_early() {
     assert!(RedisAlgorithm::sliding_counter(1 << 40, Duration::from_secs(86_400)).is_err());
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sliding_log_in_redis_is_exact_and_its_retry_after_is_not_early() {
+    let server = start_redis();
+    let algorithm = RedisAlgorithm::sliding_log(3, Duration::from_secs(1)).unwrap();
+    let limiter = answering(&server, algorithm).await;
+    assert!(limiter.check("k", 2).await.unwrap().decision.is_allowed());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let d = limiter.check("k", 1).await.unwrap().decision;
+    assert!(d.is_allowed());
+    assert_eq!(d.remaining(), 0);
+    // Two more need the two oldest entries (admitted ≥ 300 ms earlier) to expire: at
+    // most 700 ms from now; the whole log, ≥ 300 ms after that (the third entry's age).
+    let d = limiter.check("k", 2).await.unwrap().decision;
+    assert!(!d.is_allowed());
+    let (retry, reset) = (d.retry_after(), d.reset_after());
+    assert!(
+        retry > Duration::ZERO && retry <= Duration::from_millis(700),
+        "{retry:?}"
+    );
+    assert!(reset <= Duration::from_secs(1), "{reset:?}");
+    assert!(
+        reset - retry >= Duration::from_millis(300),
+        "{retry:?} {reset:?}"
+    );
+    // A rejection added nothing: three entries.
+    let n: u64 = query(&server, &["ZCARD", "portero:k"]).await;
+    assert_eq!(n, 3);
+    tokio::time::sleep(retry + Duration::from_millis(20)).await;
+    assert!(limiter.check("k", 2).await.unwrap().decision.is_allowed());
+    assert!(!limiter.check("k", 1).await.unwrap().decision.is_allowed());
+    assert!(RedisAlgorithm::sliding_log(2_000_000, Duration::from_secs(1)).is_err());
+}
+
 /// The seeds' race: two instances receive 400 concurrent requests for a limit of 50;
 /// the atomic scripts admit exactly 50 in each of five rounds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -137,6 +170,7 @@ async fn four_hundred_concurrent_requests_admit_exactly_fifty_per_round() {
         RedisAlgorithm::gcra(Quota::per_minute(50).unwrap()).unwrap(),
         RedisAlgorithm::fixed_window(50, Duration::from_secs(60)).unwrap(),
         RedisAlgorithm::sliding_counter(50, Duration::from_secs(60)).unwrap(),
+        RedisAlgorithm::sliding_log(50, Duration::from_secs(60)).unwrap(),
     ] {
         let (a, b) = (
             answering(&server, algorithm).await,
