@@ -30,6 +30,19 @@ async fn query<T: redis::FromRedisValue>(server: &LocalRedis, command: &[&str]) 
         .unwrap()
 }
 
+/// Three single units for key "k", each admitted with the exact remaining count;
+/// then the fourth, which must be rejected.
+async fn spend_three_then_check(limiter: &RedisLimiter) -> portero::Decision {
+    for left in (0..3).rev() {
+        let d = limiter.check("k", 1).await.unwrap().decision;
+        assert!(d.is_allowed());
+        assert_eq!(d.remaining(), left);
+    }
+    let d = limiter.check("k", 1).await.unwrap().decision;
+    assert!(!d.is_allowed());
+    d
+}
+
 const SEC: u64 = 1_000_000_000;
 /// How long the tests that expect Redis to answer let it take (a loaded CI machine).
 const ANSWER: Duration = Duration::from_secs(5);
@@ -80,13 +93,7 @@ async fn fixed_window_in_redis_counts_from_the_first_request() {
     let server = start_redis();
     let algorithm = RedisAlgorithm::fixed_window(3, Duration::from_secs(60)).unwrap();
     let limiter = answering(&server, algorithm).await;
-    for left in (0..3).rev() {
-        let d = limiter.check("k", 1).await.unwrap().decision;
-        assert!(d.is_allowed());
-        assert_eq!(d.remaining(), left);
-    }
-    let d = limiter.check("k", 1).await.unwrap().decision;
-    assert!(!d.is_allowed());
+    let d = spend_three_then_check(&limiter).await;
     assert!(d.retry_after_nanos() > 59 * SEC && d.retry_after_nanos() <= 60 * SEC);
     // A rejection wrote nothing: the stored count is still 3.
     let n: u64 = query(&server, &["GET", "portero:k"]).await;
@@ -98,13 +105,7 @@ async fn sliding_counter_in_redis_gives_a_retry_after_that_is_not_early() {
     let server = start_redis();
     let algorithm = RedisAlgorithm::sliding_counter(3, Duration::from_secs(1)).unwrap();
     let limiter = answering(&server, algorithm).await;
-    for left in (0..3).rev() {
-        let d = limiter.check("k", 1).await.unwrap().decision;
-        assert!(d.is_allowed());
-        assert_eq!(d.remaining(), left);
-    }
-    let d = limiter.check("k", 1).await.unwrap().decision;
-    assert!(!d.is_allowed());
+    let d = spend_three_then_check(&limiter).await;
     let retry = d.retry_after();
     assert!(
         retry > Duration::ZERO && retry <= Duration::from_secs(2),
