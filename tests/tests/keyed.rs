@@ -6,7 +6,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use portero::{
-    stack, CheckError, Gcra, KeyedLimiter, ManualClock, Overflow, Quota, RateLimiter, TokenBucket,
+    stack, CalendarQuota, CheckError, FixedWindow, Gcra, KeyedLimiter, ManualClock, Overflow,
+    Quota, RateLimiter, SlidingWindowCounter, TokenBucket,
 };
 use proptest::prelude::*;
 
@@ -48,6 +49,75 @@ proptest! {
         prop_assert!(keyed.len() <= 12);
         prop_assert_eq!(keyed.len(), keyed.count_slots());
     }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// A table kept full (4 keys, 12 in play, repeated checks of the same keys), under
+    /// both overflow policies: every key the table holds is decided exactly as its own
+    /// limiter; a key that leaves the table (evicted, or replaced once full) comes back
+    /// as new; a key a check just charged is always findable afterwards; and only the
+    /// evicting policy ever drops a key that still had units in use.
+    #[test]
+    fn full_table_decides_as_one_limiter_per_held_key(
+        events in prop::collection::vec((0u64..12, 0u64..4, 1u64..=2), 1..300),
+        evict in any::<bool>(),
+    ) {
+        let q = quota(10, 3);
+        let policy = if evict { Overflow::EvictSoonestFull } else { Overflow::RejectNewKeys };
+        let keyed = KeyedLimiter::with_clock(Gcra::new(q), 4, ManualClock::new()).overflow(policy);
+        let mut reference: HashMap<u64, RateLimiter<Gcra, ManualClock>> = HashMap::new();
+        let mut now = 0;
+        for (key, gap, cost) in events {
+            now += gap * 20_000_000;
+            let model = reference
+                .entry(key)
+                .or_insert_with(|| RateLimiter::gcra(q).with_clock(ManualClock::new()));
+            match keyed.check_at(&key, now, cost) {
+                Ok(got) => {
+                    prop_assert_eq!(got, model.check_at(now, cost).unwrap());
+                    if got.is_allowed() {
+                        prop_assert!(keyed.state_of(&key).is_some(), "key {} not findable", key);
+                    }
+                }
+                Err(CheckError::KeyTableFull { .. }) => {
+                    prop_assert!(!evict, "the evicting policy never refuses");
+                    prop_assert!(keyed.state_of(&key).is_none());
+                }
+                Err(e) => return Err(TestCaseError::fail(e.to_string())),
+            }
+            // Keys that left the table start again as new.
+            let gone: Vec<u64> = reference
+                .keys()
+                .copied()
+                .filter(|k| keyed.state_of(k).is_none())
+                .collect();
+            for k in gone {
+                let full = reference[&k].peek_at(now, 0).unwrap().reset_after_nanos() == 0;
+                prop_assert!(evict || full, "key {} dropped while in use", k);
+                reference.remove(&k);
+            }
+            prop_assert!(keyed.len() <= 4);
+            prop_assert_eq!(keyed.len(), keyed.count_slots());
+        }
+    }
+}
+
+/// With the evicting policy and a table kept full by a flood, a new key checked 40
+/// times at one instant gets exactly its burst, not a fresh quota on every request.
+#[test]
+fn an_evicting_insert_leaves_the_key_findable() {
+    let keyed = KeyedLimiter::with_clock(Gcra::new(quota(1, 5)), 100, ManualClock::new())
+        .overflow(Overflow::EvictSoonestFull);
+    for flood in 1_000..1_400u64 {
+        keyed.check_at(&flood, 0, 1).unwrap();
+    }
+    assert_eq!(keyed.len(), 100);
+    let admitted = (0..40)
+        .filter(|_| keyed.check_at(&7u64, 0, 1).unwrap().is_allowed())
+        .count();
+    assert_eq!(admitted, 5);
 }
 
 /// 200,000 distinct keys, each under its own limit, against a 1,000-key table: memory
@@ -212,4 +282,38 @@ fn an_absurd_table_size_is_an_error_not_an_abort() {
         seeded,
     );
     assert!(r.is_err());
+}
+
+/// A window limit lowered at run time below what a key already used admits nothing
+/// more in that window (the count once wrapped below zero).
+#[test]
+fn lowering_a_window_limit_at_run_time_admits_nothing_more() {
+    let per_sec = |n| Quota::per_second(n).unwrap();
+    let fixed = KeyedLimiter::with_clock(
+        FixedWindow::new(per_sec(10)).unwrap(),
+        10,
+        ManualClock::new(),
+    );
+    let counter = KeyedLimiter::with_clock(
+        SlidingWindowCounter::new(per_sec(10)).unwrap(),
+        10,
+        ManualClock::new(),
+    );
+    let daily =
+        KeyedLimiter::with_clock(CalendarQuota::per_day(10).unwrap(), 10, ManualClock::new());
+    for _ in 0..8 {
+        assert!(fixed.check_at(&1u64, 0, 1).unwrap().is_allowed());
+        assert!(counter.check_at(&1u64, 0, 1).unwrap().is_allowed());
+        assert!(daily.check_at(&1u64, 0, 1).unwrap().is_allowed());
+    }
+    fixed.set_algorithm(FixedWindow::new(per_sec(5)).unwrap());
+    counter.set_algorithm(SlidingWindowCounter::new(per_sec(5)).unwrap());
+    daily.set_algorithm(CalendarQuota::per_day(5).unwrap());
+    for _ in 0..3 {
+        let d = fixed.check_at(&1u64, 1, 1).unwrap();
+        assert!(!d.is_allowed());
+        assert_eq!(d.remaining(), 0);
+        assert!(!counter.check_at(&1u64, 1, 1).unwrap().is_allowed());
+        assert!(!daily.check_at(&1u64, 1, 1).unwrap().is_allowed());
+    }
 }

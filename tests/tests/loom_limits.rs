@@ -110,6 +110,37 @@ fn keyed_concurrent_inserts_never_duplicate_a_key() {
     });
 }
 
+/// The evicting insert: a table of one key, held by an active key; two threads check
+/// the same new key (burst 1) at one instant. Whichever evicts must leave the new key
+/// findable, so the other is rejected by it instead of evicting again.
+#[test]
+fn keyed_eviction_leaves_the_new_key_findable() {
+    let mut builder = loom::model::Builder::new();
+    builder.max_branches = 100_000;
+    builder.check(|| {
+        let q = Quota::from_nanos(1, T).unwrap().with_burst(1).unwrap();
+        let keyed = Arc::new(
+            KeyedLimiter::with_hasher(Gcra::new(q), 1, ManualClock::new(), ahash_seed())
+                .overflow(portero::Overflow::EvictSoonestFull),
+        );
+        assert!(keyed.check_at(&1u64, 100, 1).unwrap().is_allowed());
+        let handles: Vec<_> = (0..2)
+            .map(|_| {
+                let k = keyed.clone();
+                thread::spawn(move || k.check_at(&7u64, 100, 1).unwrap().is_allowed())
+            })
+            .collect();
+        let admitted = handles
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .filter(|a| *a)
+            .count();
+        assert_eq!(admitted, 1, "burst 1 for the new key");
+        assert_eq!(keyed.len(), 1);
+        assert!(keyed.state_of(&7u64).is_some());
+    });
+}
+
 fn ahash_seed() -> portero::keyed::RandomState {
     portero::keyed::RandomState::with_seeds(1, 2, 3, 4)
 }

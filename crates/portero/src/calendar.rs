@@ -13,25 +13,25 @@
 //! # State: one `u64`
 //!
 //! ```text
-//!  63               40 39                                        0
-//! +-------------------+-------------------------------------------+
-//! | period index (24) | used units (40)                           |
-//! +-------------------+-------------------------------------------+
+//!  63                    u u-1                                  0
+//! +-----------------------+--------------------------------------+
+//! | period index          | used units (u bits)                  |
+//! +-----------------------+--------------------------------------+
 //! ```
 //!
-//! The index is the period's number since 1970 (days or months) `mod 2^24`, compared as
-//! a signed difference: a stored period ahead of now (time went backwards) still counts
-//! as the current one, so going back never restores quota. Limits: quota `< 2^40`
-//! (about 1.1 trillion); periods wrap after `2^23` periods (23,000 years of days).
+//! The index is the period's whole number since 1970 (days, months, or fixed periods),
+//! never truncated (see [`window`](crate::window)): it gets the bits every index up to
+//! [`MAX_TIME_NANOS`](crate::MAX_TIME_NANOS) needs (17 for days and months, 34 for
+//! fixed one-second periods), and `used` the rest (`u` = 47 for days and months).
+//! A stored period ahead of now (time went backwards) still counts as the current one,
+//! so going back never restores quota; no idle gap can alias an old period to a
+//! current one. Limits: quota `< 2^u`.
 
 use crate::decision::check_range;
 use crate::limiter::{Algorithm, Transition};
-use crate::window::{tag, tag_delta};
+use crate::window::{index_bits, index_delta, mask};
 use crate::{CheckError, Decision, QuotaError};
 
-const TAG_BITS: u32 = 24;
-const USED_BITS: u32 = 40;
-const USED_MASK: u64 = (1 << USED_BITS) - 1;
 const DAY: u64 = 86_400_000_000_000;
 
 /// How long a quota period is.
@@ -50,6 +50,8 @@ pub enum Period {
 pub struct CalendarQuota {
     limit: u64,
     period: Period,
+    /// Bits of the used count (`u` in the module docs).
+    used_bits: u32,
 }
 
 impl CalendarQuota {
@@ -58,16 +60,24 @@ impl CalendarQuota {
         if limit == 0 {
             return Err(QuotaError::ZeroRate);
         }
-        if limit > USED_MASK {
+        // Months are fewer than days, so a day's index bits cover both.
+        let unit = match period {
+            Period::Fixed(0) => return Err(QuotaError::ZeroPeriod),
+            Period::Fixed(p) => p,
+            Period::Day | Period::Month => DAY,
+        };
+        let used_bits = 64 - index_bits(unit);
+        if limit > mask(used_bits) {
             return Err(QuotaError::LimitTooLarge {
                 limit,
-                max: USED_MASK,
+                max: mask(used_bits),
             });
         }
-        if let Period::Fixed(0) = period {
-            return Err(QuotaError::ZeroPeriod);
-        }
-        Ok(Self { limit, period })
+        Ok(Self {
+            limit,
+            period,
+            used_bits,
+        })
     }
 
     /// `limit` per UTC day.
@@ -104,8 +114,8 @@ impl CalendarQuota {
     /// Units used in the period holding `now`, for the state word `state`.
     pub fn used_in(&self, state: u64, now: u64) -> u64 {
         let (index, _, _) = self.period_at(now);
-        if tag_delta(tag(index, TAG_BITS), state >> USED_BITS, TAG_BITS) <= 0 {
-            state & USED_MASK
+        if index_delta(index, state >> self.used_bits) <= 0 {
+            state & mask(self.used_bits)
         } else {
             0
         }
@@ -146,8 +156,8 @@ impl Algorithm for CalendarQuota {
     /// Takes `cost` off the count if the admitting period is still the stored one.
     fn refund(&self, state: u64, now: u64, cost: u64) -> Option<u64> {
         let (index, _, _) = self.period_at(now);
-        if tag(index, TAG_BITS) == state >> USED_BITS {
-            Some(state - (state & USED_MASK).min(cost))
+        if index == state >> self.used_bits {
+            Some(state - (state & mask(self.used_bits)).min(cost))
         } else {
             Some(state)
         }
@@ -156,19 +166,20 @@ impl Algorithm for CalendarQuota {
     fn decide(&self, state: u64, now: u64, cost: u64) -> Result<Transition, CheckError> {
         check_range(now, cost, self.limit)?;
         let (index, _, end) = self.period_at(now);
-        let stored = state >> USED_BITS;
-        let d = tag_delta(tag(index, TAG_BITS), stored, TAG_BITS);
-        let counting = state & USED_MASK > 0 && d <= 0;
+        let (stored, used) = (state >> self.used_bits, state & mask(self.used_bits));
+        let d = index_delta(index, stored);
+        let counting = used > 0 && d <= 0;
         let (t, used, end) = if counting && d < 0 {
             // Time went backwards into an earlier period: keep counting the stored one
             // until its end (computed from its index).
-            (stored, state & USED_MASK, self.end_of(index as i64 - d))
+            (stored, used, self.end_of(stored))
         } else if counting {
-            (stored, state & USED_MASK, end)
+            (stored, used, end)
         } else {
-            (tag(index, TAG_BITS), 0, end)
+            (index, 0, end)
         };
-        let left = self.limit - used;
+        // Saturating: a quota lowered at run time may sit below what was used.
+        let left = self.limit.saturating_sub(used);
         let to_end = end - now;
         let reset = if used > 0 { to_end } else { 0 };
         if cost == 0 {
@@ -181,13 +192,12 @@ impl Algorithm for CalendarQuota {
             return Ok(Transition::keep(d));
         }
         let d = Decision::new(true, self.limit, left - cost, 1, 0, to_end);
-        Ok(Transition::write(d, (t << USED_BITS) | (used + cost)))
+        Ok(Transition::write(d, (t << self.used_bits) | (used + cost)))
     }
 }
 
 impl CalendarQuota {
-    fn end_of(&self, index: i64) -> u64 {
-        let index = index.max(0) as u64;
+    fn end_of(&self, index: u64) -> u64 {
         match self.period {
             Period::Day => (index + 1).saturating_mul(DAY),
             Period::Fixed(p) => (index + 1).saturating_mul(p),

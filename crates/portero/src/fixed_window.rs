@@ -13,35 +13,40 @@
 //! # State: one `u64`
 //!
 //! ```text
-//!  63                      24 23                 0
+//!  63                       n n-1                 0
 //! +--------------------------+--------------------+
-//! | window tag (40 bits)     | admitted (24 bits) |      default
+//! | window index             | admitted (n bits)  |      default
 //! +--------------------------+----------+---------+
-//! | window tag (40 bits)     | admitted | excess  |      with `count_excess`: 12 + 12 bits
+//! | window index             | admitted | excess  |      with `count_excess`: n/2 for excess
 //! +--------------------------+----------+---------+
 //! ```
 //!
-//! - Aligned: the tag is `⌊now / W⌋ mod 2^40`.
-//! - First request: the tag is the window's start in quanta `q = ⌈W / 2^20⌉` ns,
-//!   `mod 2^40`; the start is rounded down to a quantum and the window lasts
-//!   `⌈W / q⌉·q ≥ W`. A window is open while `admitted > 0`.
-//! - Tags are compared as signed 40-bit differences. A tag ahead of now (time went
+//! The index is whole, never truncated (see [`window`](crate::window)): it counts
+//! units of `u` ns and gets the bits every index up to
+//! [`MAX_TIME_NANOS`](crate::MAX_TIME_NANOS) needs; the count gets the rest, `n = 64 −
+//! bits(MAX_TIME / u)`. The layout depends on `W` and the placement alone, so changing
+//! the limit at run time keeps every word's meaning.
+//! - Aligned: `u = W` and the index is `⌊now / W⌋` (`n` = 30 bits at `W` = 1 s).
+//! - First request: the index is the window's start in quanta `u = ⌈W / 2^k⌉` with
+//!   `k = min(20, (64 − bits(MAX_TIME / W)) / 3)` (a thousandth of `W` at `W` = 1 s,
+//!   `n` = 20 bits); the start is rounded down to a quantum and the window lasts
+//!   `⌈W / u⌉·u ≥ W`. A window is open while `admitted > 0`.
+//! - Indices are compared as plain differences. An index ahead of now (time went
 //!   backwards) is treated as the current window, so going back can never reset the
-//!   count. A tag can only alias after `2^39` idle windows, and aliasing makes an old
-//!   count look current: it can only admit less, never more.
-//! - Limits: `L ≤ 2^24 − 1` (16,777,215), or `L ≤ 4,095` with `count_excess`;
-//!   `W ≤ 2^62` ns. The excess (rejected units this window) saturates at 4,095 and
-//!   never changes who is admitted: with it on, a rejection writes the excess.
+//!   count; no idle gap in the supported range can alias an old window to a current
+//!   one.
+//! - Limits: `L < 2^n`, or `L < 2^(n − n/2)` with `count_excess`; `W ≤ 2^62` ns; a
+//!   larger `L` is [`QuotaError::LimitTooLarge`]. The excess (rejected units this
+//!   window) saturates at `2^(n/2) − 1` and never changes who is admitted: with it on,
+//!   a rejection writes the excess.
 
 use crate::decision::check_range;
 use crate::limiter::{Algorithm, Transition};
-use crate::window::{tag, tag_delta};
+use crate::window::{index_bits, index_delta, mask};
 use crate::{CheckError, Decision, Quota, QuotaError};
 
-const TAG_BITS: u32 = 40;
-const COUNT_BITS: u32 = 24;
-const SPLIT_BITS: u32 = 12;
-const QUANTA_PER_WINDOW_BITS: u32 = 20;
+/// At most `2^20` quanta per first-request window.
+const MAX_QUANTA_BITS: u32 = 20;
 
 /// Where windows start. See the [module docs](self).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,8 +64,12 @@ pub struct FixedWindow {
     window: u64,
     placement: Placement,
     count_excess: bool,
+    /// The index unit `u`: `W` when aligned, the quantum for first-request windows.
     quantum: u64,
+    /// Quanta per window (1 when aligned).
     quanta: u64,
+    /// Bits below the index (`n` in the module docs).
+    low_bits: u32,
 }
 
 /// One decoded state word.
@@ -79,39 +88,63 @@ impl FixedWindow {
 
     /// `quota.limit()` per `quota.period()` with the given placement.
     pub const fn with_placement(quota: Quota, placement: Placement) -> Result<Self, QuotaError> {
-        let max = (1 << COUNT_BITS) - 1;
-        if quota.limit() > max {
-            return Err(QuotaError::LimitTooLarge {
-                limit: quota.limit(),
-                max,
-            });
-        }
         let window = quota.period_nanos();
-        let quantum = window.div_ceil(1 << QUANTA_PER_WINDOW_BITS);
-        Ok(Self {
+        let quantum = match placement {
+            Placement::Aligned => window,
+            Placement::FirstRequest => {
+                // Split the bits the index does not need between a finer start (k) and
+                // the count (the other two thirds).
+                let spare = (64 - index_bits(window)) / 3;
+                let k = if spare < MAX_QUANTA_BITS {
+                    spare
+                } else {
+                    MAX_QUANTA_BITS
+                };
+                window.div_ceil(1 << k)
+            }
+        };
+        Self {
             limit: quota.limit(),
             window,
             placement,
             count_excess: false,
             quantum,
             quanta: window.div_ceil(quantum),
-        })
+            low_bits: 64 - index_bits(quantum),
+        }
+        .checked()
     }
 
-    /// Also count rejected units, as an excess figure ([`excess_in`](Self::excess_in)).
-    /// Needs `limit ≤ 4,095`.
-    pub const fn count_excess(self) -> Result<Self, QuotaError> {
-        let max = (1 << SPLIT_BITS) - 1;
+    /// Bits of the admitted count, and of the excess.
+    const fn split(&self) -> (u32, u32) {
+        let excess = if self.count_excess {
+            self.low_bits / 2
+        } else {
+            0
+        };
+        (self.low_bits - excess, excess)
+    }
+
+    /// `self` if its limit fits the admitted count's bits.
+    const fn checked(self) -> Result<Self, QuotaError> {
+        let max = mask(self.split().0);
         if self.limit > max {
             return Err(QuotaError::LimitTooLarge {
                 limit: self.limit,
                 max,
             });
         }
-        Ok(Self {
+        Ok(self)
+    }
+
+    /// Also count rejected units, as an excess figure ([`excess_in`](Self::excess_in)).
+    /// Takes half the count's bits (see the module docs for the limits).
+    pub const fn count_excess(self) -> Result<Self, QuotaError> {
+        Self {
             count_excess: true,
             ..self
-        })
+        }
+        .checked()
     }
 
     /// The window length in nanoseconds.
@@ -135,26 +168,19 @@ impl FixedWindow {
     }
 
     fn decode(&self, state: u64) -> Fields {
-        let low = state & ((1 << COUNT_BITS) - 1);
-        let (admitted, excess) = if self.count_excess {
-            (low >> SPLIT_BITS, low & ((1 << SPLIT_BITS) - 1))
-        } else {
-            (low, 0)
-        };
+        let (_, excess_bits) = self.split();
+        let low = state & mask(self.low_bits);
         Fields {
-            tag: state >> COUNT_BITS,
-            admitted,
-            excess,
+            tag: state >> self.low_bits,
+            admitted: low >> excess_bits,
+            excess: low & mask(excess_bits),
         }
     }
 
     fn encode(&self, f: Fields) -> u64 {
-        let low = if self.count_excess {
-            (f.admitted << SPLIT_BITS) | f.excess.min((1 << SPLIT_BITS) - 1)
-        } else {
-            f.admitted
-        };
-        (f.tag << COUNT_BITS) | low
+        let (_, excess_bits) = self.split();
+        let low = (f.admitted << excess_bits) | f.excess.min(mask(excess_bits));
+        (f.tag << self.low_bits) | low
     }
 
     /// The window that holds `now`: `(tag, whether it is the stored one, its end)`.
@@ -163,8 +189,8 @@ impl FixedWindow {
         match self.placement {
             Placement::Aligned => {
                 let index = now / self.window;
-                let current = tag(index, TAG_BITS);
-                let d = tag_delta(current, f.tag, TAG_BITS);
+                let current = index;
+                let d = index_delta(current, f.tag);
                 if d <= 0 && (f.admitted > 0 || f.excess > 0) {
                     // The stored window (or one ahead of us, if time went backwards).
                     let end = (index as i128 - d as i128 + 1) * self.window as i128;
@@ -175,7 +201,7 @@ impl FixedWindow {
             }
             Placement::FirstRequest => {
                 let q_now = now / self.quantum;
-                let d = tag_delta(tag(q_now, TAG_BITS), f.tag, TAG_BITS);
+                let d = index_delta(q_now, f.tag);
                 if f.admitted > 0 && d < self.quanta as i64 {
                     let start = (q_now as i128 - d as i128) * self.quantum as i128;
                     let end = start + (self.quanta * self.quantum) as i128;
@@ -217,13 +243,14 @@ impl Algorithm for FixedWindow {
         let (tag_now, same, end) = self.locate(f, now).unwrap_or_else(|| {
             let q_now = now / self.quantum;
             (
-                tag(q_now, TAG_BITS),
+                q_now,
                 false,
                 q_now * self.quantum + self.quanta * self.quantum,
             )
         });
         let (admitted, excess) = if same { (f.admitted, f.excess) } else { (0, 0) };
-        let left = self.limit - admitted;
+        // Saturating: a limit lowered at run time may sit below what was admitted.
+        let left = self.limit.saturating_sub(admitted);
         if cost == 0 {
             let reset = if admitted > 0 { end - now } else { 0 };
             return Ok(Transition::keep(Decision::new(
@@ -300,9 +327,9 @@ mod tests {
         let w = FixedWindow::with_placement(q, Placement::FirstRequest).unwrap();
         let (s, got) = run(&w, &[7 * S, 8 * S, 12 * S]);
         assert_eq!(got, [true, true, false], "window [7 s, 17 s)");
-        // The start is rounded down to a quantum q = ⌈W / 2^20⌉ (9,537 ns here).
+        // The start is rounded down to a quantum q = ⌈W / 2^11⌉ (4,882,813 ns here).
         let r = w.decide(s, 12 * S, 1).unwrap().decision.retry_after_nanos();
-        assert!(r.abs_diff(5 * S) < 9_537, "{r}");
+        assert!(r.abs_diff(5 * S) < 4_882_813, "{r}");
         assert!(w.decide(s, 12 * S + r, 1).unwrap().decision.is_allowed());
         assert!(!w
             .decide(s, 12 * S + r - 1, 1)
@@ -335,11 +362,12 @@ mod tests {
         let (s6, _) = run(&counting, &times[..6]);
         assert_eq!(counting.excess_in(s6, 5), 3);
         assert_eq!(counting.excess_in(s, 10 * S + 1), 0);
+        // W = 1 s: 30 bits below the index, 15 of them for the excess.
         assert!(matches!(
-            FixedWindow::new(Quota::per_second(5000).unwrap())
+            FixedWindow::new(Quota::per_second(40_000).unwrap())
                 .unwrap()
                 .count_excess(),
-            Err(QuotaError::LimitTooLarge { max: 4095, .. })
+            Err(QuotaError::LimitTooLarge { max: 32_767, .. })
         ));
     }
 }

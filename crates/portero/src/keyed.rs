@@ -282,8 +282,10 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
     /// Replaces the algorithm's configuration for every key, keeping what each key has
     /// used: state words are reinterpreted under the new quota. For GCRA, token and
     /// leaky buckets the state is a time debt, so a key that was empty stays empty
-    /// for the same time and then fills to the new burst. Changing a window
-    /// algorithm's *window length* starts every key in a fresh window.
+    /// for the same time and then fills to the new burst. A window algorithm or
+    /// calendar quota may change its limit (a lowered limit counts what was already
+    /// admitted), but not its window length, period or placement: the state word's
+    /// layout depends on those, so build a new table to change them.
     pub fn set_algorithm(&self, algorithm: A) {
         self.algorithm.store(algorithm);
     }
@@ -561,6 +563,9 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
             (Overflow::EvictSoonestFull, Some((i, w, _)))
                 if self.slots[i].cas(w, fresh).is_ok() =>
             {
+                // Like every path that writes a key into a slot: the hint is published
+                // before the locks are released, so the next lookup finds the key.
+                self.set_hint(i, tag);
                 Ok(decision)
             }
             _ => Err(CheckError::KeyTableFull {

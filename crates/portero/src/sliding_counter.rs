@@ -15,47 +15,64 @@
 //! # State: one `u64`
 //!
 //! ```text
-//!  63              40 39           20 19            0
-//! +------------------+---------------+---------------+
-//! | window tag (24)  | prev (20)     | cur (20)      |
-//! +------------------+---------------+---------------+
+//!  63                 2c 2c-1          c c-1            0
+//! +--------------------+---------------+---------------+
+//! | window index       | prev (c bits) | cur (c bits)  |
+//! +--------------------+---------------+---------------+
 //! ```
 //!
-//! The tag is `⌊now / W⌋ mod 2^24`, compared as a signed 24-bit difference: 0 is the
-//! same window, 1 shifts `cur` into `prev`, ≥ 2 clears both, negative (time went
-//! backwards) is treated as the stored window with no time elapsed, which can only
-//! count more. Aliasing needs `2^23` idle windows and, like going back, only counts
-//! more. Limits: `L ≤ 2^20 − 1` (1,048,575), `W ≤ 2^62` ns.
+//! The index is the whole `⌊now / W⌋` (see [`window`](crate::window)): it gets the
+//! bits every index up to [`MAX_TIME_NANOS`](crate::MAX_TIME_NANOS) needs, and each count
+//! half of the rest, `c = ⌊(64 − bits(MAX_TIME / W)) / 2⌋` (15 bits at `W` = 1 s, 18 at
+//! one minute, 21 at one hour). So the layout depends on `W` alone and no idle gap can
+//! wrap the index. The index difference decides: 0 is the same window, 1 shifts `cur`
+//! into `prev`, ≥ 2 clears both, negative (time went backwards) is treated as the
+//! stored window with no time elapsed, which can only count more. Limits: `L < 2^c`,
+//! `W ≤ 2^62` ns; a larger `L` is [`QuotaError::LimitTooLarge`].
 
 use crate::decision::check_range;
 use crate::limiter::{Algorithm, Transition};
-use crate::window::{tag, tag_delta};
+use crate::window::{index_bits, index_delta, mask};
 use crate::{CheckError, Decision, Quota, QuotaError};
-
-const TAG_BITS: u32 = 24;
-const COUNT_BITS: u32 = 20;
-const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;
 
 /// The sliding window counter over a [`Quota`]'s limit and period (burst unused).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SlidingWindowCounter {
     limit: u64,
     window: u64,
+    /// Bits of each count (`c` in the module docs).
+    count_bits: u32,
 }
 
 impl SlidingWindowCounter {
     /// `quota.limit()` per sliding `quota.period()`.
     pub const fn new(quota: Quota) -> Result<Self, QuotaError> {
-        if quota.limit() > COUNT_MASK {
+        let window = quota.period_nanos();
+        let count_bits = (64 - index_bits(window)) / 2;
+        if quota.limit() > mask(count_bits) {
             return Err(QuotaError::LimitTooLarge {
                 limit: quota.limit(),
-                max: COUNT_MASK,
+                max: mask(count_bits),
             });
         }
         Ok(Self {
             limit: quota.limit(),
-            window: quota.period_nanos(),
+            window,
+            count_bits,
         })
+    }
+
+    /// `(index, prev, cur)` of a state word.
+    #[inline]
+    fn unpack(&self, state: u64) -> (u64, u64, u64) {
+        let c = self.count_bits;
+        (state >> (2 * c), (state >> c) & mask(c), state & mask(c))
+    }
+
+    #[inline]
+    fn pack(&self, index: u64, prev: u64, cur: u64) -> u64 {
+        let c = self.count_bits;
+        (index << (2 * c)) | (prev << c) | cur
     }
 
     /// Weighted count ×W: `prev·(W − elapsed) + cur·W`.
@@ -80,15 +97,13 @@ impl Algorithm for SlidingWindowCounter {
     /// Takes `cost` off `cur` if the admitting window is still current, or off `prev`
     /// if it has just become the previous one.
     fn refund(&self, state: u64, now: u64, cost: u64) -> Option<u64> {
-        let at = tag(now / self.window, TAG_BITS);
-        let stored = state >> (2 * COUNT_BITS);
-        let (prev, cur) = ((state >> COUNT_BITS) & COUNT_MASK, state & COUNT_MASK);
-        let (prev, cur) = match tag_delta(stored, at, TAG_BITS) {
+        let (stored, prev, cur) = self.unpack(state);
+        let (prev, cur) = match index_delta(stored, now / self.window) {
             0 => (prev, cur.saturating_sub(cost)),
             1 => (prev.saturating_sub(cost), cur),
             _ => (prev, cur),
         };
-        Some((stored << (2 * COUNT_BITS)) | (prev << COUNT_BITS) | cur)
+        Some(self.pack(stored, prev, cur))
     }
 
     fn capacity(&self) -> u64 {
@@ -100,16 +115,12 @@ impl Algorithm for SlidingWindowCounter {
         check_range(now, cost, self.limit)?;
         let (w, l) = (self.window, self.limit);
         let index = now / w;
-        let current = tag(index, TAG_BITS);
-        let (stored, prev0, cur0) = (
-            state >> (2 * COUNT_BITS),
-            (state >> COUNT_BITS) & COUNT_MASK,
-            state & COUNT_MASK,
-        );
+        let current = index;
+        let (stored, prev0, cur0) = self.unpack(state);
         let d = if prev0 == 0 && cur0 == 0 {
             2 // nothing stored: any window is a fresh one
         } else {
-            tag_delta(current, stored, TAG_BITS)
+            index_delta(current, stored)
         };
         // (prev, cur, elapsed in this window, time from now to this window's end, tag)
         let (prev, cur, elapsed, to_end, t) = match d {
@@ -143,10 +154,7 @@ impl Algorithm for SlidingWindowCounter {
             let weighted = self.weighted(prev, cur, elapsed);
             let left = (lw.saturating_sub(weighted) / w as u128) as u64;
             let d = Decision::new(true, l, left, 1, 0, to_end + w);
-            return Ok(Transition::write(
-                d,
-                (t << (2 * COUNT_BITS)) | (prev << COUNT_BITS) | cur,
-            ));
+            return Ok(Transition::write(d, self.pack(t, prev, cur)));
         }
         // When would it fit? Later in this window as prev's weight falls, or else in
         // the next one, where cur becomes prev.
@@ -172,7 +180,7 @@ mod tests {
     fn seed_example_estimate_ninety_admits() {
         // limit 100, W = 60 s, prev 80, cur 30, 15 s into the window: 80·0.75 + 30 = 90.
         let c = SlidingWindowCounter::new(Quota::per_minute(100).unwrap()).unwrap();
-        let state = (1 << 40) | (80 << 20) | 30;
+        let state = c.pack(1, 80, 30);
         let t = c.decide(state, 60 * S + 15 * S, 1).unwrap();
         assert!(t.decision.is_allowed());
         assert_eq!(t.decision.remaining(), 9);
