@@ -38,11 +38,11 @@ pub async fn run(
     let scripted = [
         RedisLimiter::connect(url, algorithm)
             .await?
-            .prefix(&prefix)
+            .prefix(&prefix)?
             .timeout(Duration::from_secs(5)),
         RedisLimiter::connect(url, algorithm)
             .await?
-            .prefix(&prefix)
+            .prefix(&prefix)?
             .timeout(Duration::from_secs(5)),
     ];
     let mut out = Vec::new();

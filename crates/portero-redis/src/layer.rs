@@ -105,6 +105,13 @@ where
         Box::pin(async move {
             let verdict = match limiter.check(&key, 1).await {
                 Ok(v) => v,
+                // Redis answered with an error (counted and logged by the limiter):
+                // a fault to fix, not a client over its limit, nor an outage.
+                Err(crate::RedisCheckError::Redis(_)) => {
+                    let mut r = Response::new(ResB::default());
+                    *r.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+                    return Ok(r);
+                }
                 // A cost above capacity cannot happen at one unit; a full local
                 // fallback table denies for a second.
                 Err(_) => crate::Verdict {

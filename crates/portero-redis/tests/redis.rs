@@ -4,7 +4,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use portero::{CheckError, Gcra, KeyedLimiter, Quota};
-use portero_redis::{LocalRedis, RedisAlgorithm, RedisLimiter, ServedBy, WhenDown};
+use portero_redis::{
+    LocalRedis, RedisAlgorithm, RedisCheckError, RedisLimiter, RedisQuotaError, ServedBy, WhenDown,
+};
 
 /// A fresh server per test; a missing redis-server fails the test (CI installs it).
 fn start_redis() -> LocalRedis {
@@ -77,7 +79,7 @@ async fn gcra_in_redis_admits_the_burst_then_gives_exact_waits() {
     assert!(!limiter.check("bob", 3).await.unwrap().decision.is_allowed());
     assert!(limiter.check("bob", 2).await.unwrap().decision.is_allowed());
     // The key expires when the limit would be full again, and reset forgets it.
-    let ttl: i64 = query(&server, &["PTTL", "portero:alice"]).await;
+    let ttl: i64 = query(&server, &["PTTL", &limiter.key_for("alice")]).await;
     assert!(ttl > 59_000 && ttl <= 60_000, "ttl {ttl} ms");
     limiter.reset("alice").await.unwrap();
     assert!(limiter
@@ -96,7 +98,7 @@ async fn fixed_window_in_redis_counts_from_the_first_request() {
     let d = spend_three_then_check(&limiter).await;
     assert!(d.retry_after_nanos() > 59 * SEC && d.retry_after_nanos() <= 60 * SEC);
     // A rejection wrote nothing: the stored count is still 3.
-    let n: u64 = query(&server, &["GET", "portero:k"]).await;
+    let n: u64 = query(&server, &["GET", &limiter.key_for("k")]).await;
     assert_eq!(n, 3);
 }
 
@@ -112,7 +114,7 @@ async fn sliding_counter_in_redis_gives_a_retry_after_that_is_not_early() {
         "{retry:?}"
     );
     // A rejection wrote nothing.
-    let c: u64 = query(&server, &["HGET", "portero:k", "c"]).await;
+    let c: u64 = query(&server, &["HGET", &limiter.key_for("k"), "c"]).await;
     assert_eq!(c, 3);
     // Waiting what it said is enough (Redis's clock and ours run at the same rate).
     tokio::time::sleep(retry + Duration::from_millis(20)).await;
@@ -153,9 +155,9 @@ async fn sliding_log_in_redis_is_exact_and_its_retry_after_is_not_early() {
         reset - retry >= Duration::from_millis(300),
         "{retry:?} {reset:?}"
     );
-    // A rejection added nothing: three entries.
-    let n: u64 = query(&server, &["ZCARD", "portero:k"]).await;
-    assert_eq!(n, 3);
+    // A rejection added nothing: one entry per admitted request, two of them.
+    let n: u64 = query(&server, &["ZCARD", &limiter.key_for("k")]).await;
+    assert_eq!(n, 2);
     tokio::time::sleep(retry + Duration::from_millis(20)).await;
     assert!(limiter.check("k", 2).await.unwrap().decision.is_allowed());
     assert!(!limiter.check("k", 1).await.unwrap().decision.is_allowed());
@@ -253,13 +255,13 @@ async fn bad_input_is_an_error_not_a_call() {
     let server = start_redis();
     let algorithm = RedisAlgorithm::gcra(Quota::per_minute(5).unwrap()).unwrap();
     let limiter = answering(&server, algorithm).await;
-    assert_eq!(
+    assert!(matches!(
         limiter.check("k", 6).await,
-        Err(CheckError::CostExceedsCapacity {
+        Err(RedisCheckError::Check(CheckError::CostExceedsCapacity {
             cost: 6,
             capacity: 5
-        })
-    );
+        }))
+    ));
     assert!(RedisAlgorithm::fixed_window(0, Duration::from_secs(1)).is_err());
     assert!(RedisAlgorithm::fixed_window(5, Duration::ZERO).is_err());
     assert!(RedisAlgorithm::fixed_window(5, Duration::MAX).is_err());
@@ -277,4 +279,127 @@ async fn bad_input_is_an_error_not_a_call() {
         .unwrap()
         .decision
         .is_allowed());
+}
+
+/// Nested prefixes and an attacker-chosen key: `rl:` + `login:bob` once met
+/// `rl:login:` + `bob` on one Redis key (and the type clash then passed as an outage).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nested_prefixes_and_chosen_keys_never_share_state() {
+    let server = start_redis();
+    let login = RedisAlgorithm::sliding_log(3, Duration::from_secs(60)).unwrap();
+    let general = RedisAlgorithm::gcra(Quota::per_minute(100).unwrap()).unwrap();
+    let logins = answering(&server, login)
+        .await
+        .prefix("rl:login:")
+        .unwrap()
+        .when_down(WhenDown::FailOpen);
+    let api = answering(&server, general)
+        .await
+        .prefix("rl:")
+        .unwrap()
+        .when_down(WhenDown::FailOpen);
+    // The attacker spends on the general limiter with the victim's login key.
+    for _ in 0..5 {
+        assert!(api
+            .check("login:bob", 1)
+            .await
+            .unwrap()
+            .decision
+            .is_allowed());
+    }
+    let mut admitted = 0;
+    for _ in 0..20 {
+        let v = logins.check("bob", 1).await.unwrap();
+        assert_eq!(v.served_by, ServedBy::Redis);
+        admitted += u32::from(v.decision.is_allowed());
+    }
+    assert_eq!(admitted, 3, "3 login attempts per minute");
+    assert_eq!(logins.errors() + api.errors(), 0);
+    assert_ne!(logins.key_for("bob"), api.key_for("login:bob"));
+    assert!(matches!(
+        api.clone().prefix("rl:{x}"),
+        Err(RedisQuotaError::PrefixHasBrace)
+    ));
+}
+
+/// A key holding another type is Redis answering with an error: returned, counted,
+/// never decided by the outage policy (which would admit under FailOpen).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_type_key_is_an_error_not_an_outage() {
+    let server = start_redis();
+    let algorithm = RedisAlgorithm::gcra(Quota::per_minute(3).unwrap()).unwrap();
+    let limiter = answering(&server, algorithm)
+        .await
+        .when_down(WhenDown::FailOpen);
+    let _: i64 = query(&server, &["LPUSH", &limiter.key_for("k"), "x"]).await;
+    for n in 1..=3 {
+        let r = limiter.check("k", 1).await;
+        assert!(matches!(r, Err(RedisCheckError::Redis(_))), "{r:?}");
+        assert_eq!(limiter.errors(), n);
+    }
+}
+
+/// A request of a million units on a million-per-hour log stores one entry, not a
+/// million; weighted entries still give an exact answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_request_is_one_log_entry() {
+    let server = start_redis();
+    let algorithm = RedisAlgorithm::sliding_log(1_000_000, Duration::from_secs(3_600)).unwrap();
+    let limiter = answering(&server, algorithm).await;
+    let d = limiter.check("big", 999_990).await.unwrap().decision;
+    assert!(d.is_allowed());
+    assert_eq!(d.remaining(), 10);
+    let n: u64 = query(&server, &["ZCARD", &limiter.key_for("big")]).await;
+    assert_eq!(n, 1);
+    assert!(limiter
+        .check("big", 10)
+        .await
+        .unwrap()
+        .decision
+        .is_allowed());
+    let d = limiter.check("big", 1).await.unwrap().decision;
+    assert!(!d.is_allowed());
+    // The first entry (999,990 units) must expire before one more fits: about an hour.
+    assert!(
+        d.retry_after() > Duration::from_secs(3_590),
+        "{:?}",
+        d.retry_after()
+    );
+    let n: u64 = query(&server, &["ZCARD", &limiter.key_for("big")]).await;
+    assert_eq!(n, 2);
+}
+
+/// While Redis is paused, checks time out and the outage policy answers them; when
+/// Redis resumes, their queued scripts are past their deadlines and charge nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_the_policy_answered_is_not_charged_later() {
+    let server = start_redis();
+    let algorithm = RedisAlgorithm::gcra(Quota::per_minute(5).unwrap()).unwrap();
+    let limiter = RedisLimiter::connect(&server.url(), algorithm)
+        .await
+        .unwrap()
+        .timeout(Duration::from_millis(50));
+    // Load the script first, so the paused calls are the checks themselves.
+    let patient = limiter.clone().timeout(ANSWER);
+    assert!(patient
+        .check("warm-up", 1)
+        .await
+        .unwrap()
+        .decision
+        .is_allowed());
+    let _: String = query(&server, &["CLIENT", "PAUSE", "400"]).await;
+    for _ in 0..5 {
+        let v = limiter.check("k", 1).await.unwrap();
+        assert_eq!(v.served_by, ServedBy::Fallback);
+        assert!(!v.decision.is_allowed(), "FailClosed");
+    }
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let v = patient.check("k", 1).await.unwrap();
+    assert_eq!(v.served_by, ServedBy::Redis);
+    assert!(v.decision.is_allowed());
+    assert_eq!(
+        v.decision.remaining(),
+        4,
+        "the five late scripts charged nothing"
+    );
 }
