@@ -317,3 +317,16 @@ fn lowering_a_window_limit_at_run_time_admits_nothing_more() {
         assert!(!daily.check_at(&1u64, 1, 1).unwrap().is_allowed());
     }
 }
+
+/// A new key refused by a full table is told to come back in one second, not in
+/// `u64::MAX` ns (which became `Retry-After: 18446744074`, 584 years).
+#[test]
+fn a_full_table_asks_for_one_second() {
+    let keyed = KeyedLimiter::with_clock(Gcra::new(quota(1, 5)), 1, ManualClock::new());
+    assert!(keyed.check_at(&1u64, 0, 1).unwrap().is_allowed());
+    let d = keyed.check(&2u64);
+    assert!(!d.is_allowed());
+    assert_eq!(d.limit(), 5);
+    assert_eq!(d.retry_after_nanos(), portero::DENY_FOR_NANOS);
+    assert_eq!(d.reset_after_nanos(), portero::DENY_FOR_NANOS);
+}

@@ -31,7 +31,8 @@ export interface QuotaOptions {
 
 export interface KeyedOptions extends QuotaOptions {
   algorithm?: "gcra" | "token-bucket" | "fixed-window" | "sliding-window" | "leaky-bucket";
-  /** Most keys held at once (memory is fixed at creation). Default 100,000. */
+  /** Most keys held at once (memory is fixed at creation, ≈ 31 bytes a key). Default
+   * 100,000; at most 1,048,576. */
   maxKeys?: number;
   /** Evict the key closest to full instead of refusing new keys when full. */
   evict?: boolean;

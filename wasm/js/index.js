@@ -12,6 +12,7 @@ import initAsync, {
   lastRetryAfterMs,
   lastResetAfterMs,
   lastOutcome,
+  maxKeys as rawMaxKeys,
   Limiter as RawLimiter,
   Keyed as RawKeyed,
 } from "../pkg/portero_wasm.js";
@@ -121,6 +122,24 @@ function decisionOf(allowed, cost) {
 
 const TOKEN = /^[A-Za-z*][A-Za-z0-9!#$%&'*+\-.^_`|~:/]*$/;
 
+// The longest wait a field advertises: one year, as portero-http's
+// MAX_ADVERTISED_SECS. Every number in a header is a finite whole number.
+const MAX_ADVERTISED_SECONDS = 366 * 86_400;
+
+function wholeField(name, v, min) {
+  if (!(isNumber(v) && Number.isSafeInteger(v) && v >= min)) {
+    fail(`${name} must be a whole number of at least ${min}, got ${String(v)}`);
+  }
+  return v;
+}
+
+function millisField(name, v) {
+  if (!(isNumber(v) && v >= 0 && v !== Infinity)) {
+    fail(`${name} must be a finite, non-negative number of milliseconds, got ${String(v)}`);
+  }
+  return Math.min(Math.ceil(v / 1000), MAX_ADVERTISED_SECONDS);
+}
+
 /**
  * Response headers for a decision: the IETF `RateLimit-Policy` and `RateLimit`
  * fields, and for a rejection `Retry-After` (whole seconds, rounded up) and
@@ -128,16 +147,18 @@ const TOKEN = /^[A-Za-z*][A-Za-z0-9!#$%&'*+\-.^_`|~:/]*$/;
  */
 export function rateLimitHeaders(decision, { policy = "default", quota, windowSeconds }) {
   if (!TOKEN.test(policy)) fail(`policy must be a structured-field token, got ${JSON.stringify(policy)}`);
-  if (!isNumber(quota) || !isNumber(windowSeconds)) fail("quota and windowSeconds must be numbers");
-  const seconds = (ms) => Math.ceil(ms / 1000);
+  wholeField("quota", quota, 0);
+  wholeField("windowSeconds", windowSeconds, 1);
+  if (decision === null || typeof decision !== "object") fail("decision must be a decision object");
+  const remaining = wholeField("decision.remaining", decision.remaining, 0);
   const headers = {
     "RateLimit-Policy": `"${policy}";q=${quota};w=${windowSeconds}`,
   };
   if (decision.allowed) {
-    headers["RateLimit"] = `"${policy}";r=${decision.remaining};t=${seconds(decision.resetAfterMs)}`;
+    headers["RateLimit"] = `"${policy}";r=${remaining};t=${millisField("decision.resetAfterMs", decision.resetAfterMs)}`;
   } else {
-    const retry = Math.max(1, seconds(decision.retryAfterMs));
-    headers["RateLimit"] = `"${policy}";r=${decision.remaining};t=${retry}`;
+    const retry = Math.max(1, millisField("decision.retryAfterMs", decision.retryAfterMs));
+    headers["RateLimit"] = `"${policy}";r=${remaining};t=${retry}`;
     headers["Retry-After"] = String(retry);
     headers["Cache-Control"] = "no-store";
   }
@@ -226,8 +247,11 @@ export class KeyedLimiter {
     // hands out random numbers (for the hash seed) while handling a request.
     const { limit, periodMs, burst } = this.#quota;
     guard(() => new RawLimiter(algorithm, limit, periodMs, burst).free());
-    if (!(maxKeys >= 1 && maxKeys <= 67_108_864 && Number.isInteger(maxKeys))) {
-      fail(`maxKeys must be a whole number from 1 to 67108864, got ${maxKeys}`);
+    if (!(maxKeys >= 1 && maxKeys <= rawMaxKeys() && Number.isInteger(maxKeys))) {
+      fail(
+        `maxKeys must be a whole number from 1 to ${rawMaxKeys()} (a table of at most 32 MiB: ` +
+          `wasm memory never shrinks and a Worker has 128 MB), got ${maxKeys}`,
+      );
     }
   }
   #table() {

@@ -69,6 +69,17 @@ fn nanos(msg: &'static str, ms: f64) -> Result<u64, JsError> {
     Ok((ms * 1e6).round() as u64)
 }
 
+/// The most keys one `Keyed` table may hold: 1,048,576, a table of about 32 MiB (≈ 31
+/// bytes a key). A Worker has 128 MB and wasm memory never shrinks, so a larger table
+/// would leave too little for everything else; the JS wrapper reads this cap.
+const MAX_KEYS: u32 = 1 << 20;
+
+/// The most keys a `Keyed` table may hold (see the `MAX_KEYS` budget).
+#[wasm_bindgen(js_name = maxKeys)]
+pub fn max_keys() -> u32 {
+    MAX_KEYS
+}
+
 const NOW: &str = "now must be a finite, non-negative number of milliseconds (at most ~292 years)";
 const COST: &str = "cost must be a whole number from 0 to 2^53 - 1";
 
@@ -167,9 +178,12 @@ fn publish(d: &Decision, outcome: f64) {
 fn answer(r: Result<Decision, CheckError>) -> bool {
     let (d, outcome) = match r {
         Ok(d) => (d, OUTCOME_DECIDED),
-        Err(CheckError::KeyTableFull { .. }) => {
-            (Decision::new(false, 0, 0, 1, 0, 0), OUTCOME_TABLE_FULL)
-        }
+        // The caller answers with the table's own full-table decision; this one only
+        // carries the code.
+        Err(CheckError::KeyTableFull { .. }) => (
+            Decision::deny_for(0, portero::DENY_FOR_NANOS),
+            OUTCOME_TABLE_FULL,
+        ),
         Err(CheckError::CostExceedsCapacity { capacity, .. }) => (
             Decision::new(false, capacity, 0, 1, 0, 0),
             OUTCOME_COST_EXCEEDS_CAPACITY,
@@ -278,6 +292,18 @@ pub struct Keyed {
     inner: KeyedLimiter<str, Kind, ManualClock>,
 }
 
+impl Keyed {
+    /// [`answer`], with the table's own decision for a full table (denied, the
+    /// limit, retry after one second).
+    fn answer(&self, r: Result<Decision, CheckError>) -> bool {
+        if let Err(CheckError::KeyTableFull { .. }) = r {
+            publish(&self.inner.full_table(), OUTCOME_TABLE_FULL);
+            return false;
+        }
+        answer(r)
+    }
+}
+
 #[wasm_bindgen]
 impl Keyed {
     /// Like [`Limiter::new`], for up to `maxKeys` keys. `seeds` (four 32-bit words from
@@ -296,12 +322,11 @@ impl Keyed {
         evict: bool,
     ) -> Result<Keyed, JsError> {
         let kind = Kind::parse(algorithm, quota(limit, period_ms, burst)?)?;
-        let max_keys = whole(
-            "maxKeys must be a whole number from 1 to 67108864",
-            max_keys,
-        )?;
-        if !(1..=(1 << 26)).contains(&max_keys) {
-            return Err(err("maxKeys must be from 1 to 67108864"));
+        let max_keys = whole("maxKeys must be a whole number from 1 to 1048576", max_keys)?;
+        if !(1..=u64::from(MAX_KEYS)).contains(&max_keys) {
+            return Err(err(
+                "maxKeys must be from 1 to 1048576 (a table of at most 32 MiB)",
+            ));
         }
         if seeds.len() < 4 {
             return Err(err("seeds must hold four 32-bit random words"));
@@ -327,13 +352,13 @@ impl Keyed {
     /// Checks `cost` units for `key` at `nowMs`; details in the `last*` functions.
     pub fn check(&self, key: &str, now_ms: f64, cost: f64) -> bool {
         let (now, cost) = args(now_ms, cost);
-        answer(self.inner.check_at(key, now, cost))
+        self.answer(self.inner.check_at(key, now, cost))
     }
 
     /// What `check` would answer for `key`, taking nothing.
     pub fn peek(&self, key: &str, now_ms: f64, cost: f64) -> bool {
         let (now, cost) = args(now_ms, cost);
-        answer(self.inner.peek_at(key, now, cost))
+        self.answer(self.inner.peek_at(key, now, cost))
     }
 
     /// Forgets `key`.

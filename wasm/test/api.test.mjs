@@ -91,6 +91,23 @@ test("keyed limiter: each key its own share, bounded table", () => {
   rl.reset("b");
 });
 
+test("a full table asks for one second, with the limit, and its headers say so", () => {
+  const rl = new KeyedLimiter({ perMinute: 5, maxKeys: 1 });
+  rl.check("a", 0);
+  const full = rl.check("b", 0);
+  assert.deepEqual(full, { allowed: false, limit: 5, remaining: 0, retryAfterMs: 1000, resetAfterMs: 1000, tableFull: true });
+  assert.equal(rl.headers(full)["Retry-After"], "1");
+});
+
+test("evicting: a table kept full by a flood gives a new key its burst, not 40 of 40", () => {
+  const rl = new KeyedLimiter({ perSecond: 1, burst: 5, maxKeys: 100, evict: true });
+  for (let i = 0; i < 400; i++) rl.check(`flood-${i}`, 0);
+  assert.equal(rl.size, 100);
+  let admitted = 0;
+  for (let i = 0; i < 40; i++) admitted += rl.check("newcomer", 0).allowed ? 1 : 0;
+  assert.equal(admitted, 5);
+});
+
 test("headers: IETF RateLimit fields, Retry-After rounded up, no-store on 429", () => {
   const rl = new Gcra({ perMinute: 5 });
   const ok = rl.check(0);
@@ -112,6 +129,10 @@ test("headers: IETF RateLimit fields, Retry-After rounded up, no-store on 429", 
     "1",
   );
   assert.throws(() => rl.headers(ok, "bad policy"), /structured-field token/);
+  // A wait beyond a year is advertised as one year: bounded, whatever the decision.
+  const far = rateLimitHeaders({ allowed: false, remaining: 0, retryAfterMs: 1e300, resetAfterMs: 1e300 }, { quota: 1, windowSeconds: 1 });
+  assert.equal(far["Retry-After"], "31622400");
+  assert.equal(far.RateLimit, '"default";r=0;t=31622400');
 });
 
 test("bad input from JavaScript throws a clear Error, never traps", () => {
@@ -138,9 +159,18 @@ test("bad input from JavaScript throws a clear Error, never traps", () => {
     [() => new Gcra({ limit: 1, periodMs: -1 }), /periodMs must be a finite, positive/],
     [() => new Gcra({ perSecond: 1, burst: 0 }), /burst must be at least 1/],
     [() => new Gcra({ perHour: 1, burst: 2 ** 52 }), /too large/],
-    [() => new FixedWindow({ perMinute: 2 ** 30 }), /limit too large/],
+    [() => new SlidingWindow({ perHour: 2 ** 22 }), /limit too large/],
     [() => new KeyedLimiter({ perSecond: 1, maxKeys: 0 }), /maxKeys must be/],
     [() => new KeyedLimiter({ perSecond: 1, maxKeys: 2 ** 40 }), /maxKeys must be/],
+    // 64 Mi keys once grew Node to 2.1 GB; the table is capped at 32 MiB.
+    [() => new KeyedLimiter({ perSecond: 1, maxKeys: 67_108_864 }), /from 1 to 1048576 .*32 MiB/],
+    [() => new KeyedLimiter({ perSecond: 1, maxKeys: 1_048_577 }), /maxKeys must be/],
+    [() => rateLimitHeaders({ allowed: true, remaining: NaN, retryAfterMs: 0, resetAfterMs: 0 }, { quota: 1, windowSeconds: 1 }), /remaining must be a whole number/],
+    [() => rateLimitHeaders({ allowed: true, remaining: 1, retryAfterMs: 0, resetAfterMs: 0 }, { quota: NaN, windowSeconds: 1 }), /quota must be a whole number/],
+    [() => rateLimitHeaders({ allowed: true, remaining: 1, retryAfterMs: 0, resetAfterMs: 0 }, { quota: 1, windowSeconds: Infinity }), /windowSeconds must be a whole number/],
+    [() => rateLimitHeaders({ allowed: false, remaining: 0, retryAfterMs: Infinity, resetAfterMs: 0 }, { quota: 1, windowSeconds: 1 }), /retryAfterMs must be a finite/],
+    [() => rateLimitHeaders({ allowed: true, remaining: 0, retryAfterMs: 0, resetAfterMs: NaN }, { quota: 1, windowSeconds: 1 }), /resetAfterMs must be a finite/],
+    [() => rateLimitHeaders(null, { quota: 1, windowSeconds: 1 }), /decision must be/],
     [() => new KeyedLimiter({ perSecond: 1, algorithm: "magic" }), /algorithm must be one of/],
     [() => new KeyedLimiter({ perSecond: 1 }).check(42, 0), /key must be a string/],
     [() => new KeyedLimiter({ perSecond: 1 }).check("k", NaN), /now must be/],

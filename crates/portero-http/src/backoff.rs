@@ -5,6 +5,11 @@
 //! refused together over the whole interval, so they do not come back together and
 //! be refused together again. If the server sent `Retry-After`, the wait is that
 //! plus the same random draw: never early, and still spread.
+//!
+//! A server's `Retry-After` is honoured up to a ceiling, [`Backoff::max_wait`]
+//! (default one hour): a longer one means "give up" ([`Backoff::next_delay`] answers
+//! `None`), and no delay this module returns is ever longer than the ceiling, so
+//! `Instant::now() + delay` cannot overflow whatever the server sent.
 
 use core::fmt;
 use std::time::{Duration, SystemTime};
@@ -31,7 +36,13 @@ pub struct Backoff {
     base: Duration,
     cap: Duration,
     max_retries: u32,
+    max_wait: Duration,
 }
+
+/// The default [`Backoff::max_wait`]: one hour.
+pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(3_600);
+/// The largest [`Backoff::max_wait`] accepted: 30 days (longer ones are lowered to it).
+pub const MAX_WAIT_LIMIT: Duration = Duration::from_secs(30 * 86_400);
 
 /// Why a [`Backoff`] could not be built.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,7 +77,21 @@ impl Backoff {
             base,
             cap,
             max_retries: u32::MAX,
+            max_wait: DEFAULT_MAX_WAIT.max(cap.min(MAX_WAIT_LIMIT)),
         })
+    }
+
+    /// The longest wait honoured (default one hour, or `cap` if longer; at most
+    /// [`MAX_WAIT_LIMIT`]): every delay is at most this, and a server's `Retry-After`
+    /// beyond it makes [`next_delay`](Self::next_delay) give up.
+    pub fn with_max_wait(mut self, max_wait: Duration) -> Self {
+        self.max_wait = max_wait.min(MAX_WAIT_LIMIT);
+        self
+    }
+
+    /// The longest wait honoured (see [`with_max_wait`](Self::with_max_wait)).
+    pub fn max_wait(&self) -> Duration {
+        self.max_wait
     }
 
     /// Gives up after `max_retries` retries (a client must never retry forever):
@@ -77,7 +102,7 @@ impl Backoff {
     }
 
     /// The wait before retry `attempt` (from 0), or `None` once the retries are used
-    /// up.
+    /// up or the server asks for a wait beyond [`max_wait`](Self::max_wait).
     ///
     /// ```
     /// use std::time::Duration;
@@ -88,7 +113,8 @@ impl Backoff {
     /// # Ok::<(), portero_http::BackoffError>(())
     /// ```
     pub fn next_delay(&self, attempt: u32, retry_after: Option<Duration>) -> Option<Duration> {
-        (attempt < self.max_retries).then(|| self.delay(attempt, retry_after))
+        let too_long = retry_after.is_some_and(|r| r > self.max_wait);
+        (attempt < self.max_retries && !too_long).then(|| self.delay(attempt, retry_after))
     }
 
     /// The longest wait before retry `attempt`: `min(cap, base·2^attempt)`.
@@ -100,7 +126,8 @@ impl Backoff {
     }
 
     /// The wait before retry `attempt`, drawn from `rng`: uniform in
-    /// `[0, ceiling(attempt)]`, after `retry_after` if the server gave one.
+    /// `[0, ceiling(attempt)]`, after `retry_after` if the server gave one, and never
+    /// more than [`max_wait`](Self::max_wait).
     pub fn delay_with<R: Rng + ?Sized>(
         &self,
         attempt: u32,
@@ -109,7 +136,10 @@ impl Backoff {
     ) -> Duration {
         let ceiling = u64::try_from(self.ceiling(attempt).as_nanos()).unwrap_or(u64::MAX);
         let jitter = Duration::from_nanos(rng.random_range(0..=ceiling));
-        retry_after.unwrap_or(Duration::ZERO).saturating_add(jitter)
+        retry_after
+            .unwrap_or(Duration::ZERO)
+            .saturating_add(jitter)
+            .min(self.max_wait)
     }
 
     /// [`delay_with`](Self::delay_with) the thread's random generator.

@@ -41,6 +41,12 @@ pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-poli
 
 const NANOS_PER_SEC: u64 = 1_000_000_000;
 
+/// The longest wait any field advertises, in seconds: one year (366 days). Longer
+/// ones (a limiter whose time went out of range answers "never", `u64::MAX` ns) are
+/// sent as this, so every number a client reads is finite and bounded, and a client
+/// that adds it to its clock cannot overflow.
+pub const MAX_ADVERTISED_SECS: u64 = 366 * 86_400;
+
 /// A named quota policy as the client sees it: `quota` units per `window` seconds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Policy {
@@ -123,9 +129,9 @@ impl Policy {
     }
 }
 
-/// Nanoseconds as whole seconds, rounded up.
+/// Nanoseconds as whole seconds, rounded up, at most [`MAX_ADVERTISED_SECS`].
 fn seconds_up(nanos: u64) -> u64 {
-    nanos.div_ceil(NANOS_PER_SEC)
+    nanos.div_ceil(NANOS_PER_SEC).min(MAX_ADVERTISED_SECS)
 }
 
 /// The `Retry-After` a rejection advertises: whole seconds, rounded up, at least 1.
@@ -192,6 +198,18 @@ mod tests {
         let mut h = HeaderMap::new();
         insert(&mut h, &limiter.check(), &policy);
         assert_eq!(h[RETRY_AFTER], "1");
+    }
+
+    #[test]
+    fn no_field_advertises_more_than_a_year() {
+        let policy = Policy::new("p", 5, 60).unwrap();
+        let never = Decision::new(false, 5, 0, 1, u64::MAX, u64::MAX);
+        let mut h = HeaderMap::new();
+        insert(&mut h, &never, &policy);
+        assert_eq!(h[RETRY_AFTER], "31622400");
+        assert_eq!(h[RATELIMIT], r#""p";r=0;t=31622400"#);
+        insert(&mut h, &Decision::new(true, 5, 4, 1, 0, u64::MAX), &policy);
+        assert_eq!(h[RATELIMIT], r#""p";r=4;t=31622400"#);
     }
 
     #[test]

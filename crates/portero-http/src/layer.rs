@@ -137,13 +137,9 @@ where
             }
             // A full table (or, impossibly for a clock-driven check, a bad time): deny
             // for one second rather than admit unlimited.
-            Some(Err(_)) => Some(Decision::new(
-                false,
+            Some(Err(_)) => Some(Decision::deny_for(
                 layer.policy.quota(),
-                0,
-                1,
-                1_000_000_000,
-                1_000_000_000,
+                portero::DENY_FOR_NANOS,
             )),
         };
         match decision {

@@ -40,7 +40,7 @@ pub mod headers;
 mod layer;
 mod shed;
 
-pub use backoff::{retry_after, Backoff, BackoffError};
+pub use backoff::{retry_after, Backoff, BackoffError, DEFAULT_MAX_WAIT, MAX_WAIT_LIMIT};
 pub use headers::{Policy, PolicyError};
 pub use layer::{RateLimitLayer, RateLimitService, ResponseFuture, WhenTableFull};
 pub use shed::{LoadShedLayer, LoadShedService, ShedFuture};

@@ -30,7 +30,8 @@ proptest! {
         let retry = retry_ms.map(Duration::from_millis);
         let d = b.delay_with(attempt, retry, &mut StdRng::seed_from_u64(seed));
         let floor = retry.unwrap_or(Duration::ZERO);
-        prop_assert!(d >= floor && d <= floor + ceiling, "{:?} not in [{:?}, +{:?}]", d, floor, ceiling);
+        let (lo, hi) = (floor.min(b.max_wait()), (floor + ceiling).min(b.max_wait()));
+        prop_assert!(d >= lo && d <= hi, "{:?} not in [{:?}, {:?}]", d, lo, hi);
     }
 }
 
@@ -83,4 +84,34 @@ fn retry_after_reads_seconds_and_dates() {
         assert_eq!(with(bad), None, "{bad:?}");
     }
     assert_eq!(retry_after(&HeaderMap::new(), now), None);
+}
+
+/// `Retry-After: 99999999999999999999` parses to `u64::MAX` seconds; the delay a
+/// client gets from it is still bounded (it once made `Instant::now() + delay` panic).
+#[test]
+fn a_hostile_retry_after_never_overflows_the_callers_clock() {
+    let mut h = HeaderMap::new();
+    h.insert("retry-after", "99999999999999999999".parse().unwrap());
+    let asked = retry_after(&h, SystemTime::now());
+    assert_eq!(asked, Some(Duration::from_secs(u64::MAX)));
+    let b = Backoff::new(Duration::from_millis(100), Duration::from_secs(30)).unwrap();
+    for attempt in [0, 5, u32::MAX] {
+        let wait = b.delay(attempt, asked);
+        assert!(wait <= Duration::from_secs(3_600), "{wait:?}");
+        let _ = std::time::Instant::now() + wait;
+    }
+}
+
+/// Beyond the ceiling on honoured waits, a client gives up instead of sleeping.
+#[test]
+fn a_wait_beyond_the_ceiling_gives_up() {
+    let b = Backoff::new(Duration::from_millis(100), Duration::from_secs(30))
+        .unwrap()
+        .with_max_wait(Duration::from_secs(60));
+    assert_eq!(b.max_wait(), Duration::from_secs(60));
+    assert!(b.next_delay(0, Some(Duration::from_secs(60))).is_some());
+    assert_eq!(b.next_delay(0, Some(Duration::from_secs(61))), None);
+    assert!(b.delay(0, Some(Duration::from_secs(59))) <= Duration::from_secs(60));
+    let huge = b.with_max_wait(Duration::MAX);
+    assert_eq!(huge.max_wait(), portero_http::MAX_WAIT_LIMIT);
 }

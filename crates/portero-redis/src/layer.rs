@@ -115,14 +115,7 @@ where
                 // A cost above capacity cannot happen at one unit; a full local
                 // fallback table denies for a second.
                 Err(_) => crate::Verdict {
-                    decision: portero::Decision::new(
-                        false,
-                        policy.quota(),
-                        0,
-                        1,
-                        1_000_000_000,
-                        1_000_000_000,
-                    ),
+                    decision: portero::Decision::deny_for(policy.quota(), portero::DENY_FOR_NANOS),
                     served_by: ServedBy::Fallback,
                 },
             };

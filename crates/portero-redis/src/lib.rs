@@ -488,9 +488,7 @@ impl RedisLimiter {
         let capacity = self.algorithm.capacity();
         let decision = match &self.when_down {
             WhenDown::FailOpen => Decision::new(true, capacity, capacity - cost, 1, 0, 0),
-            WhenDown::FailClosed => {
-                Decision::new(false, capacity, 0, 1, 1_000_000_000, 1_000_000_000)
-            }
+            WhenDown::FailClosed => Decision::deny_for(capacity, portero::DENY_FOR_NANOS),
             WhenDown::Local(local) => local.check_n(key, cost)?,
         };
         Ok(Verdict {

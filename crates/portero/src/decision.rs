@@ -48,6 +48,14 @@ impl Decision {
         Self::new_unchecked(allowed, limit, slack, unit, retry_after, reset_after)
     }
 
+    /// A refusal that is not about the client's own usage — a full key table, a
+    /// shared store that did not answer and a policy that fails closed — telling the
+    /// client to come back after `nanos` (usually [`DENY_FOR_NANOS`]), with nothing
+    /// remaining of `limit`.
+    pub const fn deny_for(limit: u64, nanos: u64) -> Self {
+        Self::new(false, limit, 0, 1, nanos, nanos)
+    }
+
     /// [`new`](Self::new) for callers that guarantee `unit ≥ 1` (every quota's
     /// emission interval is): one branch less on the hot path.
     #[inline]
@@ -126,6 +134,11 @@ impl Decision {
         self.reset_after
     }
 }
+
+/// How long [`Decision::deny_for`] refusals usually ask a client to wait: one second.
+/// Long enough that a refused client does not hammer the server, short enough that it
+/// is back soon after room frees up (a table's idle keys are reclaimed on demand).
+pub const DENY_FOR_NANOS: u64 = 1_000_000_000;
 
 /// Why a check could not be decided. Nothing was consumed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

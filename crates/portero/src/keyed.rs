@@ -290,13 +290,13 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
         self.algorithm.store(algorithm);
     }
 
-    /// One unit for `key`, now. A full table gives a denial (see [`check_n`](Self::check_n)
-    /// for the typed error).
+    /// One unit for `key`, now. A full table gives [`full_table`](Self::full_table)'s
+    /// denial (see [`check_n`](Self::check_n) for the typed error).
     #[inline]
     pub fn check(&self, key: &K) -> Decision {
         match self.check_at(key, self.clock.now(), 1) {
             Ok(d) => d,
-            Err(_) => self.denied(),
+            Err(_) => self.full_table(),
         }
     }
 
@@ -342,10 +342,12 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
         self.insert(algorithm, tag, buckets, now, cost, state, t.decision)
     }
 
+    /// The answer for a new key that a full table refuses: denied, nothing remaining,
+    /// retry after [`DENY_FOR_NANOS`](crate::DENY_FOR_NANOS) (one second: keys that
+    /// are full again by then are reclaimed for it).
     #[cold]
-    fn denied(&self) -> Decision {
-        let capacity = self.algorithm.load().capacity();
-        Decision::new(false, capacity, 0, 1, u64::MAX, u64::MAX)
+    pub fn full_table(&self) -> Decision {
+        Decision::deny_for(self.algorithm.load().capacity(), crate::DENY_FOR_NANOS)
     }
 
     /// What [`check_at`](Self::check_at) would answer, consuming nothing.

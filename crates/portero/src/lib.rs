@@ -94,7 +94,7 @@ pub use clock::{CoarseClock, StdClock, UnixClock};
 #[cfg(feature = "alloc")]
 pub use concurrency::OwnedPermit;
 pub use concurrency::{ConcurrencyLimit, Permit};
-pub use decision::{CheckError, Decision};
+pub use decision::{CheckError, Decision, DENY_FOR_NANOS};
 pub use fixed_window::{FixedWindow, Placement};
 pub use gcra::Gcra;
 #[cfg(feature = "alloc")]
