@@ -160,6 +160,68 @@ pub fn insert(headers: &mut HeaderMap, decision: &Decision, policy: &Policy) {
     }
 }
 
+/// One item of a `RateLimit` field as a client reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Remaining {
+    /// The policy's name.
+    pub policy: String,
+    /// Units left (`r`).
+    pub remaining: u64,
+    /// Seconds until the policy is full again, or on a 429 until one more unit fits
+    /// (`t`), at most [`MAX_ADVERTISED_SECS`].
+    pub reset_secs: u64,
+}
+
+/// The most items [`parse_ratelimit`] reads from one field: a server sends one per
+/// policy, and a client need not read a hostile list without end.
+pub const MAX_FIELD_ITEMS: usize = 16;
+
+/// Reads a `RateLimit` field (`"per-ip";r=4;t=12, "daily";r=90;t=3600`) the way
+/// [`insert`] writes it: a list of string items with integer `r` and `t` parameters
+/// (other parameters are skipped, as the draft asks). `None` for anything malformed,
+/// or more than [`MAX_FIELD_ITEMS`] items; `t` above [`MAX_ADVERTISED_SECS`] is
+/// lowered to it, so no value read can overflow a client's clock.
+///
+/// ```
+/// let v = http::HeaderValue::from_static(r#""per-ip";r=4;t=12"#);
+/// let items = portero_http::headers::parse_ratelimit(&v).unwrap();
+/// assert_eq!((items[0].policy.as_str(), items[0].remaining, items[0].reset_secs), ("per-ip", 4, 12));
+/// ```
+pub fn parse_ratelimit(value: &HeaderValue) -> Option<Vec<Remaining>> {
+    let text = value.to_str().ok()?;
+    let mut items = Vec::new();
+    for item in text.split(',') {
+        if items.len() == MAX_FIELD_ITEMS {
+            return None;
+        }
+        let mut parts = item.trim().split(';');
+        let name = parts.next()?.strip_prefix('"')?.strip_suffix('"')?;
+        if !is_token(name) {
+            return None;
+        }
+        let (mut r, mut t) = (None, None);
+        for param in parts {
+            let (key, number) = param.trim().split_once('=')?;
+            let slot = match key {
+                "r" => &mut r,
+                "t" => &mut t,
+                _ => continue,
+            };
+            if number.is_empty() || number.len() > 15 || !number.bytes().all(|b| b.is_ascii_digit())
+            {
+                return None; // the draft's integers have at most 15 digits
+            }
+            *slot = Some(number.parse::<u64>().ok()?);
+        }
+        items.push(Remaining {
+            policy: name.to_owned(),
+            remaining: r?,
+            reset_secs: t?.min(MAX_ADVERTISED_SECS),
+        });
+    }
+    Some(items)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
