@@ -1,10 +1,10 @@
 //! Textbook models, written independently of portero's one-word encodings.
 //!
-//! Each keeps the state the seeds describe (tokens and last update, or level and last
+//! Each keeps the state the textbook describes (tokens and last update, or level and last
 //! update) in `u128` arithmetic, scaled so that nothing is rounded: one token is `T`
 //! "token-nanoseconds", and one nanosecond of elapsed time refills one of them.
 
-/// The seeds' token bucket: `tokens = min(B, tokens + elapsed·r)`, pay if `tokens ≥ cost`.
+/// The textbook token bucket: `tokens = min(B, tokens + elapsed·r)`, pay if `tokens ≥ cost`.
 #[derive(Debug, Clone)]
 pub struct RefTokenBucket {
     /// Emission interval in ns (one token per `interval`).
@@ -55,7 +55,7 @@ impl RefTokenBucket {
     }
 }
 
-/// The seeds' leaky bucket as a meter: the level drains at `r`; admit when
+/// The textbook leaky bucket as a meter: the level drains at `r`; admit when
 /// `level + cost ≤ capacity`, then `level += cost`. Nothing waits.
 #[derive(Debug, Clone)]
 pub struct RefLeakyMeter {

@@ -1,4 +1,4 @@
-//! Every bad input named in DEVELOPERS.md gets a clear, typed error: no panic, no
+//! Every bad input a limiter can meet gets a clear, typed error: no panic, no
 //! overflow, no silent over-admission.
 
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! Property tests: the lock-free limiters against the seeds' textbook models, and the
+//! Property tests: the lock-free limiters against textbook models, and the
 //! bounds the docs claim.
 
 use portero::{Algorithm, CheckError, Gcra, ManualClock, Quota, RateLimiter, TokenBucket};
@@ -65,7 +65,7 @@ proptest! {
     }
 
     /// GCRA and the token bucket with the same (r, B) admit exactly the same requests,
-    /// and both agree with the leaky bucket read as a meter (the seed's claim).
+    /// and both agree with the leaky bucket read as a meter (the guide's claim).
     #[test]
     fn gcra_token_bucket_and_leaky_meter_agree(q in quota(), arr in arrivals()) {
         let g = limiter(Gcra::new(q));

@@ -10,7 +10,7 @@ fn limiter(q: CalendarQuota) -> RateLimiter<CalendarQuota, ManualClock> {
     RateLimiter::with_algorithm_and_clock(q, ManualClock::new())
 }
 
-/// The seed's example: 500,000 per day at a steady 10 per second runs out after
+/// The guide's quota example: 500,000 per day at a steady 10 per second runs out after
 /// 50,000 s (13.9 h), and the rate limit never noticed.
 #[test]
 fn half_a_million_per_day_at_ten_per_second_lasts_fifty_thousand_seconds() {

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use portero::{LeakyQueue, ManualClock, Quota, RateLimiter, StdClock, TokenBucket};
 
-/// The seed's traffic-shaping example: bucket B = 16 MB, tokens at R = 2 MB/s, a link
+/// The guide's byte-shaping example: bucket B = 16 MB, tokens at R = 2 MB/s, a link
 /// of M = 10 MB/s. From a full bucket the host sends at full speed for B / (M − R) =
 /// 2 s, then at R.
 #[test]

@@ -1,4 +1,4 @@
-//! Property tests for the seeds' other algorithms: each bound the docs state, over
+//! Property tests for the window and leaky algorithms: each bound the docs state, over
 //! random arrivals and random weighted costs, and exact retry-after everywhere.
 
 use portero::{

@@ -256,10 +256,10 @@ export class KeyedLimiter {
   }
   #table() {
     if (this.#raw === null) {
-      const seeds = crypto.getRandomValues(new Uint32Array(4));
+      const hashSeeds = crypto.getRandomValues(new Uint32Array(4));
       const { limit, periodMs, burst } = this.#quota;
       const { algorithm, maxKeys, evict } = this.#options;
-      this.#raw = guard(() => new RawKeyed(algorithm, limit, periodMs, burst, maxKeys, seeds, evict));
+      this.#raw = guard(() => new RawKeyed(algorithm, limit, periodMs, burst, maxKeys, hashSeeds, evict));
     }
     return this.#raw;
   }

@@ -306,7 +306,7 @@ impl Keyed {
 
 #[wasm_bindgen]
 impl Keyed {
-    /// Like [`Limiter::new`], for up to `maxKeys` keys. `seeds` (four 32-bit words from
+    /// Like [`Limiter::new`], for up to `maxKeys` keys. `hash_seeds` (four 32-bit words from
     /// `crypto.getRandomValues`) seed the key hash, so clients cannot aim for
     /// collisions. `evict`: when every key is active, evict the key closest to full
     /// instead of refusing new keys.
@@ -318,7 +318,7 @@ impl Keyed {
         period_ms: f64,
         burst: f64,
         max_keys: f64,
-        seeds: &[u32],
+        hash_seeds: &[u32],
         evict: bool,
     ) -> Result<Keyed, JsError> {
         let kind = Kind::parse(algorithm, quota(limit, period_ms, burst)?)?;
@@ -328,10 +328,10 @@ impl Keyed {
                 "maxKeys must be from 1 to 1048576 (a table of at most 32 MiB)",
             ));
         }
-        if seeds.len() < 4 {
-            return Err(err("seeds must hold four 32-bit random words"));
+        if hash_seeds.len() < 4 {
+            return Err(err("hash seeds must hold four 32-bit random words"));
         }
-        let seed = |i: usize| (u64::from(seeds[i]) << 32) | u64::from(seeds[(i + 1) % 4]);
+        let seed = |i: usize| (u64::from(hash_seeds[i]) << 32) | u64::from(hash_seeds[(i + 1) % 4]);
         let hasher = RandomState::with_seeds(seed(0), seed(1), seed(2), seed(3));
         let overflow = if evict {
             Overflow::EvictSoonestFull

@@ -1,4 +1,5 @@
-//! The lab: the seeds' experiments run through portero's real limiters.
+//! The lab: the experiments of the project's guide (`docs/guide.md`) run through portero's
+//! real limiters.
 //!
 //! [`sim::simulate`] feeds one list of arrivals to all five algorithms on an explicit
 //! time axis (fixed windows start at 0) and reports, per algorithm, how many requests

@@ -1,4 +1,4 @@
-//! `portero-lab`: the seeds' experiments, run through portero's limiters.
+//! `portero-lab`: the guide's experiments (`docs/guide.md`), run through portero's limiters.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -18,17 +18,17 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// The same arrivals to all five algorithms (default: the seeds' 80-request burst).
+    /// The same arrivals to all five algorithms (default: the burst experiment, 80 requests).
     Burst(BurstArgs),
-    /// Seed 003: a fixed window of 100 lets 200 through across a boundary.
+    /// The boundary experiment: a fixed window of 100 lets 200 through across a boundary.
     Boundary(Output),
     /// "10 per second" meets 20 requests in 200 ms.
     Twenty(Output),
-    /// Seed 003's three "Ponlo a prueba" questions, answered by running them.
+    /// Three questions about a fixed window of 10 per minute, answered by running them.
     Quiz,
     /// Scaling on this machine: T threads hammering one limiter, single word vs striped.
     Contention(ContentionArgs),
-    /// The seeds' Redis race: check-then-act over-admits, one Lua script does not.
+    /// The Redis race: check-then-act over-admits, one Lua script does not.
     Race(RaceArgs),
 }
 

@@ -1,4 +1,4 @@
-//! The seeds' Redis race: two instances share a limit of 50 per minute and receive
+//! The Redis race: two instances share a limit of 50 per minute and receive
 //! 400 concurrent requests. Reading the count, deciding in the instance and then
 //! incrementing (`GET`, then `INCR`) lets requests decide on the same stale count and
 //! over-admit; the same window as one Lua script ([`portero_redis`]) admits exactly

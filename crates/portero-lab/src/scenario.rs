@@ -22,7 +22,7 @@ fn every(start: u64, step: u64, count: u64) -> impl Iterator<Item = u64> {
     (0..count).map(move |i| start + i * step)
 }
 
-/// The seeds' burst experiment: 80 requests, limit 10, window 1 s.
+/// The burst experiment: 80 requests, limit 10, window 1 s.
 ///
 /// Phase 1 straddles the boundary at 1 s: 20 requests every 5 ms from 0.900 s and 20
 /// every 5 ms from 1.000 s. The fixed window takes 10 on each side (20 within 0.2 s);
@@ -55,7 +55,7 @@ pub fn burst() -> Scenario {
     }
 }
 
-/// Seed 003's boundary experiment: limit 100 per 60 s; 150 requests every 2 ms just
+/// The boundary experiment: limit 100 per 60 s; 150 requests every 2 ms just
 /// before the boundary at 60 s and 150 just after. Expected: fixed window 200, sliding
 /// log 100, sliding counter 101.
 pub fn boundary() -> Scenario {
@@ -71,7 +71,7 @@ pub fn boundary() -> Scenario {
     }
 }
 
-/// "10 per second" meets 20 requests in 200 ms (one every 10 ms from 0): the seeds'
+/// "10 per second" meets 20 requests in 200 ms (one every 10 ms from 0): the guide's
 /// first question, answered by each algorithm.
 pub fn twenty() -> Scenario {
     Scenario {
@@ -83,7 +83,7 @@ pub fn twenty() -> Scenario {
     }
 }
 
-/// Seed 003's quiz, limit 10 per 60 s aligned to the minute (t = 0 is 12:00:00).
+/// The quiz, limit 10 per 60 s aligned to the minute (t = 0 is 12:00:00).
 pub mod quiz {
     use super::{every, MS, S};
 

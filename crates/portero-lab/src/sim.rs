@@ -5,7 +5,7 @@ use portero::{
     SlidingWindowCounter, TokenBucket,
 };
 
-/// The five algorithms, in the order the seeds' table lists them.
+/// The five algorithms, in the order the guide's tables list them.
 pub const ALGORITHMS: [&str; 5] = [
     "fixed_window",
     "sliding_log",

@@ -1,4 +1,4 @@
-//! The seeds' Redis race against a throwaway redis-server (installed by `cargo xtask
+//! The Redis race against a throwaway redis-server (installed by `cargo xtask
 //! setup`; a missing one fails this test).
 
 use portero_redis::LocalRedis;

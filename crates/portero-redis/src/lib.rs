@@ -13,7 +13,7 @@
 //!   in-memory algorithm of the same name.
 //! - **Atomic.** Each check is one Lua script: read, decide and write run with no
 //!   other command in between, so two instances can never both see "9 of 10 used"
-//!   and both admit (the seeds' race: 400 concurrent requests against a limit of 50
+//!   and both admit (the Redis race: 400 concurrent requests against a limit of 50
 //!   admit exactly 50, tested here).
 //! - **One clock.** The scripts read Redis's `TIME`, not the instance's clock, so
 //!   instances whose clocks disagree still agree on windows and schedules.

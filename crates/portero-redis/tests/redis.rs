@@ -164,7 +164,7 @@ async fn sliding_log_in_redis_is_exact_and_its_retry_after_is_not_early() {
     assert!(RedisAlgorithm::sliding_log(2_000_000, Duration::from_secs(1)).is_err());
 }
 
-/// The seeds' race: two instances receive 400 concurrent requests for a limit of 50;
+/// The Redis race: two instances receive 400 concurrent requests for a limit of 50;
 /// the atomic scripts admit exactly 50 in each of five rounds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn four_hundred_concurrent_requests_admit_exactly_fifty_per_round() {

@@ -1,6 +1,6 @@
 //! The fixed window counter: at most `L` per window, reset at each boundary.
 //!
-//! Two placements, as the seeds describe:
+//! Two placements (see `docs/guide.md`):
 //! - [`Placement::Aligned`]: window `k` is `[k·W, (k+1)·W)` on the caller's time axis;
 //!   an instant exactly on a boundary belongs to the window that is starting. Every
 //!   client's window turns over at the same instant.
@@ -303,7 +303,7 @@ mod tests {
 
     #[test]
     fn seed_table_five_per_thirty_seconds() {
-        // Seed 003: 1 at 0 s, 2 at 5 s, 2 at 15 s, 1 at 25 s (rejected), window 2 at 30 s.
+        // A parking lot of five: 1 at 0 s, 2 at 5 s, 2 at 15 s, 1 at 25 s (rejected), window 2 at 30 s.
         let w = FixedWindow::new(Quota::from_nanos(5, 30 * S).unwrap()).unwrap();
         let (_, got) = run(&w, &[0, 5 * S, 5 * S, 15 * S, 15 * S, 25 * S, 30 * S]);
         assert_eq!(got, [true, true, true, true, true, false, true]);

@@ -1,4 +1,4 @@
-//! The leaky bucket, in both of the seeds' readings.
+//! The leaky bucket, in both of its readings (see `docs/guide.md`).
 //!
 //! - [`LeakyMeter`] (a policer): the bucket holds only a level. Each admitted unit adds
 //!   1, the level drains at `r`, and a request of cost `c` is admitted at once when
@@ -90,7 +90,7 @@ impl Algorithm for LeakyMeter {
 ///
 /// ```
 /// use portero::{LeakyQueue, ManualClock, Quota, RateLimiter};
-/// // The seed's figure: 6 slots, one release every 0.5 s, 9 arrive at once.
+/// // The queue's classic figure: 6 slots, one release every 0.5 s, 9 arrive at once.
 /// let quota = Quota::from_nanos(2, 1_000_000_000)?.with_burst(6)?;
 /// let queue = RateLimiter::new(LeakyQueue::new(quota)).with_clock(ManualClock::new());
 /// let delays: Vec<_> = (0..9)

@@ -8,7 +8,7 @@
 //! computed exactly in integers: `prev·(W − elapsed) + cur·W < (L − c + 1)·W`, in
 //! `u128`, so there is no float drift. Windows are aligned: `[k·W, (k+1)·W)`. The
 //! estimate assumes last window's requests were spread evenly; when they bunched at its
-//! end it undercounts (and may admit a little over `L` in a sliding span, as the seeds'
+//! end it undercounts (and may admit a little over `L` in a sliding span, as the boundary
 //! 101-for-100 shows), when they bunched at its start it overcounts. `cur` never exceeds
 //! `L`, so no span of `W` ever holds more than `2L`.
 //!

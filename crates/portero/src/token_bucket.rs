@@ -1,6 +1,6 @@
 //! The token bucket: capacity `B`, refill rate `r`, lazy refill.
 //!
-//! The seed's rule is `tokens = min(B, tokens + elapsed·r)`, then pay `cost` tokens if
+//! The textbook rule is `tokens = min(B, tokens + elapsed·r)`, then pay `cost` tokens if
 //! `tokens ≥ cost` (no partial payment). Storing `tokens` and `last` would take two
 //! words; instead the bucket stores the one instant that determines both.
 //!

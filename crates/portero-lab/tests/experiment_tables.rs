@@ -1,4 +1,4 @@
-//! The seeds' tables, reproduced exactly, through the library and through the CLI.
+//! The experiments' tables (`docs/guide.md`), reproduced exactly, through the library and through the CLI.
 
 use std::process::Command;
 
@@ -10,7 +10,7 @@ fn maxima(outcomes: &[Outcome]) -> Vec<(&'static str, u64)> {
 }
 
 #[test]
-fn burst_table_is_the_seeds() {
+fn burst_table_is_the_guides() {
     let s = scenario::burst();
     assert_eq!(s.arrivals.len(), 80);
     let out = simulate(&s.arrivals, s.limit, s.window, &mut |_| {}).unwrap();
