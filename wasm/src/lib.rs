@@ -185,13 +185,10 @@ fn answer(r: Result<Decision, CheckError>) -> bool {
             OUTCOME_TABLE_FULL,
         ),
         Err(CheckError::CostExceedsCapacity { capacity, .. }) => (
-            Decision::new(false, capacity, 0, 1, 0, 0),
+            Decision::rejected(capacity, 0, 0, 0),
             OUTCOME_COST_EXCEEDS_CAPACITY,
         ),
-        Err(_) => (
-            Decision::new(false, 0, 0, 1, 0, 0),
-            OUTCOME_TIME_OUT_OF_RANGE,
-        ),
+        Err(_) => (Decision::rejected(0, 0, 0, 0), OUTCOME_TIME_OUT_OF_RANGE),
     };
     publish(&d, outcome);
     d.is_allowed()

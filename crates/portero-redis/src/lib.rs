@@ -487,7 +487,7 @@ impl RedisLimiter {
     fn fallback(&self, key: &str, cost: u64) -> Result<Verdict, RedisCheckError> {
         let capacity = self.algorithm.capacity();
         let decision = match &self.when_down {
-            WhenDown::FailOpen => Decision::new(true, capacity, capacity - cost, 1, 0, 0),
+            WhenDown::FailOpen => Decision::admitted(capacity, capacity - cost, 0),
             WhenDown::FailClosed => Decision::deny_for(capacity, portero::DENY_FOR_NANOS),
             WhenDown::Local(local) => local.check_n(key, cost)?,
         };

@@ -183,15 +183,15 @@ impl Algorithm for CalendarQuota {
         let to_end = end - now;
         let reset = if used > 0 { to_end } else { 0 };
         if cost == 0 {
-            return Ok(Transition::keep(Decision::new(
-                true, self.limit, left, 1, 0, reset,
+            return Ok(Transition::keep(Decision::admitted(
+                self.limit, left, reset,
             )));
         }
         if cost > left {
-            let d = Decision::new(false, self.limit, left, 1, to_end, to_end);
+            let d = Decision::rejected(self.limit, left, to_end, to_end);
             return Ok(Transition::keep(d));
         }
-        let d = Decision::new(true, self.limit, left - cost, 1, 0, to_end);
+        let d = Decision::admitted(self.limit, left - cost, to_end);
         Ok(Transition::write(d, (t << self.used_bits) | (used + cost)))
     }
 }

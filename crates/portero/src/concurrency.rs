@@ -83,11 +83,11 @@ impl ConcurrencyLimit {
 
     fn take(&self) -> Result<(), Decision> {
         let max = self.max;
-        let Ok(d) = self.in_use.apply::<core::convert::Infallible>(|n| {
+        let Ok(d) = self.in_use.apply::<_, core::convert::Infallible>(|n| {
             Ok(if n < max {
-                Transition::write(Decision::new(true, max, max - n - 1, 1, 0, 0), n + 1)
+                Transition::write(Decision::admitted(max, max - n - 1, 0), n + 1)
             } else {
-                Transition::keep(Decision::new(false, max, 0, 1, 0, 0))
+                Transition::keep(Decision::rejected(max, 0, 0, 0))
             })
         });
         if d.is_allowed() {

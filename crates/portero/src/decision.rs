@@ -48,12 +48,31 @@ impl Decision {
         Self::new_unchecked(allowed, limit, slack, unit, retry_after, reset_after)
     }
 
+    /// An admission with `remaining` whole units left; the limiter is full again
+    /// after `reset_after` ns.
+    pub const fn admitted(limit: u64, remaining: u64, reset_after: u64) -> Self {
+        Self::new_unchecked(true, limit, remaining, 1, 0, reset_after)
+    }
+
+    /// A refusal: `remaining` units left, the same request fits after `retry_after`
+    /// ns, the limiter is full again after `reset_after` ns.
+    pub const fn rejected(limit: u64, remaining: u64, retry_after: u64, reset_after: u64) -> Self {
+        Self::new_unchecked(false, limit, remaining, 1, retry_after, reset_after)
+    }
+
+    /// A refusal that no wait can turn around (the time was out of range): retry and
+    /// reset are `u64::MAX` ns, "never". Headers built from it are bounded by the
+    /// HTTP layer; nothing else should read it as a real wait.
+    pub const fn never(limit: u64) -> Self {
+        Self::rejected(limit, 0, u64::MAX, u64::MAX)
+    }
+
     /// A refusal that is not about the client's own usage — a full key table, a
     /// shared store that did not answer and a policy that fails closed — telling the
     /// client to come back after `nanos` (usually [`DENY_FOR_NANOS`]), with nothing
     /// remaining of `limit`.
     pub const fn deny_for(limit: u64, nanos: u64) -> Self {
-        Self::new(false, limit, 0, 1, nanos, nanos)
+        Self::rejected(limit, 0, nanos, nanos)
     }
 
     /// [`new`](Self::new) for callers that guarantee `unit ≥ 1` (every quota's

@@ -253,13 +253,13 @@ impl Algorithm for FixedWindow {
         let left = self.limit.saturating_sub(admitted);
         if cost == 0 {
             let reset = if admitted > 0 { end - now } else { 0 };
-            return Ok(Transition::keep(Decision::new(
-                true, self.limit, left, 1, 0, reset,
+            return Ok(Transition::keep(Decision::admitted(
+                self.limit, left, reset,
             )));
         }
         if cost > left {
             // Only the next window can hold it; `end > now` because `same` holds here.
-            let d = Decision::new(false, self.limit, left, 1, end - now, end - now);
+            let d = Decision::rejected(self.limit, left, end - now, end - now);
             if self.count_excess {
                 let next = Fields {
                     tag: tag_now,
@@ -275,7 +275,7 @@ impl Algorithm for FixedWindow {
             admitted: admitted + cost,
             excess,
         };
-        let d = Decision::new(true, self.limit, left - cost, 1, 0, end - now);
+        let d = Decision::admitted(self.limit, left - cost, end - now);
         Ok(Transition::write(d, self.encode(next)))
     }
 }

@@ -62,10 +62,10 @@ pub use ahash::RandomState;
 
 /// Slots per bucket.
 #[cfg(not(loom))]
-pub const BUCKET: usize = 8;
+const BUCKET: usize = 8;
 /// Slots per bucket (small under loom, to keep the models' state space tractable).
 #[cfg(loom)]
-pub const BUCKET: usize = 2;
+const BUCKET: usize = 2;
 
 /// What a new key gets when all `max_keys` keys are still active.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -361,7 +361,8 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
         algorithm.decide(state, now, cost).map(|t| t.decision)
     }
 
-    /// The raw state word held for `key`, if it is held.
+    /// The raw state word held for `key`, if it is held (feature `testing`).
+    #[cfg(feature = "testing")]
     pub fn state_of(&self, key: &K) -> Option<u64> {
         let tag = self.fingerprint(key);
         let buckets = self.buckets_of(tag);
@@ -582,21 +583,13 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
             .count()
     }
 
-    /// Keys held, by scanning the table (for tests and diagnostics).
+    /// Keys held, by scanning the table (feature `testing`).
+    #[cfg(feature = "testing")]
     pub fn count_slots(&self) -> usize {
         self.slots
             .iter()
             .filter(|s| unpack(s.load()).0 != 0)
             .count()
-    }
-
-    /// Every held key's fingerprint and state (for diagnostics).
-    pub fn snapshot(&self) -> Vec<(u64, u64)> {
-        self.slots
-            .iter()
-            .map(|s| unpack(s.load()))
-            .filter(|(t, _)| *t != 0)
-            .collect()
     }
 }
 

@@ -2,7 +2,7 @@
 //!
 //! Every request asks the doorman one question: *has this client used up its share?*
 //! portero answers it with lock-free limiters whose whole state is **one atomic word**,
-//! updated by a single compare-and-swap loop ([`word`]). Each algorithm is a pure
+//! updated by a single compare-and-swap loop. Each algorithm is a pure
 //! transition `(state, now, cost) -> (new state, Decision)` that can be tested without
 //! atomics; [`RateLimiter`] owns the atomic word and the clock.
 //!
@@ -83,7 +83,7 @@ pub mod stack;
 pub mod striped;
 pub mod token_bucket;
 mod window;
-pub mod word;
+mod word;
 
 pub use calendar::{CalendarQuota, Period};
 #[cfg(feature = "quanta")]

@@ -167,8 +167,15 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
         &self.clock
     }
 
-    /// The raw state word, as the algorithm's documentation lays it out.
+    /// The raw state word, as the algorithm's documentation lays it out (feature
+    /// `testing`: for tests and models, not a stable API).
+    #[cfg(feature = "testing")]
     pub fn raw_state(&self) -> u64 {
+        self.state_word()
+    }
+
+    /// The state word, for algorithm-specific readers.
+    pub(crate) fn state_word(&self) -> u64 {
         self.state.load()
     }
 
@@ -179,6 +186,6 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
 
     fn denied(&self) -> Decision {
         let limit = self.algorithm.capacity();
-        Decision::new(false, limit, 0, 1, u64::MAX, u64::MAX)
+        Decision::never(limit)
     }
 }

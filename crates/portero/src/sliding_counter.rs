@@ -146,14 +146,12 @@ impl Algorithm for SlidingWindowCounter {
         let k = l + 1 - cost; // admit iff weighted < k·W
         if cost == 0 || weighted < k as u128 * w as u128 {
             if cost == 0 {
-                return Ok(Transition::keep(Decision::new(
-                    true, l, remaining, 1, 0, reset,
-                )));
+                return Ok(Transition::keep(Decision::admitted(l, remaining, reset)));
             }
             let cur = cur + cost;
             let weighted = self.weighted(prev, cur, elapsed);
             let left = (lw.saturating_sub(weighted) / w as u128) as u64;
-            let d = Decision::new(true, l, left, 1, 0, to_end + w);
+            let d = Decision::admitted(l, left, to_end + w);
             return Ok(Transition::write(d, self.pack(t, prev, cur)));
         }
         // When would it fit? Later in this window as prev's weight falls, or else in
@@ -165,7 +163,7 @@ impl Algorithm for SlidingWindowCounter {
             .filter(|&e| e < w)
             .map(|e| until_elapsed + (e - elapsed));
         let retry = this_window.unwrap_or_else(|| to_end + self.first_fit(cur, k));
-        let d = Decision::new(false, l, remaining, 1, retry.max(1), reset);
+        let d = Decision::rejected(l, remaining, retry.max(1), reset);
         Ok(Transition::keep(d))
     }
 }

@@ -79,7 +79,7 @@ impl<C: Clock> SlidingLog<C> {
     /// One unit now.
     pub fn check(&self) -> Decision {
         self.check_at(self.clock.now(), 1)
-            .unwrap_or_else(|_| Decision::new(false, self.limit, 0, 1, u64::MAX, u64::MAX))
+            .unwrap_or_else(|_| Decision::never(self.limit))
     }
 
     /// `cost` units now.
@@ -146,7 +146,7 @@ impl<C: Clock> SlidingLog<C> {
                 log.units += cost;
             }
             let left = if record { left - cost } else { left };
-            return Ok(Decision::new(true, self.limit, left, 1, 0, reset(&log)));
+            return Ok(Decision::admitted(self.limit, left, reset(&log)));
         }
         // Walk from the oldest entry until enough units would have expired.
         let mut freed = 0;
@@ -158,14 +158,7 @@ impl<C: Clock> SlidingLog<C> {
                 break;
             }
         }
-        Ok(Decision::new(
-            false,
-            self.limit,
-            left,
-            1,
-            retry,
-            reset(&log),
-        ))
+        Ok(Decision::rejected(self.limit, left, retry, reset(&log)))
     }
 }
 

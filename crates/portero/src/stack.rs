@@ -77,7 +77,7 @@ pub fn check_all(limits: &[&dyn Limit], now: u64, cost: u64) -> Result<Stacked, 
         }
     }
     Ok(Stacked {
-        decision: binding.unwrap_or(Decision::new(true, 0, 0, 1, 0, 0)),
+        decision: binding.unwrap_or(Decision::admitted(0, 0, 0)),
         rejected_by: None,
     })
 }

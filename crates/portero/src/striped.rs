@@ -82,7 +82,7 @@ impl<C: Clock> Striped<C> {
     #[inline]
     pub fn check(&self) -> Decision {
         self.check_at(self.clock.now(), 1)
-            .unwrap_or_else(|_| Decision::new(false, self.burst, 0, 1, u64::MAX, u64::MAX))
+            .unwrap_or_else(|_| Decision::never(self.burst))
     }
 
     /// `cost` units at `now`: the home stripe first, then the others in turn. The
@@ -118,11 +118,9 @@ impl<C: Clock> Striped<C> {
             cost,
             capacity: self.burst / n as u64,
         })?;
-        Ok(Decision::new(
-            false,
+        Ok(Decision::rejected(
             self.burst,
             remaining,
-            1,
             s.retry_after_nanos(),
             s.reset_after_nanos(),
         ))

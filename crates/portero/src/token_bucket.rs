@@ -137,7 +137,7 @@ impl<C: Clock> RateLimiter<TokenBucket, C> {
 
     /// Tokens in the bucket at `now`.
     pub fn tokens_at(&self, now: u64) -> f64 {
-        self.algorithm().tokens_in(self.raw_state(), now)
+        self.algorithm().tokens_in(self.state_word(), now)
     }
 
     /// Sets the fill to `tokens` now (the initial fill, or a manual top-up).

@@ -18,19 +18,20 @@ use portable_atomic::{AtomicU64, Ordering};
 
 use crate::Decision;
 
-/// What a pure transition returns: the decision, and the state to publish if any.
+/// What a pure transition returns: the decision (for algorithms, a [`Decision`];
+/// for updates that decide nothing, `()`), and the state to publish if any.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Transition {
+pub struct Transition<T = Decision> {
     /// The answer for this request.
-    pub decision: Decision,
+    pub decision: T,
     /// `Some(state)` to publish; `None` leaves the word untouched.
     pub next: Option<u64>,
 }
 
-impl Transition {
+impl<T> Transition<T> {
     /// A decision that changes the state to `next`.
     #[inline]
-    pub const fn write(decision: Decision, next: u64) -> Self {
+    pub const fn write(decision: T, next: u64) -> Self {
         Self {
             decision,
             next: Some(next),
@@ -39,7 +40,7 @@ impl Transition {
 
     /// A decision that leaves the state as it is.
     #[inline]
-    pub const fn keep(decision: Decision) -> Self {
+    pub const fn keep(decision: T) -> Self {
         Self {
             decision,
             next: None,
@@ -79,11 +80,10 @@ impl AtomicWord {
     /// Replaces the state with `f(state)` by compare-and-swap, retrying on contention;
     /// `None` leaves it untouched. For updates that decide nothing (refunds, releases).
     pub fn update(&self, mut f: impl FnMut(u64) -> Option<u64>) {
-        let _ = self.apply::<()>(|state| {
-            let d = Decision::new(true, 0, 0, 1, 0, 0);
+        let _ = self.apply::<(), core::convert::Infallible>(|state| {
             Ok(match f(state) {
-                Some(next) => Transition::write(d, next),
-                None => Transition::keep(d),
+                Some(next) => Transition::write((), next),
+                None => Transition::keep(()),
             })
         });
     }
@@ -96,10 +96,10 @@ impl AtomicWord {
     /// would put one more instruction between the load and the CAS on every admission);
     /// transitions return [`Transition::keep`] when they mean to write nothing.
     #[inline]
-    pub fn apply<E>(
+    pub fn apply<T, E>(
         &self,
-        mut transition: impl FnMut(u64) -> Result<Transition, E>,
-    ) -> Result<Decision, E> {
+        mut transition: impl FnMut(u64) -> Result<Transition<T>, E>,
+    ) -> Result<T, E> {
         let mut current = self.0.load(Ordering::Acquire);
         loop {
             let t = transition(current)?;
