@@ -81,6 +81,7 @@ pub mod sliding_log;
 pub mod stack;
 #[cfg(feature = "std")]
 pub mod striped;
+mod sync;
 pub mod token_bucket;
 mod window;
 mod word;

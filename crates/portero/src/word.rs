@@ -11,10 +11,7 @@
 //! exactly as if they had run one after another in that order (no lost update). The
 //! loom models in `tests/` check this claim for every algorithm.
 
-#[cfg(loom)]
-use loom::sync::atomic::{AtomicU64, Ordering};
-#[cfg(not(loom))]
-use portable_atomic::{AtomicU64, Ordering};
+use crate::sync::{AtomicU64, Ordering};
 
 use crate::Decision;
 
@@ -49,19 +46,12 @@ impl<T> Transition<T> {
 }
 
 /// A 64-bit atomic state word (`portable-atomic`, so targets without native 64-bit
-/// atomics work too; loom's atomic under `--cfg loom`).
+/// atomics work too; loom's atomic under `--cfg loom`, through [`crate::sync`]).
 #[derive(Debug)]
 pub struct AtomicWord(AtomicU64);
 
 impl AtomicWord {
     /// A word holding `state`.
-    #[cfg(not(loom))]
-    pub const fn new(state: u64) -> Self {
-        Self(AtomicU64::new(state))
-    }
-
-    /// A word holding `state`.
-    #[cfg(loom)]
     pub fn new(state: u64) -> Self {
         Self(AtomicU64::new(state))
     }

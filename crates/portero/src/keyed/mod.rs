@@ -1,0 +1,341 @@
+//! A limiter per key (user, API key, IP, tenant) in a fixed-size table that a flood of
+//! keys cannot grow.
+//!
+//! # Layout
+//!
+//! The table is an array of 16-byte slots, grouped in buckets of 8 slots (two cache
+//! lines), plus one 64-bit hint word per bucket holding the top byte of each
+//! slot's fingerprint, so a lookup loads one hint word and then, almost always, only
+//! the one slot it wants. Each slot is one 128-bit atomic word:
+//!
+//! ```text
+//!  127                          64 63                            0
+//! +--------------------------------+--------------------------------+
+//! | key fingerprint (0 = empty)    | the algorithm's state word     |
+//! +--------------------------------+--------------------------------+
+//! ```
+//!
+//! A key's fingerprint is its 64-bit `ahash` under a seed drawn at run time (keys are
+//! attacker-controlled: no fixed seed, no HashDoS). Every key has two candidate buckets
+//! (two-choice hashing), so buckets overflow only when the whole table is nearly full.
+//!
+//! - **Checking an existing key** scans its buckets without locks, then runs the
+//!   algorithm's transition and publishes it with one 128-bit compare-and-swap over
+//!   fingerprint *and* state. Because the CAS covers the fingerprint, a slot that was
+//!   reclaimed and reused by another key in between can never receive this key's update.
+//!   Nothing is allocated.
+//! - **Inserting** takes the two buckets' insert locks (1-byte spin locks, held for a
+//!   few loads), rescans, and claims an empty slot with the new key *and its first
+//!   decision* in one CAS. The locks only order inserts among themselves, so a key can
+//!   never be inserted twice; checks never wait for them.
+//! - **Bounded memory.** At most `max_keys` keys are held; the table has
+//!   `⌈1.8 · max_keys⌉` slots rounded up to a bucket (≈ 31 bytes per key at capacity,
+//!   hints and locks included).
+//!   A key whose state is back to full carries no information: dropping it changes no
+//!   decision at or after that time. Such keys are reclaimed lazily by inserts that
+//!   find no room, and by [`KeyedLimiter::sweep`].
+//! - **When every key is still active**, the [`Overflow`] policy decides.
+//!
+//! Keys are identified by their 64-bit fingerprint: two keys whose fingerprints collide
+//! share one state, which can only make both stricter, never admit more. With `n` keys
+//! the chance of any collision is about `n² / 2^65` (1 in 37 million at a million
+//! keys), and the run-time seed keeps anyone from aiming for one.
+
+//!
+//! The parts: this module (the API and the overflow policy), `table` (buckets,
+//! hints, lookup, insert, eviction, sweep), the slot word and its CAS (`slot`), and the
+//! bucket insert locks (`locks`); all synchronisation comes from the crate's one loom
+//! shim.
+
+mod locks;
+mod slot;
+mod table;
+
+use core::hash::Hash;
+use core::marker::PhantomData;
+
+use crossbeam_utils::atomic::AtomicCell;
+
+use crate::{Algorithm, CheckError, Clock, Decision, DefaultClock};
+use table::Table;
+
+/// The hasher keyed limiters use (`ahash`), re-exported so callers can seed it.
+pub use ahash::RandomState;
+
+/// What a new key gets when all `max_keys` keys are still active.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Overflow {
+    /// Refuse the new key with [`CheckError::KeyTableFull`]: existing keys keep their
+    /// exact state, so a flood of new keys cannot evict the users already tracked.
+    /// The caller chooses what a refusal means (deny, or fail open).
+    #[default]
+    RejectNewKeys,
+    /// Evict, among the new key's candidate slots, the key that would be full again
+    /// soonest, and track the new key in its place. The evicted key returns as new, so
+    /// it may get up to the units it had used back (at most its burst) — the price of
+    /// always tracking new keys.
+    EvictSoonestFull,
+}
+
+/// A limiter per key over a bounded table. `A` is any [`Algorithm`]; `K` any `Hash`.
+///
+/// ```
+/// use portero::{Gcra, KeyedLimiter, ManualClock, Quota};
+/// let per_user = KeyedLimiter::with_clock(Gcra::new(Quota::per_second(2)?), 10_000, ManualClock::new());
+/// assert!(per_user.check(&"alice").is_allowed());
+/// assert!(per_user.check(&"alice").is_allowed());
+/// assert!(!per_user.check(&"alice").is_allowed());
+/// assert!(per_user.check(&"bob").is_allowed()); // bob has his own share
+/// assert_eq!(per_user.len(), 2);
+/// # Ok::<(), portero::QuotaError>(())
+/// ```
+pub struct KeyedLimiter<K: ?Sized, A: Copy, C = DefaultClock> {
+    table: Table,
+    algorithm: AtomicCell<A>,
+    hasher: RandomState,
+    clock: C,
+    _key: PhantomData<fn(&K)>,
+}
+
+impl<K: ?Sized, A: Copy, C> core::fmt::Debug for KeyedLimiter<K, A, C> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("KeyedLimiter")
+            .field("max_keys", &self.table.max_keys())
+            .field("keys", &self.table.len())
+            .field("slots", &self.table.slot_count())
+            .field("overflow", &self.table.overflow)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(feature = "std")]
+impl<K: Hash + ?Sized, A: Algorithm + Copy> KeyedLimiter<K, A, DefaultClock> {
+    /// Up to `max_keys` keys on the default clock, with a random seed.
+    pub fn new(algorithm: A, max_keys: usize) -> Self {
+        Self::with_clock(algorithm, max_keys, DefaultClock::default())
+    }
+}
+
+impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
+    /// Up to `max_keys` keys (at least 1) on `clock`, with a random seed.
+    #[cfg(feature = "std")]
+    pub fn with_clock(algorithm: A, max_keys: usize, clock: C) -> Self {
+        Self::with_hasher(algorithm, max_keys, clock, RandomState::new())
+    }
+
+    /// Up to `max_keys` keys on `clock`, hashing with `hasher`. Seed it from a real
+    /// source of randomness: a known seed lets an attacker choose colliding keys.
+    ///
+    /// Allocates the whole table now (about 31 bytes per key); if that can fail, use
+    /// [`try_with_hasher`](Self::try_with_hasher).
+    pub fn with_hasher(algorithm: A, max_keys: usize, clock: C, hasher: RandomState) -> Self {
+        Self::try_with_hasher(algorithm, max_keys, clock, hasher).unwrap_or_else(|_| {
+            alloc::alloc::handle_alloc_error(core::alloc::Layout::new::<[u128; 2]>())
+        })
+    }
+
+    /// Like [`with_hasher`](Self::with_hasher), but returns an error instead of
+    /// aborting when the table cannot be allocated (an absurd `max_keys`, or a
+    /// memory-limited runtime such as an edge worker).
+    pub fn try_with_hasher(
+        algorithm: A,
+        max_keys: usize,
+        clock: C,
+        hasher: RandomState,
+    ) -> Result<Self, alloc::collections::TryReserveError> {
+        Ok(Self {
+            table: Table::try_new(max_keys)?,
+            algorithm: AtomicCell::new(algorithm),
+            hasher,
+            clock,
+            _key: PhantomData,
+        })
+    }
+
+    /// Sets the [`Overflow`] policy.
+    pub fn overflow(mut self, policy: Overflow) -> Self {
+        self.table.overflow = policy;
+        self
+    }
+
+    /// Keys currently held.
+    pub fn len(&self) -> usize {
+        self.table.len()
+    }
+
+    /// Whether no key is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The most keys held at once.
+    pub fn max_keys(&self) -> usize {
+        self.table.max_keys()
+    }
+
+    /// Bytes of table memory (slots, hints and locks), fixed at construction.
+    pub fn table_bytes(&self) -> usize {
+        self.table.bytes()
+    }
+
+    /// The clock.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    /// The current algorithm (quota).
+    pub fn algorithm(&self) -> A {
+        self.algorithm.load()
+    }
+
+    /// Replaces the algorithm's configuration for every key, keeping what each key has
+    /// used: state words are reinterpreted under the new quota. For GCRA, token and
+    /// leaky buckets the state is a time debt, so a key that was empty stays empty
+    /// for the same time and then fills to the new burst. A window algorithm or
+    /// calendar quota may change its limit (a lowered limit counts what was already
+    /// admitted), but not its window length, period or placement: the state word's
+    /// layout depends on those, so build a new table to change them.
+    pub fn set_algorithm(&self, algorithm: A) {
+        self.algorithm.store(algorithm);
+    }
+
+    /// One unit for `key`, now. A full table gives [`full_table`](Self::full_table)'s
+    /// denial (see [`check_n`](Self::check_n) for the typed error).
+    #[inline]
+    pub fn check(&self, key: &K) -> Decision {
+        match self.check_at(key, self.clock.now(), 1) {
+            Ok(d) => d,
+            Err(_) => self.full_table(),
+        }
+    }
+
+    /// `cost` units for `key`, now.
+    #[inline]
+    pub fn check_n(&self, key: &K, cost: u64) -> Result<Decision, CheckError> {
+        self.check_at(key, self.clock.now(), cost)
+    }
+
+    /// `cost` units for `key` at `now` (ns).
+    #[inline(always)]
+    pub fn check_at(&self, key: &K, now: u64, cost: u64) -> Result<Decision, CheckError> {
+        let algorithm = self.algorithm.load();
+        let tag = self.fingerprint(key);
+        let buckets = self.table.buckets_of(tag);
+        self.table.prefetch(buckets);
+        // The hot path: the key is held, so decide on its state and publish with one
+        // CAS over (fingerprint, state), all inline (returned out of line, the 64-byte
+        // `Result<Option<Decision>>` cost store-forwarding stalls on every check).
+        if let Some(d) = self
+            .table
+            .update_existing(&algorithm, tag, buckets, now, cost)?
+        {
+            return Ok(d);
+        }
+        self.check_slow(&algorithm, tag, buckets, now, cost)
+    }
+
+    /// A key that is not held (or whose slot was just reclaimed): insert it.
+    #[cold]
+    #[inline(never)]
+    fn check_slow(
+        &self,
+        algorithm: &A,
+        tag: u64,
+        buckets: [usize; 2],
+        now: u64,
+        cost: u64,
+    ) -> Result<Decision, CheckError> {
+        // A new key: decide on a fresh state first; only admitted requests (and
+        // excess-counting windows) need a slot.
+        let t = algorithm.decide(algorithm.initial_state(), now, cost)?;
+        let Some(state) = t.next else {
+            return Ok(t.decision);
+        };
+        self.table
+            .insert(algorithm, tag, buckets, now, cost, state, t.decision)
+    }
+
+    /// The answer for a new key that a full table refuses: denied, nothing remaining,
+    /// retry after [`DENY_FOR_NANOS`](crate::DENY_FOR_NANOS) (one second: keys that
+    /// are full again by then are reclaimed for it).
+    #[cold]
+    pub fn full_table(&self) -> Decision {
+        Decision::deny_for(self.algorithm.load().capacity(), crate::DENY_FOR_NANOS)
+    }
+
+    /// What [`check_at`](Self::check_at) would answer, consuming nothing.
+    pub fn peek_at(&self, key: &K, now: u64, cost: u64) -> Result<Decision, CheckError> {
+        let algorithm = self.algorithm.load();
+        let state = self
+            .table
+            .state_of(self.fingerprint(key))
+            .unwrap_or(algorithm.initial_state());
+        algorithm.decide(state, now, cost).map(|t| t.decision)
+    }
+
+    /// The raw state word held for `key`, if it is held (feature `testing`).
+    #[cfg(feature = "testing")]
+    pub fn state_of(&self, key: &K) -> Option<u64> {
+        self.table.state_of(self.fingerprint(key))
+    }
+
+    /// Keys held, by scanning the table (feature `testing`).
+    #[cfg(feature = "testing")]
+    pub fn count_slots(&self) -> usize {
+        self.table.count_slots()
+    }
+
+    /// Forgets `key`: its next request finds a full limiter.
+    pub fn reset(&self, key: &K) {
+        self.table.remove(self.fingerprint(key));
+    }
+
+    /// Drops every key whose state is back to full at `now` (no decision at or after
+    /// `now` changes). Returns how many were dropped. O(table size); no background
+    /// thread is needed, inserts also reclaim lazily.
+    pub fn sweep_at(&self, now: u64) -> usize {
+        self.table.sweep(&self.algorithm.load(), now)
+    }
+
+    /// [`sweep_at`](Self::sweep_at) the clock's now.
+    pub fn sweep(&self) -> usize {
+        self.sweep_at(self.clock.now())
+    }
+
+    /// `key`'s limit, to stack with others in [`stack::check_all`](crate::stack::check_all).
+    pub fn limit_for<'a>(&'a self, key: &'a K) -> KeyedLimit<'a, K, A, C> {
+        KeyedLimit { limiter: self, key }
+    }
+
+    /// Gives back `cost` units taken from `key` by an admission at `now`.
+    pub fn refund_at(&self, key: &K, now: u64, cost: u64) {
+        self.table
+            .refund(&self.algorithm.load(), self.fingerprint(key), now, cost)
+    }
+
+    #[inline]
+    fn fingerprint(&self, key: &K) -> u64 {
+        match self.hasher.hash_one(key) {
+            0 => 1, // 0 marks an empty slot
+            h => h,
+        }
+    }
+}
+
+/// One key of a [`KeyedLimiter`], as a [`Limit`](crate::stack::Limit) for stacking.
+#[derive(Debug)]
+pub struct KeyedLimit<'a, K: ?Sized, A: Copy, C> {
+    limiter: &'a KeyedLimiter<K, A, C>,
+    key: &'a K,
+}
+
+impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> crate::stack::Limit
+    for KeyedLimit<'_, K, A, C>
+{
+    fn acquire_at(&self, now: u64, cost: u64) -> Result<Decision, CheckError> {
+        self.limiter.check_at(self.key, now, cost)
+    }
+    fn refund_at(&self, now: u64, cost: u64) {
+        self.limiter.refund_at(self.key, now, cost)
+    }
+}

@@ -1,0 +1,335 @@
+//! The table behind a [`KeyedLimiter`](super::KeyedLimiter): buckets of slots, their
+//! hint words, lookup, insert, eviction and sweep.
+//!
+//! Invariants:
+//! - a key is held in at most one slot: inserts hold both candidate buckets' locks
+//!   and rescan before claiming a slot (checked by a loom model);
+//! - every path that writes a key into a slot — an empty slot, an idle key replaced,
+//!   an eviction — publishes the slot's hint byte before the locks are released, so
+//!   the next lookup of that key finds it (checked by a loom model and the full-table
+//!   model test);
+//! - at most `max_keys` keys are held; memory is fixed at creation.
+
+use alloc::boxed::Box;
+use alloc::collections::TryReserveError;
+use alloc::vec::Vec;
+
+use super::locks::BucketLocks;
+use super::slot::{pack, unpack, Slot};
+use super::Overflow;
+use crate::sync::{prefetch, AtomicU64, AtomicUsize, Ordering, SpinLock, LOOM};
+use crate::{Algorithm, CheckError, Decision};
+
+/// Slots per bucket (two cache lines; small under loom, to keep models tractable).
+pub(crate) const BUCKET: usize = if LOOM { 2 } else { 8 };
+
+pub(crate) struct Table {
+    slots: Box<[Slot]>,
+    /// One word per bucket: the top byte of each slot's fingerprint (a hint).
+    hints: Box<[AtomicU64]>,
+    locks: Box<[SpinLock]>,
+    buckets: usize,
+    max_keys: usize,
+    keys: AtomicUsize,
+    pub(crate) overflow: Overflow,
+}
+
+impl Table {
+    /// A table for `max_keys` keys (at least 1), or the allocation error.
+    pub(crate) fn try_new(max_keys: usize) -> Result<Self, TryReserveError> {
+        let max_keys = max_keys.max(1);
+        // 9/5 slots per key: two-choice buckets of 8 at ≤ 56% load essentially never
+        // overflow before the key count does (a million keys all fit; see the memory
+        // benchmark), and with the hints it is ≈ 31 bytes per key.
+        let buckets = max_keys
+            .saturating_mul(9)
+            .div_ceil(5)
+            .div_ceil(BUCKET)
+            .max(2);
+        Ok(Self {
+            slots: filled(buckets.saturating_mul(BUCKET), || Slot::new(0))?,
+            hints: filled(buckets, || AtomicU64::new(0))?,
+            locks: filled(buckets, SpinLock::new)?,
+            buckets,
+            max_keys,
+            keys: AtomicUsize::new(0),
+            overflow: Overflow::RejectNewKeys,
+        })
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.keys.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn max_keys(&self) -> usize {
+        self.max_keys
+    }
+
+    pub(crate) fn slot_count(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub(crate) fn bytes(&self) -> usize {
+        self.slots.len() * core::mem::size_of::<Slot>()
+            + self.hints.len() * core::mem::size_of::<AtomicU64>()
+            + self.locks.len() * core::mem::size_of::<SpinLock>()
+    }
+
+    /// Two candidate buckets from independent bits of the fingerprint.
+    #[inline]
+    pub(crate) fn buckets_of(&self, tag: u64) -> [usize; 2] {
+        let n = self.buckets as u128;
+        let b1 = ((tag as u128 * n) >> 64) as usize;
+        let b2 = (((tag.rotate_left(32) ^ 0x9E37_79B9_7F4A_7C15) as u128 * n) >> 64) as usize;
+        [
+            b1,
+            if b2 == b1 {
+                (b1 + 1) % self.buckets
+            } else {
+                b2
+            },
+        ]
+    }
+
+    /// Starts loading the first slots of both buckets while the hint words are read:
+    /// inserts fill a bucket from its start, so at the table's load (≈ 4.4 keys per
+    /// bucket) the key is usually in one of those two lines, and the two cache misses
+    /// overlap instead of following each other.
+    #[inline]
+    pub(crate) fn prefetch(&self, buckets: [usize; 2]) {
+        for b in buckets {
+            prefetch(&self.slots[b * BUCKET]);
+        }
+    }
+
+    /// Finds `tag`'s slot: one load of each bucket's hint word, then a full load only
+    /// of the slots whose hint byte matches (a stale or colliding hint costs one wasted
+    /// load; the fingerprint in the slot itself decides).
+    #[inline]
+    pub(crate) fn find(&self, tag: u64, buckets: [usize; 2]) -> Option<(usize, u128)> {
+        let h = hint_of(tag);
+        for b in buckets {
+            let mut candidates = matching_bytes(self.hints[b].load(Ordering::Acquire), h);
+            while candidates != 0 {
+                let i = b * BUCKET + (candidates.trailing_zeros() / 8) as usize;
+                candidates &= candidates - 1;
+                let w = self.slots[i].load();
+                if unpack(w).0 == tag {
+                    return Some((i, w));
+                }
+            }
+        }
+        None
+    }
+
+    /// The state held for `tag`, if any.
+    pub(crate) fn state_of(&self, tag: u64) -> Option<u64> {
+        self.find(tag, self.buckets_of(tag))
+            .map(|(_, w)| unpack(w).1)
+    }
+
+    /// Records slot `i`'s hint (only under its bucket's insert lock).
+    fn set_hint(&self, i: usize, tag: u64) {
+        let (b, j) = (i / BUCKET, (i % BUCKET) as u32 * 8);
+        let word = &self.hints[b];
+        let old = word.load(Ordering::Relaxed);
+        let new = (old & !(0xFF << j)) | (u64::from(hint_of(tag)) << j);
+        word.store(new, Ordering::Release);
+    }
+
+    /// Writes `fresh` (a new key and its first state) over slot `i`, which held `w`,
+    /// and publishes its hint: the one way a key enters a slot.
+    fn claim(&self, i: usize, w: u128, fresh: u128) -> bool {
+        let claimed = self.slots[i].cas(w, fresh).is_ok();
+        if claimed {
+            self.set_hint(i, unpack(fresh).0);
+        }
+        claimed
+    }
+
+    /// The hot path: the key is present; one CAS over (fingerprint, state). `None` if
+    /// the key is not held (or its slot was reclaimed while we looked).
+    #[inline(always)]
+    pub(crate) fn update_existing<A: Algorithm>(
+        &self,
+        a: &A,
+        tag: u64,
+        buckets: [usize; 2],
+        now: u64,
+        cost: u64,
+    ) -> Result<Option<Decision>, CheckError> {
+        'lookup: loop {
+            let Some((i, mut w)) = self.find(tag, buckets) else {
+                return Ok(None);
+            };
+            loop {
+                let t = a.decide(unpack(w).1, now, cost)?;
+                let Some(next) = t.next else {
+                    return Ok(Some(t.decision));
+                };
+                match self.slots[i].cas(w, pack(tag, next)) {
+                    Ok(()) => return Ok(Some(t.decision)),
+                    // Still ours (another thread updated it): decide again.
+                    Err(actual) if unpack(actual).0 == tag => w = actual,
+                    // The slot was reclaimed in between: look the key up again.
+                    Err(_) => continue 'lookup,
+                }
+            }
+        }
+    }
+
+    /// Inserts `tag` with the state `state` its first request left (`decision`), or
+    /// finds it inserted by a concurrent insert and decides there.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn insert<A: Algorithm>(
+        &self,
+        a: &A,
+        tag: u64,
+        buckets: [usize; 2],
+        now: u64,
+        cost: u64,
+        state: u64,
+        decision: Decision,
+    ) -> Result<Decision, CheckError> {
+        let _locks = BucketLocks::acquire(&self.locks, buckets);
+        // Another insert of this key may have won the locks first.
+        if let Some(d) = self.update_existing(a, tag, buckets, now, cost)? {
+            return Ok(d);
+        }
+        let fresh = pack(tag, state);
+        // Room under the cap: the emptier bucket's first free slot.
+        if self.keys.fetch_add(1, Ordering::Relaxed) < self.max_keys {
+            let (emptier, other) = if self.free_in(buckets[0]) >= self.free_in(buckets[1]) {
+                (buckets[0], buckets[1])
+            } else {
+                (buckets[1], buckets[0])
+            };
+            for b in [emptier, other] {
+                for i in b * BUCKET..(b + 1) * BUCKET {
+                    // Only inserts fill empty slots, and we hold both buckets' locks.
+                    if self.claim(i, 0, fresh) {
+                        return Ok(decision);
+                    }
+                }
+            }
+        }
+        self.keys.fetch_sub(1, Ordering::Relaxed);
+        // No room: replace an idle key in place (the count is unchanged).
+        let mut soonest: Option<(usize, u128, u64)> = None;
+        for b in buckets {
+            for i in b * BUCKET..(b + 1) * BUCKET {
+                let w = self.slots[i].load();
+                let (t, s) = unpack(w);
+                if t == 0 {
+                    continue;
+                }
+                let reset = a
+                    .decide(s, now, 0)
+                    .map_or(u64::MAX, |t| t.decision.reset_after_nanos());
+                if reset == 0 && self.claim(i, w, fresh) {
+                    return Ok(decision);
+                }
+                if soonest.is_none_or(|(_, _, r)| reset < r) {
+                    soonest = Some((i, w, reset));
+                }
+            }
+        }
+        match (self.overflow, soonest) {
+            (Overflow::EvictSoonestFull, Some((i, w, _))) if self.claim(i, w, fresh) => {
+                Ok(decision)
+            }
+            _ => Err(CheckError::KeyTableFull {
+                max_keys: self.max_keys as u64,
+            }),
+        }
+    }
+
+    fn free_in(&self, b: usize) -> usize {
+        (b * BUCKET..(b + 1) * BUCKET)
+            .filter(|&i| unpack(self.slots[i].load()).0 == 0)
+            .count()
+    }
+
+    /// Forgets `tag`.
+    pub(crate) fn remove(&self, tag: u64) {
+        let buckets = self.buckets_of(tag);
+        while let Some((i, w)) = self.find(tag, buckets) {
+            if self.slots[i].cas(w, 0).is_ok() {
+                self.keys.fetch_sub(1, Ordering::Relaxed);
+                return;
+            }
+        }
+    }
+
+    /// Gives back `cost` units to `tag` (see [`Algorithm::refund`]).
+    pub(crate) fn refund<A: Algorithm>(&self, a: &A, tag: u64, now: u64, cost: u64) {
+        let buckets = self.buckets_of(tag);
+        while let Some((i, w)) = self.find(tag, buckets) {
+            let Some(next) = a.refund(unpack(w).1, now, cost) else {
+                return;
+            };
+            if self.slots[i].cas(w, pack(tag, next)).is_ok() {
+                return;
+            }
+        }
+    }
+
+    /// Drops every key whose state carries no information at `now`.
+    pub(crate) fn sweep<A: Algorithm>(&self, a: &A, now: u64) -> usize {
+        let mut dropped = 0;
+        for slot in self.slots.iter() {
+            let w = slot.load();
+            let (tag, state) = unpack(w);
+            if tag != 0 && is_idle(a, state, now) && slot.cas(w, 0).is_ok() {
+                dropped += 1;
+            }
+        }
+        self.keys.fetch_sub(dropped, Ordering::Relaxed);
+        dropped
+    }
+
+    /// Keys held, by scanning every slot.
+    #[cfg(feature = "testing")]
+    pub(crate) fn count_slots(&self) -> usize {
+        self.slots
+            .iter()
+            .filter(|s| unpack(s.load()).0 != 0)
+            .count()
+    }
+}
+
+/// A boxed slice of `n` values, or the allocation error.
+fn filled<T>(n: usize, make: impl Fn() -> T) -> Result<Box<[T]>, TryReserveError> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n)?;
+    v.extend((0..n).map(|_| make()));
+    Ok(v.into_boxed_slice())
+}
+
+/// The hint byte of a fingerprint: its top 8 bits.
+#[inline]
+fn hint_of(tag: u64) -> u8 {
+    (tag >> 56) as u8
+}
+
+/// A mask with bit 7 of every byte of `word` that may equal `byte` (SWAR "has zero
+/// byte" on `word ^ byte…byte`). False positives are possible, false negatives not.
+#[inline]
+fn matching_bytes(word: u64, byte: u8) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let x = word ^ (ONES * u64::from(byte));
+    let m = x.wrapping_sub(ONES) & !x & HIGHS;
+    // Only the bytes that hold slots of this bucket.
+    if BUCKET >= 8 {
+        m
+    } else {
+        m & ((1u64 << (BUCKET * 8)) - 1)
+    }
+}
+
+/// A state that is back to full: dropping it changes no decision at or after `now`.
+fn is_idle<A: Algorithm>(a: &A, state: u64, now: u64) -> bool {
+    a.decide(state, now, 0)
+        .is_ok_and(|t| t.decision.reset_after_nanos() == 0)
+}

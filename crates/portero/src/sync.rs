@@ -1,0 +1,137 @@
+//! The one switch between real synchronisation and loom's models, as tokio's
+//! `crate::loom` and crossbeam's `primitive` do it: every other module takes its
+//! atomics and locks from here and names no `cfg(loom)` of its own.
+//!
+//! Invariant: each item has the same API and the same memory orderings in both builds,
+//! so the code loom checks is the code that ships. Under loom the 128-bit word and the
+//! spin lock are modelled by loom mutexes (loom has no 128-bit atomic, and a spin
+//! loop would explode a model's state space); their orderings are at least as strong.
+// Keyed tables (feature `alloc`) are the only users of the 128-bit word, the lock and
+// the prefetch; a build without them leaves those unused.
+#![cfg_attr(not(feature = "alloc"), allow(dead_code, unused_imports))]
+
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+#[cfg(not(loom))]
+pub(crate) use portable_atomic::{AtomicU64, AtomicUsize, Ordering};
+
+/// Whether this is a loom build: models use smaller tables to stay tractable.
+pub(crate) const LOOM: bool = cfg!(loom);
+
+/// A 128-bit word updated only by compare-and-swap (`cmpxchg16b` where the CPU has it,
+/// `portable-atomic`'s fallback elsewhere).
+#[derive(Debug)]
+pub(crate) struct AtomicU128 {
+    #[cfg(not(loom))]
+    word: portable_atomic::AtomicU128,
+    #[cfg(loom)]
+    word: loom::sync::Mutex<u128>,
+}
+
+impl AtomicU128 {
+    pub(crate) fn new(value: u128) -> Self {
+        Self {
+            #[cfg(not(loom))]
+            word: portable_atomic::AtomicU128::new(value),
+            #[cfg(loom)]
+            word: loom::sync::Mutex::new(value),
+        }
+    }
+
+    /// The value (acquire).
+    #[inline]
+    pub(crate) fn load(&self) -> u128 {
+        #[cfg(not(loom))]
+        return self.word.load(Ordering::Acquire);
+        #[cfg(loom)]
+        return *self.word.lock().unwrap();
+    }
+
+    /// Replaces `current` with `new` (acquire-release), or returns what was there.
+    #[inline]
+    pub(crate) fn cas(&self, current: u128, new: u128) -> Result<(), u128> {
+        #[cfg(not(loom))]
+        return self
+            .word
+            .compare_exchange(current, new, Ordering::AcqRel, Ordering::Acquire)
+            .map(|_| ());
+        #[cfg(loom)]
+        {
+            let mut v = self.word.lock().unwrap();
+            if *v == current {
+                *v = new;
+                Ok(())
+            } else {
+                Err(*v)
+            }
+        }
+    }
+}
+
+/// A one-byte lock held for a few loads: spun on with crossbeam's backoff.
+#[derive(Debug)]
+pub(crate) struct SpinLock {
+    #[cfg(not(loom))]
+    held: portable_atomic::AtomicU8,
+    #[cfg(loom)]
+    held: loom::sync::Mutex<()>,
+}
+
+/// Holds a [`SpinLock`] until dropped.
+pub(crate) struct SpinGuard<'a> {
+    #[cfg(not(loom))]
+    lock: &'a SpinLock,
+    #[cfg(loom)]
+    _guard: loom::sync::MutexGuard<'a, ()>,
+}
+
+impl SpinLock {
+    pub(crate) fn new() -> Self {
+        Self {
+            #[cfg(not(loom))]
+            held: portable_atomic::AtomicU8::new(0),
+            #[cfg(loom)]
+            held: loom::sync::Mutex::new(()),
+        }
+    }
+
+    pub(crate) fn lock(&self) -> SpinGuard<'_> {
+        #[cfg(not(loom))]
+        {
+            let backoff = crossbeam_utils::Backoff::new();
+            while self
+                .held
+                .compare_exchange_weak(0, 1, Ordering::Acquire, Ordering::Relaxed)
+                .is_err()
+            {
+                backoff.snooze();
+            }
+            SpinGuard { lock: self }
+        }
+        #[cfg(loom)]
+        SpinGuard {
+            _guard: self.held.lock().unwrap(),
+        }
+    }
+}
+
+#[cfg(not(loom))]
+impl Drop for SpinGuard<'_> {
+    fn drop(&mut self) {
+        self.lock.held.store(0, Ordering::Release);
+    }
+}
+
+/// Starts loading `p`'s cache line (a hint: it reads nothing and cannot fault). A
+/// no-op under loom and off x86-64.
+#[inline]
+pub(crate) fn prefetch<T>(p: *const T) {
+    #[cfg(all(target_arch = "x86_64", not(loom)))]
+    // SAFETY: a prefetch is only a hint; it reads nothing and cannot fault.
+    #[allow(unsafe_code)]
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p.cast())
+    };
+    #[cfg(not(all(target_arch = "x86_64", not(loom))))]
+    let _ = p;
+}
