@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use portero::{
-    stack, CalendarQuota, CheckError, FixedWindow, Gcra, KeyedLimiter, ManualClock, Overflow,
+    stack, CalendarQuota, FixedWindow, Gcra, KeyedError, KeyedLimiter, ManualClock, Overflow,
     Quota, RateLimiter, SlidingWindowCounter, TokenBucket,
 };
 use proptest::prelude::*;
@@ -81,7 +81,7 @@ proptest! {
                         prop_assert!(keyed.state_of(&key).is_some(), "key {} not findable", key);
                     }
                 }
-                Err(CheckError::KeyTableFull { .. }) => {
+                Err(KeyedError::KeyTableFull { .. }) => {
                     prop_assert!(!evict, "the evicting policy never refuses");
                     prop_assert!(keyed.state_of(&key).is_none());
                 }
@@ -140,7 +140,7 @@ fn flood_of_keys_stays_at_the_cap() {
                     assert!(d.is_allowed());
                     admitted += 1;
                 }
-                Err(CheckError::KeyTableFull { max_keys: 1_000 }) => refused += 1,
+                Err(KeyedError::KeyTableFull { max_keys: 1_000 }) => refused += 1,
                 Err(e) => panic!("{e}"),
             }
             assert!(keyed.len() <= 1_000);
@@ -181,7 +181,7 @@ fn eviction_of_a_full_key_never_changes_a_later_decision() {
     // "a" comes back: "b" is active (not full) and the table holds 1 key.
     assert_eq!(
         keyed.check_at(&"a", S + 1, 1),
-        Err(CheckError::KeyTableFull { max_keys: 1 })
+        Err(KeyedError::KeyTableFull { max_keys: 1 })
     );
     // Once "b" is full again, "a" is decided exactly as the kept limiter.
     for t in [2 * S, 2 * S, 2 * S, 2 * S, 2 * S + 100_000_000] {

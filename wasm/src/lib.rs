@@ -19,8 +19,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use portero::keyed::RandomState;
 use portero::{
-    Algorithm, CheckError, Decision, FixedWindow, Gcra, KeyedLimiter, LeakyMeter, ManualClock,
-    Overflow, Quota, QuotaError, RateLimiter, SlidingWindowCounter, TokenBucket, MAX_TIME_NANOS,
+    Algorithm, CheckError, Decision, FixedWindow, Gcra, KeyedError, KeyedLimiter, LeakyMeter,
+    ManualClock, Overflow, Quota, QuotaError, RateLimiter, SlidingWindowCounter, TokenBucket,
+    MAX_TIME_NANOS,
 };
 use wasm_bindgen::prelude::*;
 
@@ -178,12 +179,6 @@ fn publish(d: &Decision, outcome: f64) {
 fn answer(r: Result<Decision, CheckError>) -> bool {
     let (d, outcome) = match r {
         Ok(d) => (d, OUTCOME_DECIDED),
-        // The caller answers with the table's own full-table decision; this one only
-        // carries the code.
-        Err(CheckError::KeyTableFull { .. }) => (
-            Decision::deny_for(0, portero::DENY_FOR_NANOS),
-            OUTCOME_TABLE_FULL,
-        ),
         Err(CheckError::CostExceedsCapacity { capacity, .. }) => (
             Decision::rejected(capacity, 0, 0, 0),
             OUTCOME_COST_EXCEEDS_CAPACITY,
@@ -292,12 +287,15 @@ pub struct Keyed {
 impl Keyed {
     /// [`answer`], with the table's own decision for a full table (denied, the
     /// limit, retry after one second).
-    fn answer(&self, r: Result<Decision, CheckError>) -> bool {
-        if let Err(CheckError::KeyTableFull { .. }) = r {
-            publish(&self.inner.full_table(), OUTCOME_TABLE_FULL);
-            return false;
+    fn answer(&self, r: Result<Decision, KeyedError>) -> bool {
+        match r {
+            Ok(d) => answer(Ok(d)),
+            Err(KeyedError::Check(e)) => answer(Err(e)),
+            Err(_) => {
+                publish(&self.inner.full_table(), OUTCOME_TABLE_FULL);
+                false
+            }
         }
-        answer(r)
     }
 }
 
@@ -355,7 +353,7 @@ impl Keyed {
     /// What `check` would answer for `key`, taking nothing.
     pub fn peek(&self, key: &str, now_ms: f64, cost: f64) -> bool {
         let (now, cost) = args(now_ms, cost);
-        self.answer(self.inner.peek_at(key, now, cost))
+        answer(self.inner.peek_at(key, now, cost))
     }
 
     /// Forgets `key`.

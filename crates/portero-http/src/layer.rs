@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use http::{Request, Response, StatusCode};
 use pin_project_lite::pin_project;
-use portero::{Algorithm, CheckError, Clock, Decision, KeyedLimiter};
+use portero::{Algorithm, Clock, Decision, KeyedError, KeyedLimiter};
 use tower_layer::Layer;
 use tower_service::Service;
 
@@ -130,7 +130,7 @@ where
         let decision = match (layer.key)(&request).map(|k| layer.limiter.check_n(&k, 1)) {
             None => None,
             Some(Ok(d)) => Some(d),
-            Some(Err(CheckError::KeyTableFull { .. }))
+            Some(Err(KeyedError::KeyTableFull { .. }))
                 if layer.when_full == WhenTableFull::Allow =>
             {
                 None

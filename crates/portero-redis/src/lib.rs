@@ -80,7 +80,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use portero::{CheckError, Decision, Gcra, KeyedLimiter, Quota};
+use portero::{CheckError, Decision, Gcra, KeyedError, KeyedLimiter, Quota};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{ErrorKind, RedisError, Script};
 
@@ -251,9 +251,14 @@ pub struct Verdict {
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum RedisCheckError {
-    /// Bad input, found before Redis was asked (a cost above the capacity), or a full
-    /// table in the [`WhenDown::Local`] fallback.
+    /// Bad input, found before Redis was asked (a cost above the capacity).
     Check(CheckError),
+    /// The [`WhenDown::Local`] fallback's table was full: a new key it could not
+    /// track (the layer denies it for a second).
+    LocalTableFull {
+        /// The local table's key cap.
+        max_keys: u64,
+    },
     /// Redis answered, with an error: a key holding another type, a script error, a
     /// reply of the wrong shape. Not an outage: the outage policy does not apply.
     Redis(RedisError),
@@ -263,6 +268,10 @@ impl fmt::Display for RedisCheckError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Check(e) => e.fmt(f),
+            Self::LocalTableFull { max_keys } => write!(
+                f,
+                "Redis did not answer and the local fallback's table is full ({max_keys} keys)"
+            ),
             Self::Redis(e) => write!(f, "Redis answered with an error: {e}"),
         }
     }
@@ -273,6 +282,17 @@ impl std::error::Error for RedisCheckError {}
 impl From<CheckError> for RedisCheckError {
     fn from(e: CheckError) -> Self {
         Self::Check(e)
+    }
+}
+
+impl From<KeyedError> for RedisCheckError {
+    fn from(e: KeyedError) -> Self {
+        match e {
+            KeyedError::Check(e) => Self::Check(e),
+            KeyedError::KeyTableFull { max_keys } => Self::LocalTableFull { max_keys },
+            // KeyedError is non-exhaustive: a future variant is still a local refusal.
+            _ => Self::LocalTableFull { max_keys: 0 },
+        }
     }
 }
 

@@ -175,14 +175,6 @@ pub enum CheckError {
         /// The time given, in nanoseconds.
         now: u64,
     },
-    /// A keyed limiter already holds `max_keys` active keys and its overflow policy
-    /// refuses new ones (see `keyed::Overflow`).
-    KeyTableFull {
-        /// The table's key cap.
-        max_keys: u64,
-    },
-    /// No policy is configured for the operation (see `Policies`).
-    UnknownOperation,
 }
 
 impl fmt::Display for CheckError {
@@ -191,11 +183,6 @@ impl fmt::Display for CheckError {
             Self::CostExceedsCapacity { cost, capacity } => write!(
                 f,
                 "cost {cost} exceeds the capacity {capacity}: it can never be admitted"
-            ),
-            Self::UnknownOperation => f.write_str("no rate-limit policy for this operation"),
-            Self::KeyTableFull { max_keys } => write!(
-                f,
-                "the key table is full ({max_keys} active keys): new keys are refused"
             ),
             Self::TimeOutOfRange { now } => write!(
                 f,
@@ -206,6 +193,41 @@ impl fmt::Display for CheckError {
 }
 
 impl core::error::Error for CheckError {}
+
+/// Why a check of a keyed limit (a [`KeyedLimiter`](crate::KeyedLimiter), a stack
+/// that may hold one) could not be decided. Nothing was consumed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KeyedError {
+    /// The algorithm refused the input (see [`CheckError`]).
+    Check(CheckError),
+    /// The table already holds `max_keys` active keys and its overflow policy refuses
+    /// new ones (see `keyed::Overflow`).
+    KeyTableFull {
+        /// The table's key cap.
+        max_keys: u64,
+    },
+}
+
+impl From<CheckError> for KeyedError {
+    fn from(e: CheckError) -> Self {
+        Self::Check(e)
+    }
+}
+
+impl fmt::Display for KeyedError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Check(e) => e.fmt(f),
+            Self::KeyTableFull { max_keys } => write!(
+                f,
+                "the key table is full ({max_keys} active keys): new keys are refused"
+            ),
+        }
+    }
+}
+
+impl core::error::Error for KeyedError {}
 
 /// The range checks every algorithm makes before deciding: `now` within
 /// [`MAX_TIME_NANOS`](crate::MAX_TIME_NANOS), `cost` within the capacity.

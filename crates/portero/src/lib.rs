@@ -95,7 +95,7 @@ pub use clock::{CoarseClock, StdClock, UnixClock};
 #[cfg(feature = "alloc")]
 pub use concurrency::OwnedPermit;
 pub use concurrency::{ConcurrencyLimit, Permit};
-pub use decision::{CheckError, Decision, DENY_FOR_NANOS};
+pub use decision::{CheckError, Decision, KeyedError, DENY_FOR_NANOS};
 pub use fixed_window::{FixedWindow, Placement};
 pub use gcra::Gcra;
 #[cfg(feature = "alloc")]
@@ -103,7 +103,7 @@ pub use keyed::{KeyedLimit, KeyedLimiter, Overflow};
 pub use leaky_bucket::{LeakyMeter, LeakyQueue};
 pub use limiter::{Algorithm, RateLimiter, Transition};
 #[cfg(feature = "std")]
-pub use policies::Policies;
+pub use policies::{Policies, PolicyError};
 pub use quota::{Quota, QuotaError, MAX_SPAN_NANOS, MAX_TIME_NANOS};
 pub use sliding_counter::SlidingWindowCounter;
 #[cfg(feature = "std")]

@@ -24,7 +24,7 @@
 use core::hash::Hash;
 use std::collections::HashMap;
 
-use crate::{Algorithm, CheckError, Clock, Decision, DefaultClock, KeyedLimiter};
+use crate::{Algorithm, Clock, Decision, DefaultClock, KeyedError, KeyedLimiter};
 
 /// Operation → keyed limit. `O` names operations (`&'static str`, an enum…), `K` the
 /// keys counted within each.
@@ -77,10 +77,11 @@ impl<O: Hash + Eq, K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> Policies<O, 
     }
 
     /// `cost` units of `operation` for `key`, now.
-    pub fn check_n(&self, operation: &O, key: &K, cost: u64) -> Result<Decision, CheckError> {
-        self.get(operation)
-            .ok_or(CheckError::UnknownOperation)?
-            .check_n(key, cost)
+    pub fn check_n(&self, operation: &O, key: &K, cost: u64) -> Result<Decision, PolicyError> {
+        Ok(self
+            .get(operation)
+            .ok_or(PolicyError::UnknownOperation)?
+            .check_n(key, cost)?)
     }
 
     /// `cost` units of `operation` for `key` at `now`.
@@ -90,9 +91,37 @@ impl<O: Hash + Eq, K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> Policies<O, 
         key: &K,
         now: u64,
         cost: u64,
-    ) -> Result<Decision, CheckError> {
-        self.get(operation)
-            .ok_or(CheckError::UnknownOperation)?
-            .check_at(key, now, cost)
+    ) -> Result<Decision, PolicyError> {
+        Ok(self
+            .get(operation)
+            .ok_or(PolicyError::UnknownOperation)?
+            .check_at(key, now, cost)?)
     }
 }
+
+/// Why [`Policies`] could not decide a check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PolicyError {
+    /// No policy is configured for the operation.
+    UnknownOperation,
+    /// The operation's keyed limit could not decide (see [`KeyedError`]).
+    Keyed(KeyedError),
+}
+
+impl From<KeyedError> for PolicyError {
+    fn from(e: KeyedError) -> Self {
+        Self::Keyed(e)
+    }
+}
+
+impl core::fmt::Display for PolicyError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::UnknownOperation => f.write_str("no rate-limit policy for this operation"),
+            Self::Keyed(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for PolicyError {}

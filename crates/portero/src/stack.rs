@@ -23,19 +23,19 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use crate::{Algorithm, CheckError, Clock, Decision, RateLimiter};
+use crate::{Algorithm, Clock, Decision, KeyedError, RateLimiter};
 
 /// One limit in a stack: something that can admit units and give them back.
 pub trait Limit {
     /// Checks `cost` units at `now`, taking them if admitted.
-    fn acquire_at(&self, now: u64, cost: u64) -> Result<Decision, CheckError>;
+    fn acquire_at(&self, now: u64, cost: u64) -> Result<Decision, KeyedError>;
     /// Gives back `cost` units taken by an admission at `now`.
     fn refund_at(&self, now: u64, cost: u64);
 }
 
 impl<A: Algorithm, C: Clock> Limit for RateLimiter<A, C> {
-    fn acquire_at(&self, now: u64, cost: u64) -> Result<Decision, CheckError> {
-        self.check_at(now, cost)
+    fn acquire_at(&self, now: u64, cost: u64) -> Result<Decision, KeyedError> {
+        Ok(self.check_at(now, cost)?)
     }
     fn refund_at(&self, now: u64, cost: u64) {
         RateLimiter::refund_at(self, now, cost);
@@ -54,7 +54,7 @@ pub struct Stacked {
 
 /// Checks `cost` units at `now` against every limit, all or none. On a rejection (or
 /// an error) the units already taken are refunded, in reverse order.
-pub fn check_all(limits: &[&dyn Limit], now: u64, cost: u64) -> Result<Stacked, CheckError> {
+pub fn check_all(limits: &[&dyn Limit], now: u64, cost: u64) -> Result<Stacked, KeyedError> {
     let mut binding: Option<Decision> = None;
     for (i, limit) in limits.iter().enumerate() {
         let outcome = limit.acquire_at(now, cost);

@@ -56,7 +56,7 @@ use core::marker::PhantomData;
 
 use crossbeam_utils::atomic::AtomicCell;
 
-use crate::{Algorithm, CheckError, Clock, Decision, DefaultClock};
+use crate::{Algorithm, CheckError, Clock, Decision, DefaultClock, KeyedError};
 use table::Table;
 
 /// The hasher keyed limiters use (`ahash`), re-exported so callers can seed it.
@@ -65,7 +65,7 @@ pub use ahash::RandomState;
 /// What a new key gets when all `max_keys` keys are still active.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Overflow {
-    /// Refuse the new key with [`CheckError::KeyTableFull`]: existing keys keep their
+    /// Refuse the new key with [`KeyedError::KeyTableFull`]: existing keys keep their
     /// exact state, so a flood of new keys cannot evict the users already tracked.
     /// The caller chooses what a refusal means (deny, or fail open).
     #[default]
@@ -211,13 +211,13 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
 
     /// `cost` units for `key`, now.
     #[inline]
-    pub fn check_n(&self, key: &K, cost: u64) -> Result<Decision, CheckError> {
+    pub fn check_n(&self, key: &K, cost: u64) -> Result<Decision, KeyedError> {
         self.check_at(key, self.clock.now(), cost)
     }
 
     /// `cost` units for `key` at `now` (ns).
     #[inline(always)]
-    pub fn check_at(&self, key: &K, now: u64, cost: u64) -> Result<Decision, CheckError> {
+    pub fn check_at(&self, key: &K, now: u64, cost: u64) -> Result<Decision, KeyedError> {
         let algorithm = self.algorithm.load();
         let tag = self.fingerprint(key);
         let buckets = self.table.buckets_of(tag);
@@ -244,7 +244,7 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
         buckets: [usize; 2],
         now: u64,
         cost: u64,
-    ) -> Result<Decision, CheckError> {
+    ) -> Result<Decision, KeyedError> {
         // A new key: decide on a fresh state first; only admitted requests (and
         // excess-counting windows) need a slot.
         let t = algorithm.decide(algorithm.initial_state(), now, cost)?;
@@ -332,7 +332,7 @@ pub struct KeyedLimit<'a, K: ?Sized, A: Copy, C> {
 impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> crate::stack::Limit
     for KeyedLimit<'_, K, A, C>
 {
-    fn acquire_at(&self, now: u64, cost: u64) -> Result<Decision, CheckError> {
+    fn acquire_at(&self, now: u64, cost: u64) -> Result<Decision, KeyedError> {
         self.limiter.check_at(self.key, now, cost)
     }
     fn refund_at(&self, now: u64, cost: u64) {

@@ -18,7 +18,7 @@ use super::locks::BucketLocks;
 use super::slot::{pack, unpack, Slot};
 use super::Overflow;
 use crate::sync::{prefetch, AtomicU64, AtomicUsize, Ordering, SpinLock, LOOM};
-use crate::{Algorithm, CheckError, Decision};
+use crate::{Algorithm, Decision, KeyedError};
 
 /// Slots per bucket (two cache lines; small under loom, to keep models tractable).
 pub(crate) const BUCKET: usize = if LOOM { 2 } else { 8 };
@@ -157,7 +157,7 @@ impl Table {
         buckets: [usize; 2],
         now: u64,
         cost: u64,
-    ) -> Result<Option<Decision>, CheckError> {
+    ) -> Result<Option<Decision>, KeyedError> {
         'lookup: loop {
             let Some((i, mut w)) = self.find(tag, buckets) else {
                 return Ok(None);
@@ -190,7 +190,7 @@ impl Table {
         cost: u64,
         state: u64,
         decision: Decision,
-    ) -> Result<Decision, CheckError> {
+    ) -> Result<Decision, KeyedError> {
         let _locks = BucketLocks::acquire(&self.locks, buckets);
         // Another insert of this key may have won the locks first.
         if let Some(d) = self.update_existing(a, tag, buckets, now, cost)? {
@@ -238,7 +238,7 @@ impl Table {
             (Overflow::EvictSoonestFull, Some((i, w, _))) if self.claim(i, w, fresh) => {
                 Ok(decision)
             }
-            _ => Err(CheckError::KeyTableFull {
+            _ => Err(KeyedError::KeyTableFull {
                 max_keys: self.max_keys as u64,
             }),
         }
