@@ -29,8 +29,14 @@ export interface QuotaOptions {
   burst?: number;
 }
 
+/** The algorithms' names, as the Rust core spells them (checked by the tests). */
+export type AlgorithmName = "gcra" | "token-bucket" | "fixed-window" | "sliding-window-counter" | "leaky-meter";
+
+/** The names `KeyedLimiter` accepts, from the module (after `initSync` or `init`). */
+export function algorithms(): AlgorithmName[];
+
 export interface KeyedOptions extends QuotaOptions {
-  algorithm?: "gcra" | "token-bucket" | "fixed-window" | "sliding-window" | "leaky-bucket";
+  algorithm?: AlgorithmName;
   /** Most keys held at once (memory is fixed at creation, ≈ 31 bytes a key). Default
    * 100,000; at most 1,048,576. */
   maxKeys?: number;
@@ -62,10 +68,10 @@ export class TokenBucket extends Single {
 export class FixedWindow extends Single {
   constructor(options: QuotaOptions);
 }
-export class SlidingWindow extends Single {
+export class SlidingWindowCounter extends Single {
   constructor(options: QuotaOptions);
 }
-export class LeakyBucket extends Single {
+export class LeakyMeter extends Single {
   constructor(options: QuotaOptions);
 }
 export class KeyedLimiter {

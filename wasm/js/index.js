@@ -13,6 +13,8 @@ import initAsync, {
   lastResetAfterMs,
   lastOutcome,
   maxKeys as rawMaxKeys,
+  algorithmNames,
+  outcomeCodes,
   Limiter as RawLimiter,
   Keyed as RawKeyed,
 } from "../pkg/portero_wasm.js";
@@ -25,12 +27,24 @@ let ready = false;
  */
 export function initSync(module) {
   initRaw({ module });
-  ready = true;
+  takeConstants();
 }
 
 /** Instantiates the module asynchronously (browsers, Node: from a URL, bytes or Module). */
 export async function init(input) {
   await initAsync(input === undefined ? undefined : { module_or_path: input });
+  takeConstants();
+}
+
+// The algorithm names and outcome codes, as the module (and the Rust core) spell them.
+let ALGORITHMS = [];
+let TABLE_FULL;
+let COST_EXCEEDS_CAPACITY;
+let TIME_OUT_OF_RANGE;
+
+function takeConstants() {
+  ALGORITHMS = algorithmNames().split(",");
+  [, TABLE_FULL, COST_EXCEEDS_CAPACITY, TIME_OUT_OF_RANGE] = outcomeCodes();
   ready = true;
 }
 
@@ -61,7 +75,6 @@ function isNumber(v) {
   return typeof v === "number";
 }
 
-const ALGORITHMS = ["gcra", "token-bucket", "fixed-window", "sliding-window", "leaky-bucket"];
 
 /** Reads `{ perSecond | perMinute | perHour | limit + periodMs, capacity | burst }`. */
 function quotaOf(options) {
@@ -98,10 +111,6 @@ function checkArgs(now, cost) {
   }
 }
 
-// Outcome codes the module writes beside each decision (see `LAST` in src/lib.rs).
-const TABLE_FULL = 1;
-const COST_EXCEEDS_CAPACITY = 2;
-const TIME_OUT_OF_RANGE = 3;
 
 function decisionOf(allowed, cost) {
   if (!allowed) {
@@ -214,16 +223,21 @@ export class FixedWindow extends Single {
   }
 }
 /** Sliding window counter: about `limit` in any window, in one word. */
-export class SlidingWindow extends Single {
+export class SlidingWindowCounter extends Single {
   constructor(options) {
-    super("sliding-window", options);
+    super("sliding-window-counter", options);
   }
 }
 /** Leaky bucket as a meter: the level drains at the rate; admit while it fits. */
-export class LeakyBucket extends Single {
+export class LeakyMeter extends Single {
   constructor(options) {
-    super("leaky-bucket", options);
+    super("leaky-meter", options);
   }
+}
+
+/** The algorithm names `KeyedLimiter` accepts (after `initSync` or `init`). */
+export function algorithms() {
+  return [...ALGORITHMS];
 }
 
 /**

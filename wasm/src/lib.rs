@@ -19,9 +19,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use portero::keyed::RandomState;
 use portero::{
-    Algorithm, CheckError, Decision, FixedWindow, Gcra, KeyedError, KeyedLimiter, LeakyMeter,
-    ManualClock, Overflow, Quota, QuotaError, RateLimiter, SlidingWindowCounter, TokenBucket,
-    MAX_TIME_NANOS,
+    AlgorithmName, AnyAlgorithm, AnyAlgorithmError, CheckError, Decision, KeyedError, KeyedLimiter,
+    ManualClock, Overflow, Quota, QuotaError, RateLimiter, MAX_TIME_NANOS,
 };
 use wasm_bindgen::prelude::*;
 
@@ -96,54 +95,34 @@ fn quota(limit: f64, period_ms: f64, burst: f64) -> Result<Quota, JsError> {
         .map_err(quota_err)
 }
 
-/// The one algorithm behind a [`Limiter`].
-#[derive(Clone, Copy)]
-enum Kind {
-    Gcra(Gcra),
-    TokenBucket(TokenBucket),
-    FixedWindow(FixedWindow),
-    SlidingWindow(SlidingWindowCounter),
-    LeakyBucket(LeakyMeter),
+/// The algorithms this binding offers: every one-word algorithm that admits at once
+/// (the leaky queue's delays have no place in the JS decision).
+const EDGE: [AlgorithmName; 5] = [
+    AlgorithmName::Gcra,
+    AlgorithmName::TokenBucket,
+    AlgorithmName::FixedWindow,
+    AlgorithmName::SlidingWindowCounter,
+    AlgorithmName::LeakyMeter,
+];
+
+/// The names of the algorithms this binding offers, comma-separated, spelled as the
+/// core spells them (the JS wrapper's list comes from here).
+#[wasm_bindgen(js_name = algorithmNames)]
+pub fn algorithm_names() -> String {
+    EDGE.map(AlgorithmName::as_str).join(",")
 }
 
-impl Kind {
-    fn parse(algorithm: &str, q: Quota) -> Result<Self, JsError> {
-        Ok(match algorithm {
-            "gcra" => Self::Gcra(Gcra::new(q)),
-            "token-bucket" => Self::TokenBucket(TokenBucket::new(q)),
-            "fixed-window" => Self::FixedWindow(FixedWindow::new(q).map_err(quota_err)?),
-            "sliding-window" => Self::SlidingWindow(SlidingWindowCounter::new(q).map_err(quota_err)?),
-            "leaky-bucket" => Self::LeakyBucket(LeakyMeter::new(q)),
-            _ => {
-                return Err(err(
-                    "unknown algorithm: use gcra, token-bucket, fixed-window, sliding-window or leaky-bucket",
-                ))
-            }
-        })
-    }
-}
-
-/// Dispatches to the algorithm a [`Kind`] holds.
-impl Algorithm for Kind {
-    fn capacity(&self) -> u64 {
-        match self {
-            Self::Gcra(a) => a.capacity(),
-            Self::TokenBucket(a) => a.capacity(),
-            Self::FixedWindow(a) => a.capacity(),
-            Self::SlidingWindow(a) => a.capacity(),
-            Self::LeakyBucket(a) => a.capacity(),
-        }
-    }
-
-    fn decide(&self, state: u64, now: u64, cost: u64) -> Result<portero::Transition, CheckError> {
-        match self {
-            Self::Gcra(a) => a.decide(state, now, cost),
-            Self::TokenBucket(a) => a.decide(state, now, cost),
-            Self::FixedWindow(a) => a.decide(state, now, cost),
-            Self::SlidingWindow(a) => a.decide(state, now, cost),
-            Self::LeakyBucket(a) => a.decide(state, now, cost),
-        }
-    }
+/// The algorithm `name` for `q`, if this binding offers it.
+fn algorithm_for(name: &str, q: Quota) -> Result<AnyAlgorithm, JsError> {
+    let name = AlgorithmName::parse(name)
+        .filter(|n| EDGE.contains(n))
+        .ok_or_else(|| {
+            err("unknown algorithm: use gcra, token-bucket, fixed-window, sliding-window-counter or leaky-meter")
+        })?;
+    AnyAlgorithm::new(name, q).map_err(|e| match e {
+        AnyAlgorithmError::Quota(e) => quota_err(e),
+        _ => err("not a one-word algorithm"),
+    })
 }
 
 /// The last decision, as five f64 values that the JS wrapper reads right after each
@@ -165,6 +144,18 @@ const OUTCOME_DECIDED: f64 = 0.0;
 const OUTCOME_TABLE_FULL: f64 = 1.0;
 const OUTCOME_COST_EXCEEDS_CAPACITY: f64 = 2.0;
 const OUTCOME_TIME_OUT_OF_RANGE: f64 = 3.0;
+
+/// The outcome codes `lastOutcome` reports: `[decided, table full, cost exceeds
+/// capacity, time out of range]` (the JS wrapper's constants come from here).
+#[wasm_bindgen(js_name = outcomeCodes)]
+pub fn outcome_codes() -> Vec<f64> {
+    vec![
+        OUTCOME_DECIDED,
+        OUTCOME_TABLE_FULL,
+        OUTCOME_COST_EXCEEDS_CAPACITY,
+        OUTCOME_TIME_OUT_OF_RANGE,
+    ]
+}
 
 fn publish(d: &Decision, outcome: f64) {
     let put = |i: usize, v: f64| LAST[i].store(v.to_bits(), Ordering::Relaxed);
@@ -231,13 +222,13 @@ pub fn last_outcome() -> f64 {
 /// One limiter (one client, or one global limit).
 #[wasm_bindgen]
 pub struct Limiter {
-    inner: RateLimiter<Kind, ManualClock>,
+    inner: RateLimiter<AnyAlgorithm, ManualClock>,
 }
 
 #[wasm_bindgen]
 impl Limiter {
-    /// `algorithm`: "gcra", "token-bucket", "fixed-window", "sliding-window" or
-    /// "leaky-bucket"; `limit` per `periodMs`, bursts of `burst`.
+    /// `algorithm`: one of [`algorithm_names`]; `limit` per `periodMs`, bursts of
+    /// `burst`.
     #[wasm_bindgen(constructor)]
     pub fn new(
         algorithm: &str,
@@ -245,7 +236,7 @@ impl Limiter {
         period_ms: f64,
         burst: f64,
     ) -> Result<Limiter, JsError> {
-        let kind = Kind::parse(algorithm, quota(limit, period_ms, burst)?)?;
+        let kind = algorithm_for(algorithm, quota(limit, period_ms, burst)?)?;
         Ok(Self {
             inner: RateLimiter::with_algorithm_and_clock(kind, ManualClock::new()),
         })
@@ -281,7 +272,7 @@ fn args(now_ms: f64, cost: f64) -> (u64, u64) {
 /// A limiter per string key (client address, API key…) in a bounded table.
 #[wasm_bindgen]
 pub struct Keyed {
-    inner: KeyedLimiter<str, Kind, ManualClock>,
+    inner: KeyedLimiter<str, AnyAlgorithm, ManualClock>,
 }
 
 impl Keyed {
@@ -316,7 +307,7 @@ impl Keyed {
         hash_seeds: &[u32],
         evict: bool,
     ) -> Result<Keyed, JsError> {
-        let kind = Kind::parse(algorithm, quota(limit, period_ms, burst)?)?;
+        let kind = algorithm_for(algorithm, quota(limit, period_ms, burst)?)?;
         let max_keys = whole("maxKeys must be a whole number from 1 to 1048576", max_keys)?;
         if !(1..=u64::from(MAX_KEYS)).contains(&max_keys) {
             return Err(err(

@@ -9,8 +9,9 @@ import {
   Gcra,
   TokenBucket,
   FixedWindow,
-  SlidingWindow,
-  LeakyBucket,
+  SlidingWindowCounter,
+  LeakyMeter,
+  algorithms,
   KeyedLimiter,
   rateLimitHeaders,
 } from "../js/index.js";
@@ -39,7 +40,7 @@ test("token bucket: burst, then one token every 100 ms", () => {
 });
 
 test("every algorithm answers with the same Decision shape", () => {
-  for (const Cls of [Gcra, TokenBucket, FixedWindow, SlidingWindow, LeakyBucket]) {
+  for (const Cls of [Gcra, TokenBucket, FixedWindow, SlidingWindowCounter, LeakyMeter]) {
     const rl = new Cls({ limit: 3, periodMs: 1000 });
     const t = 5_000;
     const got = [0, 1, 2, 3].map(() => rl.check(t).allowed);
@@ -159,7 +160,7 @@ test("bad input from JavaScript throws a clear Error, never traps", () => {
     [() => new Gcra({ limit: 1, periodMs: -1 }), /periodMs must be a finite, positive/],
     [() => new Gcra({ perSecond: 1, burst: 0 }), /burst must be at least 1/],
     [() => new Gcra({ perHour: 1, burst: 2 ** 52 }), /too large/],
-    [() => new SlidingWindow({ perHour: 2 ** 22 }), /limit too large/],
+    [() => new SlidingWindowCounter({ perHour: 2 ** 22 }), /limit too large/],
     [() => new KeyedLimiter({ perSecond: 1, maxKeys: 0 }), /maxKeys must be/],
     [() => new KeyedLimiter({ perSecond: 1, maxKeys: 2 ** 40 }), /maxKeys must be/],
     // 64 Mi keys once grew Node to 2.1 GB; the table is capped at 32 MiB.
@@ -180,4 +181,17 @@ test("bad input from JavaScript throws a clear Error, never traps", () => {
   }
   // The limiter still works after all of that (nothing trapped).
   assert.equal(rl.check(0).allowed, true);
+});
+
+test("one spelling per algorithm: the module's names, the classes and the TypeScript union agree", () => {
+  const names = algorithms();
+  assert.deepEqual(names, ["gcra", "token-bucket", "fixed-window", "sliding-window-counter", "leaky-meter"]);
+  const dts = readFileSync(new URL("../js/index.d.ts", import.meta.url), "utf8");
+  const union = /export type AlgorithmName = ([^;]+);/.exec(dts)[1].split("|").map((s) => JSON.parse(s.trim()));
+  assert.deepEqual(union, names);
+  for (const algorithm of names) {
+    const rl = new KeyedLimiter({ perSecond: 1, algorithm });
+    assert.equal(rl.check("k", 0).allowed, true, algorithm);
+  }
+  assert.throws(() => new KeyedLimiter({ perSecond: 1, algorithm: "leaky-queue" }), /algorithm must be one of/);
 });

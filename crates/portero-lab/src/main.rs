@@ -197,15 +197,15 @@ fn report(s: &Scenario, out: &Output) -> Result<()> {
     } else {
         println!("{}: {}", s.name, s.description);
         println!(
-            "{:<16} {:>9} {:>16}",
+            "{:<22} {:>9} {:>16}",
             "algorithm",
             "admitted",
             format!("max in any {}s", s.window as f64 / 1e9)
         );
         for o in &outcomes {
-            println!("{:<16} {:>9} {:>16}", o.name, o.admitted, o.max_in_window);
+            println!("{:<22} {:>9} {:>16}", o.name, o.admitted, o.max_in_window);
         }
-        println!("(leaky_bucket: admitted = queued; max = released in any window)");
+        println!("(leaky-queue: admitted = queued; max = released in any window)");
     }
     if let Some(path) = &out.svg {
         std::fs::write(path, svg::render(s, &outcomes))
@@ -233,7 +233,7 @@ fn quiz() -> Result<()> {
 
     println!("Limit 10 per 60 s, windows aligned to the minute.\n");
     let q1 = run(scenario::quiz::q1())?;
-    let fw = find(&q1, "fixed_window");
+    let fw = find(&q1, "fixed-window");
     println!("1. 10 at 12:00:59 and 10 at 12:01:01 with a fixed window:");
     println!(
         "   {} of 20 accepted, {} within 2 s: no window ever counted past 10, yet the limit was not held.",
@@ -241,7 +241,7 @@ fn quiz() -> Result<()> {
     );
 
     let q2 = run(scenario::quiz::q2())?;
-    let fw = find(&q2, "fixed_window");
+    let fw = find(&q2, "fixed-window");
     let at_30 = *fw.verdicts.last().expect("11 arrivals");
     println!("2. 10 at 12:00:00, then one at 12:00:30:");
     println!(
@@ -249,7 +249,7 @@ fn quiz() -> Result<()> {
         if at_30 { "accepted" } else { "rejected" }
     );
 
-    let log = find(&q1, "sliding_log");
+    let log = find(&q1, "sliding-log");
     println!(
         "3. At most 10 in any 60 s span? A fixed window cannot: question 1 got {} through in 2 s.",
         fw_max(&q1)
@@ -263,7 +263,7 @@ fn quiz() -> Result<()> {
 
 fn fw_max(o: &[Outcome]) -> u64 {
     o.iter()
-        .find(|o| o.name == "fixed_window")
+        .find(|o| o.name == "fixed-window")
         .map_or(0, |o| o.max_in_window)
 }
 

@@ -1,23 +1,24 @@
 //! One set of arrivals through the five algorithms.
 
 use portero::{
-    FixedWindow, LeakyQueue, ManualClock, Quota, QuotaError, RateLimiter, SlidingLog,
-    SlidingWindowCounter, TokenBucket,
+    AlgorithmName, FixedWindow, LeakyQueue, ManualClock, Quota, QuotaError, RateLimiter,
+    SlidingLog, SlidingWindowCounter, TokenBucket,
 };
 
-/// The five algorithms, in the order the guide's tables list them.
-pub const ALGORITHMS: [&str; 5] = [
-    "fixed_window",
-    "sliding_log",
-    "sliding_counter",
-    "token_bucket",
-    "leaky_bucket",
+/// The five algorithms, in the order the guide's tables list them (the leaky bucket
+/// as a queue: admitted means queued, and what counts is when it is released).
+pub const ALGORITHMS: [AlgorithmName; 5] = [
+    AlgorithmName::FixedWindow,
+    AlgorithmName::SlidingLog,
+    AlgorithmName::SlidingWindowCounter,
+    AlgorithmName::TokenBucket,
+    AlgorithmName::LeakyQueue,
 ];
 
 /// What one algorithm did with the arrivals.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome {
-    /// Name, one of [`ALGORITHMS`].
+    /// Name, one of [`ALGORITHMS`] (as the core spells it).
     pub name: &'static str,
     /// Requests admitted (for the queue: queued rather than dropped).
     pub admitted: u64,
@@ -89,10 +90,10 @@ pub fn simulate(
     Ok(ALGORITHMS
         .iter()
         .zip(verdicts.into_iter().zip(passed))
-        .map(|(&name, (verdicts, mut passed))| {
+        .map(|(name, (verdicts, mut passed))| {
             passed.sort_unstable();
             Outcome {
-                name,
+                name: name.as_str(),
                 admitted: verdicts.iter().filter(|v| **v).count() as u64,
                 max_in_window: max_in_window(&passed, window_ns),
                 passed,

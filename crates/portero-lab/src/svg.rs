@@ -107,7 +107,7 @@ pub fn render(scenario: &Scenario, outcomes: &[Outcome]) -> String {
         0,
     );
     for (i, o) in outcomes.iter().enumerate() {
-        let label = format!("{} ({})", o.name.replace('_', " "), o.admitted);
+        let label = format!("{} ({})", o.name.replace('-', " "), o.admitted);
         row(&label, &o.passed, COLORS[i % COLORS.len()], i + 1);
     }
     // Max-in-window bars against the limit.
@@ -131,7 +131,7 @@ pub fn render(scenario: &Scenario, outcomes: &[Outcome]) -> String {
             r#"<text x="{}" y="{:.1}" text-anchor="end">{}</text><rect x="{LEFT}" y="{y:.1}" width="{:.1}" height="{bar_h}" fill="{}"/><text x="{:.1}" y="{:.1}">{}</text>"#,
             LEFT - 10.0,
             y + 16.0,
-            o.name.replace('_', " "),
+            o.name.replace('-', " "),
             bw(o.max_in_window as f64),
             COLORS[i % COLORS.len()],
             LEFT + bw(o.max_in_window as f64) + 6.0,

@@ -17,26 +17,26 @@ fn burst_table_is_the_guides() {
     assert_eq!(
         maxima(&out),
         [
-            ("fixed_window", 20),
-            ("sliding_log", 10),
-            ("sliding_counter", 11),
-            ("token_bucket", 19),
-            ("leaky_bucket", 10),
+            ("fixed-window", 20),
+            ("sliding-log", 10),
+            ("sliding-window-counter", 11),
+            ("token-bucket", 19),
+            ("leaky-queue", 10),
         ]
     );
 }
 
 #[test]
-fn boundary_table_is_seed_003s() {
+fn boundary_table_is_the_guides() {
     let s = scenario::boundary();
     let out = simulate(&s.arrivals, s.limit, s.window, &mut |_| {}).unwrap();
     let m = maxima(&out);
     assert_eq!(
         &m[..3],
         [
-            ("fixed_window", 200),
-            ("sliding_log", 100),
-            ("sliding_counter", 101)
+            ("fixed-window", 200),
+            ("sliding-log", 100),
+            ("sliding-window-counter", 101)
         ]
     );
 }
@@ -76,22 +76,22 @@ fn json_from_a_file_has_the_stable_shape() {
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let keys = [
-        "fixed_window",
-        "sliding_log",
-        "sliding_counter",
-        "token_bucket",
-        "leaky_bucket",
+        "fixed-window",
+        "sliding-log",
+        "sliding-window-counter",
+        "token-bucket",
+        "leaky-queue",
     ];
     assert_eq!(v.as_object().unwrap().len(), 5);
     for k in keys {
         assert!(v[k]["admitted"].is_u64(), "{k}");
         assert!(v[k]["max_in_window"].is_u64(), "{k}");
     }
-    assert_eq!(v["fixed_window"]["admitted"], 10);
-    assert_eq!(v["fixed_window"]["max_in_window"], 10);
-    assert_eq!(v["sliding_log"]["max_in_window"], 5);
+    assert_eq!(v["fixed-window"]["admitted"], 10);
+    assert_eq!(v["fixed-window"]["max_in_window"], 10);
+    assert_eq!(v["sliding-log"]["max_in_window"], 5);
     let chart = std::fs::read_to_string(&svg).unwrap();
-    assert!(chart.starts_with("<svg") && chart.contains("sliding counter"));
+    assert!(chart.starts_with("<svg") && chart.contains("sliding window counter"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -80,7 +80,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use portero::{CheckError, Decision, Gcra, KeyedError, KeyedLimiter, Quota};
+use portero::{AlgorithmName, CheckError, Decision, Gcra, KeyedError, KeyedLimiter, Quota};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{ErrorKind, RedisError, Script};
 
@@ -198,11 +198,23 @@ impl RedisAlgorithm {
     /// The algorithm and quota as they appear in Redis keys: changing either starts
     /// from fresh keys instead of reading state written under other rules.
     fn key_suffix(&self) -> String {
+        let name = self.name();
         match self.0 {
-            Kind::Gcra { interval_us, burst } => format!("gcra:{interval_us}us:{burst}"),
-            Kind::FixedWindow { limit, window_ms } => format!("fw:{limit}:{window_ms}ms"),
-            Kind::SlidingCounter { limit, window_us } => format!("swc:{limit}:{window_us}us"),
-            Kind::SlidingLog { limit, window_us } => format!("log:{limit}:{window_us}us"),
+            Kind::Gcra { interval_us, burst } => format!("{name}:{interval_us}us:{burst}"),
+            Kind::FixedWindow { limit, window_ms } => format!("{name}:{limit}:{window_ms}ms"),
+            Kind::SlidingCounter { limit, window_us } | Kind::SlidingLog { limit, window_us } => {
+                format!("{name}:{limit}:{window_us}us")
+            }
+        }
+    }
+
+    /// The algorithm's name, as portero spells it everywhere.
+    pub fn name(&self) -> AlgorithmName {
+        match self.0 {
+            Kind::Gcra { .. } => AlgorithmName::Gcra,
+            Kind::FixedWindow { .. } => AlgorithmName::FixedWindow,
+            Kind::SlidingCounter { .. } => AlgorithmName::SlidingWindowCounter,
+            Kind::SlidingLog { .. } => AlgorithmName::SlidingLog,
         }
     }
 

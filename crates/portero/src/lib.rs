@@ -62,6 +62,7 @@
 #[cfg(feature = "alloc")]
 extern crate alloc;
 
+mod any;
 pub mod calendar;
 pub mod clock;
 mod concurrency;
@@ -86,6 +87,7 @@ pub mod token_bucket;
 mod window;
 mod word;
 
+pub use any::{AlgorithmName, AnyAlgorithm, AnyAlgorithmError};
 pub use calendar::{CalendarQuota, Period};
 #[cfg(feature = "quanta")]
 pub use clock::QuantaClock;
