@@ -195,3 +195,12 @@ test("one spelling per algorithm: the module's names, the classes and the TypeSc
   }
   assert.throws(() => new KeyedLimiter({ perSecond: 1, algorithm: "leaky-queue" }), /algorithm must be one of/);
 });
+
+test("the shared header cases: the same fields as portero-http writes", () => {
+  const { cases } = JSON.parse(readFileSync(new URL("../../tests/fixtures/header_cases.json", import.meta.url), "utf8"));
+  assert.ok(cases.length >= 6);
+  for (const c of cases) {
+    const got = rateLimitHeaders(c.decision, { policy: c.policy, quota: c.quota, windowSeconds: c.windowSeconds });
+    assert.deepEqual(got, c.headers, c.name);
+  }
+});

@@ -134,9 +134,17 @@ fn seconds_up(nanos: u64) -> u64 {
     nanos.div_ceil(NANOS_PER_SEC).min(MAX_ADVERTISED_SECS)
 }
 
-/// The `Retry-After` a rejection advertises: whole seconds, rounded up, at least 1.
+/// The `Retry-After` a rejection advertises: whole seconds, rounded up, at least 1
+/// (and at most [`MAX_ADVERTISED_SECS`]).
 pub fn retry_after_secs(decision: &Decision) -> u64 {
     seconds_up(decision.retry_after_nanos()).max(1)
+}
+
+/// A `Retry-After` value for a wait of `wait`, by the same rule as
+/// [`retry_after_secs`].
+pub fn retry_after_value(wait: Duration) -> HeaderValue {
+    let nanos = u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX);
+    HeaderValue::from(seconds_up(nanos).max(1))
 }
 
 /// Writes the fields for `decision` under `policy` into `headers` (replacing any of

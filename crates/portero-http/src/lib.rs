@@ -33,14 +33,16 @@
 //! # let _ = app;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
-#![deny(missing_docs)]
+#![deny(missing_docs, missing_debug_implementations)]
 
+mod answer;
 mod backoff;
 pub mod headers;
-mod layer;
+mod rate_limit;
 mod shed;
 
+pub use answer::{service_unavailable, too_many_requests};
 pub use backoff::{retry_after, Backoff, BackoffError, DEFAULT_MAX_WAIT, MAX_WAIT_LIMIT};
 pub use headers::{Policy, PolicyError};
-pub use layer::{RateLimitLayer, RateLimitService, ResponseFuture, WhenTableFull};
-pub use shed::{LoadShedLayer, LoadShedService, ShedFuture};
+pub use rate_limit::{RateLimitFuture, RateLimitLayer, RateLimitService, WhenTableFull};
+pub use shed::{LoadShedFuture, LoadShedLayer, LoadShedService};

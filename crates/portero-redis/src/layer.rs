@@ -1,6 +1,7 @@
 //! [`RedisRateLimitLayer`]: a [`RedisLimiter`] in front of a tower service, so every
 //! instance behind the load balancer enforces one shared limit.
 
+use core::fmt;
 use core::future::Future;
 use core::pin::Pin;
 use core::task::{Context, Poll};
@@ -8,6 +9,7 @@ use std::sync::Arc;
 
 use http::{Request, Response, StatusCode};
 use portero_http::headers::{self, Policy};
+use portero_http::too_many_requests;
 use tower_layer::Layer;
 use tower_service::Service;
 
@@ -45,6 +47,15 @@ pub struct RedisRateLimitLayer<F> {
     key: F,
 }
 
+impl<F> fmt::Debug for RedisRateLimitLayer<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisRateLimitLayer")
+            .field("limiter", &self.limiter)
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<F> RedisRateLimitLayer<F> {
     /// Limits by `limiter`, advertising `policy`, keyed by `key`.
     pub fn new(limiter: RedisLimiter, policy: Policy, key: F) -> Self {
@@ -74,6 +85,19 @@ pub struct RedisRateLimitService<S, F> {
     layer: RedisRateLimitLayer<F>,
 }
 
+impl<S: fmt::Debug, F> fmt::Debug for RedisRateLimitService<S, F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisRateLimitService")
+            .field("inner", &self.inner)
+            .field("layer", &self.layer)
+            .finish()
+    }
+}
+
+/// The response of a [`RedisRateLimitService`]: the check waits for Redis, so the
+/// future is boxed.
+pub type RedisRateLimitFuture<B, E> = Pin<Box<dyn Future<Output = Result<Response<B>, E>> + Send>>;
+
 /// `RateLimit-Source`, set to `fallback` on responses the outage policy decided.
 const SOURCE: http::HeaderName = http::HeaderName::from_static("ratelimit-source");
 
@@ -87,7 +111,7 @@ where
 {
     type Response = Response<ResB>;
     type Error = S::Error;
-    type Future = Pin<Box<dyn Future<Output = Result<Response<ResB>, S::Error>> + Send>>;
+    type Future = RedisRateLimitFuture<ResB, S::Error>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
@@ -120,13 +144,12 @@ where
                 },
             };
             let mut response = if verdict.decision.is_allowed() {
-                inner.call(request).await?
-            } else {
-                let mut r = Response::new(ResB::default());
-                *r.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+                let mut r = inner.call(request).await?;
+                headers::insert(r.headers_mut(), &verdict.decision, &policy);
                 r
+            } else {
+                too_many_requests(&verdict.decision, &policy)
             };
-            headers::insert(response.headers_mut(), &verdict.decision, &policy);
             if verdict.served_by == ServedBy::Fallback {
                 response
                     .headers_mut()

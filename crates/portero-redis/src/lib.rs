@@ -64,7 +64,7 @@
 //! }
 //! # Ok(()) }
 //! ```
-#![deny(missing_docs)]
+#![deny(missing_docs, missing_debug_implementations)]
 
 #[cfg(feature = "tower")]
 mod layer;
@@ -72,7 +72,7 @@ mod local;
 mod scripts;
 
 #[cfg(feature = "tower")]
-pub use layer::{RedisRateLimitLayer, RedisRateLimitService};
+pub use layer::{RedisRateLimitFuture, RedisRateLimitLayer, RedisRateLimitService};
 pub use local::LocalRedis;
 
 use core::fmt;

@@ -56,7 +56,7 @@
 //!   `wasm32-unknown-unknown`; 64-bit (and the keyed table's 128-bit) atomics come from
 //!   `portable-atomic` on targets that lack them.
 #![cfg_attr(not(feature = "std"), no_std)]
-#![deny(missing_docs)]
+#![deny(missing_docs, missing_debug_implementations)]
 #![deny(unsafe_code)]
 
 #[cfg(feature = "alloc")]

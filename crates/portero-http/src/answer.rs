@@ -1,0 +1,31 @@
+//! The answers a layer gives by itself, built in one place for every layer (this
+//! crate's and portero-redis's): 429 for a client over its limit, 503 for a server
+//! over its capacity. Each has an empty body, so any body type with a `Default`
+//! serves.
+
+use http::header::RETRY_AFTER;
+use http::{HeaderValue, Response, StatusCode};
+use portero::Decision;
+
+use crate::headers::{self, Policy};
+
+/// 429 Too Many Requests for `decision` under `policy`: the `RateLimit` fields,
+/// `Retry-After` (whole seconds, rounded up, at least 1) and `Cache-Control:
+/// no-store` (see [`headers::insert`]).
+pub fn too_many_requests<B: Default>(decision: &Decision, policy: &Policy) -> Response<B> {
+    let mut response = Response::new(B::default());
+    *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+    headers::insert(response.headers_mut(), decision, policy);
+    response
+}
+
+/// 503 Service Unavailable with `Retry-After: retry_after` (a value from
+/// [`headers::retry_after_value`]).
+pub fn service_unavailable<B: Default>(retry_after: &HeaderValue) -> Response<B> {
+    let mut response = Response::new(B::default());
+    *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+    response
+        .headers_mut()
+        .insert(RETRY_AFTER, retry_after.clone());
+    response
+}

@@ -1,0 +1,10 @@
+//! [`RateLimitLayer`]: a keyed limit in front of a tower service — the layer, the
+//! service it builds and the service's response future, each in its own file.
+
+mod future;
+mod layer;
+mod service;
+
+pub use future::RateLimitFuture;
+pub use layer::{RateLimitLayer, WhenTableFull};
+pub use service::RateLimitService;

@@ -1,0 +1,84 @@
+//! The service: decides before the inner service is called.
+
+use core::fmt;
+use core::task::{Context, Poll};
+use std::hash::Hash;
+
+use http::{Request, Response};
+use portero::{Algorithm, Clock, Decision, KeyedError};
+use tower_service::Service;
+
+use super::future::{RateLimitFuture, State};
+use super::{RateLimitLayer, WhenTableFull};
+use crate::answer::too_many_requests;
+
+/// The service [`RateLimitLayer`] builds.
+pub struct RateLimitService<S, K, A: Copy, C, F> {
+    pub(super) inner: S,
+    pub(super) layer: RateLimitLayer<K, A, C, F>,
+}
+
+impl<S: fmt::Debug, K, A: Copy, C, F> fmt::Debug for RateLimitService<S, K, A, C, F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimitService")
+            .field("inner", &self.inner)
+            .field("layer", &self.layer)
+            .finish()
+    }
+}
+
+impl<S: Clone, K, A: Copy, C, F: Clone> Clone for RateLimitService<S, K, A, C, F> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            layer: self.layer.clone(),
+        }
+    }
+}
+
+impl<S, K, A, C, F, ReqB, ResB> Service<Request<ReqB>> for RateLimitService<S, K, A, C, F>
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>>,
+    K: Hash,
+    A: Algorithm + Copy,
+    C: Clock,
+    F: Fn(&Request<ReqB>) -> Option<K>,
+    ResB: Default,
+{
+    type Response = Response<ResB>;
+    type Error = S::Error;
+    type Future = RateLimitFuture<S::Future, ResB>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<ReqB>) -> Self::Future {
+        let layer = &self.layer;
+        let decision = match (layer.key)(&request).map(|k| layer.limiter.check_n(&k, 1)) {
+            None => None,
+            Some(Ok(d)) => Some(d),
+            Some(Err(KeyedError::KeyTableFull { .. }))
+                if layer.when_full == WhenTableFull::Allow =>
+            {
+                None
+            }
+            // A full table (or, impossibly for a clock-driven check, a bad time): deny
+            // for one second rather than admit unlimited.
+            Some(Err(_)) => Some(Decision::deny_for(
+                layer.policy.quota(),
+                portero::DENY_FOR_NANOS,
+            )),
+        };
+        let state = match decision {
+            Some(d) if !d.is_allowed() => State::Answered {
+                response: Some(too_many_requests(&d, &layer.policy)),
+            },
+            _ => State::Forwarded {
+                inner: self.inner.call(request),
+                fields: decision.map(|d| (d, layer.policy.clone())),
+            },
+        };
+        RateLimitFuture { state }
+    }
+}
