@@ -10,14 +10,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use portero::{Quota, RateLimiter, Striped};
-use portero_benches::cas_once;
-
-fn open_quota() -> Quota {
-    Quota::per_second(1_000_000_000)
-        .unwrap()
-        .with_burst(1 << 30)
-        .unwrap()
-}
+use portero_benches::{cas_once, open_quota};
 
 /// Runs `op` `iters` times in total, split over `threads` threads that start together;
 /// returns the wall time.

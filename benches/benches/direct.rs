@@ -10,20 +10,10 @@ use portero::{
     Clock, CoarseClock, FixedWindow, ManualClock, QuantaClock, Quota, RateLimiter, SlidingLog,
     SlidingWindowCounter, StdClock,
 };
-use portero_benches::cas_once;
-
-/// A quota that never runs out at benchmark speed: 10^9 per second, burst 2^30.
-fn open_quota() -> Quota {
-    Quota::per_second(1_000_000_000)
-        .unwrap()
-        .with_burst(1 << 30)
-        .unwrap()
-}
+use portero_benches::{cas_once, governor_open_quota, open_quota};
 
 fn governor_open() -> governor::DefaultDirectRateLimiter {
-    let q = governor::Quota::per_second(NonZeroU32::new(1_000_000_000).unwrap())
-        .allow_burst(NonZeroU32::new(1 << 30).unwrap());
-    governor::RateLimiter::direct(q)
+    governor::RateLimiter::direct(governor_open_quota())
 }
 
 fn clocks(c: &mut Criterion) {

@@ -3,28 +3,15 @@
 //! holding one `AtomicU64` state per key, updated by a CAS: the same work).
 
 use std::hint::black_box;
-use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use portero::{Gcra, KeyedLimiter, Quota};
-use portero_benches::{uniform_keys, zipf_keys};
+use portero::{Gcra, KeyedLimiter};
+use portero_benches::{governor_open_quota, open_quota, uniform_keys, zipf_keys};
 
 const SEQ: usize = 1 << 16;
-
-fn quota() -> Quota {
-    Quota::per_second(1_000_000_000)
-        .unwrap()
-        .with_burst(1 << 30)
-        .unwrap()
-}
-
-fn gov_quota() -> governor::Quota {
-    governor::Quota::per_second(NonZeroU32::new(1_000_000_000).unwrap())
-        .allow_burst(NonZeroU32::new(1 << 30).unwrap())
-}
 
 fn bump(state: &AtomicU64) -> bool {
     let v = state.load(Ordering::Relaxed);
@@ -73,8 +60,8 @@ fn existing_keys(c: &mut Criterion) {
         } else {
             zipf_keys(n, SEQ)
         });
-        let portero = Arc::new(KeyedLimiter::new(Gcra::new(quota()), n as usize));
-        let governor = Arc::new(governor::RateLimiter::keyed(gov_quota()));
+        let portero = Arc::new(KeyedLimiter::new(Gcra::new(open_quota()), n as usize));
+        let governor = Arc::new(governor::RateLimiter::keyed(governor_open_quota()));
         let dash = Arc::new(dashmap::DashMap::<u64, AtomicU64, ahash::RandomState>::default());
         let papaya = Arc::new(papaya::HashMap::<u64, AtomicU64>::new());
         let scc = Arc::new(scc::HashMap::<u64, AtomicU64>::new());
@@ -126,8 +113,13 @@ fn string_keys(c: &mut Criterion) {
     let n = 10_000u64;
     let names: Arc<Vec<String>> = Arc::new((0..n).map(|k| format!("key-{k:016x}")).collect());
     let keys = Arc::new(uniform_keys(n, SEQ));
-    let portero = Arc::new(KeyedLimiter::<str, _>::new(Gcra::new(quota()), n as usize));
-    let governor = Arc::new(governor::RateLimiter::<String, _, _>::keyed(gov_quota()));
+    let portero = Arc::new(KeyedLimiter::<str, _>::new(
+        Gcra::new(open_quota()),
+        n as usize,
+    ));
+    let governor = Arc::new(governor::RateLimiter::<String, _, _>::keyed(
+        governor_open_quota(),
+    ));
     for name in names.iter() {
         portero.check(name);
         let _ = governor.check_key(name);
@@ -152,7 +144,7 @@ fn new_keys(c: &mut Criterion) {
     let mut g = c.benchmark_group("keyed_insert");
     g.bench_function("portero", |b| {
         b.iter_custom(|iters| {
-            let l = KeyedLimiter::new(Gcra::new(quota()), iters as usize);
+            let l = KeyedLimiter::new(Gcra::new(open_quota()), iters as usize);
             let start = Instant::now();
             for k in 0..iters {
                 black_box(l.check(&k));
@@ -162,7 +154,7 @@ fn new_keys(c: &mut Criterion) {
     });
     g.bench_function("governor", |b| {
         b.iter_custom(|iters| {
-            let l = governor::RateLimiter::keyed(gov_quota());
+            let l = governor::RateLimiter::keyed(governor_open_quota());
             let start = Instant::now();
             for k in 0..iters {
                 let _ = black_box(l.check_key(&k));

@@ -4,6 +4,9 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use std::num::NonZeroU32;
+
+use portero::Quota;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Zipf};
 
@@ -26,4 +29,19 @@ pub fn zipf_keys(keys: u64, n: usize) -> Vec<u64> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(11);
     let zipf = Zipf::new(keys as f64, 1.0).expect("valid Zipf parameters");
     (0..n).map(|_| zipf.sample(&mut rng) as u64 - 1).collect()
+}
+
+/// A quota that never runs out at benchmark speed: 10^9 per second, burst 2^30, so
+/// every check measured is an admission.
+pub fn open_quota() -> Quota {
+    Quota::per_second(1_000_000_000)
+        .unwrap()
+        .with_burst(1 << 30)
+        .unwrap()
+}
+
+/// [`open_quota`] as governor spells it.
+pub fn governor_open_quota() -> governor::Quota {
+    governor::Quota::per_second(NonZeroU32::new(1_000_000_000).unwrap())
+        .allow_burst(NonZeroU32::new(1 << 30).unwrap())
 }

@@ -70,11 +70,7 @@ fn concurrency_limit_never_exceeds_its_permits() {
                 })
             })
             .collect();
-        let got = handles
-            .into_iter()
-            .map(|h| h.join().unwrap())
-            .filter(|a| *a)
-            .count();
+        let got = admitted(handles);
         assert!(got >= 2, "at least two must get a permit");
         assert_eq!(limit.in_use(), 0);
     });
@@ -84,17 +80,7 @@ fn concurrency_limit_never_exceeds_its_permits() {
 /// once (no duplicate slot that would double its quota) and admits exactly its burst.
 #[test]
 fn keyed_concurrent_inserts_never_duplicate_a_key() {
-    // Every slot access is a model step (16 slots per scan), so allow long executions.
-    let mut builder = loom::model::Builder::new();
-    builder.max_branches = 100_000;
-    builder.check(|| {
-        let q = Quota::from_nanos(1, T).unwrap().with_burst(1).unwrap();
-        let keyed = Arc::new(KeyedLimiter::with_hasher(
-            Gcra::new(q),
-            4,
-            ManualClock::new(),
-            ahash_seed(),
-        ));
+    keyed_model(4, portero::Overflow::RejectNewKeys, |keyed| {
         let handles: Vec<_> = [7u64, 7, 9]
             .into_iter()
             .map(|key| {
@@ -110,19 +96,30 @@ fn keyed_concurrent_inserts_never_duplicate_a_key() {
     });
 }
 
+/// A keyed table of `max_keys` (burst 1, frozen clock) under `policy`, checked by
+/// `model` in every interleaving. Every slot access is a model step (up to 16 slots
+/// per scan), so long executions are allowed.
+fn keyed_model(
+    max_keys: usize,
+    policy: portero::Overflow,
+    model: impl Fn(Arc<KeyedLimiter<u64, Gcra, ManualClock>>) + Send + Sync + 'static,
+) {
+    let mut builder = loom::model::Builder::new();
+    builder.max_branches = 100_000;
+    builder.check(move || {
+        let q = Quota::from_nanos(1, T).unwrap().with_burst(1).unwrap();
+        let keyed =
+            KeyedLimiter::with_hasher(Gcra::new(q), max_keys, ManualClock::new(), ahash_seed());
+        model(Arc::new(keyed.overflow(policy)));
+    });
+}
+
 /// The evicting insert: a table of one key, held by an active key; two threads check
 /// the same new key (burst 1) at one instant. Whichever evicts must leave the new key
 /// findable, so the other is rejected by it instead of evicting again.
 #[test]
 fn keyed_eviction_leaves_the_new_key_findable() {
-    let mut builder = loom::model::Builder::new();
-    builder.max_branches = 100_000;
-    builder.check(|| {
-        let q = Quota::from_nanos(1, T).unwrap().with_burst(1).unwrap();
-        let keyed = Arc::new(
-            KeyedLimiter::with_hasher(Gcra::new(q), 1, ManualClock::new(), ahash_seed())
-                .overflow(portero::Overflow::EvictSoonestFull),
-        );
+    keyed_model(1, portero::Overflow::EvictSoonestFull, |keyed| {
         assert!(keyed.check_at(&1u64, 100, 1).unwrap().is_allowed());
         let handles: Vec<_> = (0..2)
             .map(|_| {
@@ -130,15 +127,20 @@ fn keyed_eviction_leaves_the_new_key_findable() {
                 thread::spawn(move || k.check_at(&7u64, 100, 1).unwrap().is_allowed())
             })
             .collect();
-        let admitted = handles
-            .into_iter()
-            .map(|h| h.join().unwrap())
-            .filter(|a| *a)
-            .count();
+        let admitted = admitted(handles);
         assert_eq!(admitted, 1, "burst 1 for the new key");
         assert_eq!(keyed.len(), 1);
         assert!(keyed.state_of(&7u64).is_some());
     });
+}
+
+/// How many of the threads answered `true`.
+fn admitted(handles: Vec<thread::JoinHandle<bool>>) -> usize {
+    handles
+        .into_iter()
+        .map(|h| h.join().unwrap())
+        .filter(|a| *a)
+        .count()
 }
 
 fn ahash_seed() -> portero::keyed::RandomState {
@@ -158,11 +160,7 @@ fn striped_admits_exactly_the_burst() {
                 thread::spawn(move || s.check_at(100, 1).unwrap().is_allowed())
             })
             .collect();
-        let admitted = handles
-            .into_iter()
-            .map(|h| h.join().unwrap())
-            .filter(|a| *a)
-            .count();
+        let admitted = admitted(handles);
         assert_eq!(admitted, 2);
     });
 }

@@ -75,42 +75,40 @@ fn output(program: &str, args: &[&str]) -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-fn setup() -> Step {
-    let installed = output("rustup", &["target", "list", "--installed"]).unwrap_or_default();
-    if !installed
-        .lines()
-        .any(|l| l.trim() == "wasm32-unknown-unknown")
-    {
-        run("rustup", &["target", "add", "wasm32-unknown-unknown"], &[])?;
+/// Runs `rustup install` unless a line of `rustup list` starts with `have`.
+fn rustup_unless(list: &[&str], have: &str, install: &[&str]) -> Step {
+    let listed = output("rustup", list).unwrap_or_default();
+    if listed.lines().any(|l| l.starts_with(have)) {
+        return Ok(());
     }
-    let components = output("rustup", &["component", "list", "--installed"]).unwrap_or_default();
+    run("rustup", install, &[])
+}
+
+fn setup() -> Step {
+    rustup_unless(
+        &["target", "list", "--installed"],
+        "wasm32-unknown-unknown",
+        &["target", "add", "wasm32-unknown-unknown"],
+    )?;
     for c in ["rustfmt", "clippy"] {
-        if !components.lines().any(|l| l.starts_with(c)) {
-            run("rustup", &["component", "add", c], &[])?;
-        }
+        rustup_unless(
+            &["component", "list", "--installed"],
+            c,
+            &["component", "add", c],
+        )?;
     }
     // The edge module is built with build-std and panic=immediate-abort (nightly): it
     // drops the panic formatting machinery, which would otherwise be half the module.
-    let toolchains = output("rustup", &["toolchain", "list"]).unwrap_or_default();
-    if !toolchains.lines().any(|l| l.starts_with("nightly")) {
-        run(
-            "rustup",
-            &["toolchain", "install", "nightly", "--profile", "minimal"],
-            &[],
-        )?;
-    }
-    let nightly = output(
-        "rustup",
+    rustup_unless(
+        &["toolchain", "list"],
+        "nightly",
+        &["toolchain", "install", "nightly", "--profile", "minimal"],
+    )?;
+    rustup_unless(
         &["component", "list", "--installed", "--toolchain", "nightly"],
-    )
-    .unwrap_or_default();
-    if !nightly.lines().any(|l| l.starts_with("rust-src")) {
-        run(
-            "rustup",
-            &["component", "add", "rust-src", "--toolchain", "nightly"],
-            &[],
-        )?;
-    }
+        "rust-src",
+        &["component", "add", "rust-src", "--toolchain", "nightly"],
+    )?;
     let have = output("wasm-bindgen", &["--version"]).unwrap_or_default();
     if !have.contains(WASM_BINDGEN) {
         // Not --locked: with it a pinned dependency is missing from the registry.

@@ -41,7 +41,11 @@ fn every_shared_case_gives_exactly_its_fields() {
         let want = case["headers"].as_object().unwrap();
         assert_eq!(got.len(), want.len(), "{name}: {got:?}");
         for (field, value) in want {
-            assert_eq!(got[field.as_str()], value.as_str().unwrap(), "{name}: {field}");
+            assert_eq!(
+                got[field.as_str()],
+                value.as_str().unwrap(),
+                "{name}: {field}"
+            );
         }
     }
 }

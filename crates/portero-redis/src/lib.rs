@@ -150,11 +150,7 @@ impl RedisAlgorithm {
     /// admitted request (whole milliseconds, rounded up). It admits up to `2 × limit`
     /// around a window's end; prefer [`gcra`](Self::gcra) unless you need windows.
     pub fn fixed_window(limit: u64, window: Duration) -> Result<Self, RedisQuotaError> {
-        let window_ms = u64::try_from(window.as_nanos().div_ceil(1_000_000))
-            .map_err(|_| RedisQuotaError::TooLong)?;
-        if limit == 0 || window_ms == 0 {
-            return Err(RedisQuotaError::Empty);
-        }
+        let window_ms = whole_units(limit, window, 1_000_000)?;
         if window_ms > MAX_SPAN_US / 1_000 || limit > MAX_SPAN_US {
             return Err(RedisQuotaError::TooLong);
         }
@@ -167,11 +163,7 @@ impl RedisAlgorithm {
     /// of `window`, no boundary burst. The same rule as portero's
     /// [`SlidingWindowCounter`](portero::SlidingWindowCounter).
     pub fn sliding_counter(limit: u64, window: Duration) -> Result<Self, RedisQuotaError> {
-        let window_us = u64::try_from(window.as_nanos().div_ceil(1_000))
-            .map_err(|_| RedisQuotaError::TooLong)?;
-        if limit == 0 || window_us == 0 {
-            return Err(RedisQuotaError::Empty);
-        }
+        let window_us = whole_units(limit, window, 1_000)?;
         // Every product in the script is at most (L + 1)·W: keep it exact in doubles.
         match (limit + 1).checked_mul(window_us) {
             Some(lw) if lw <= MAX_SPAN_US => Ok(Self(Kind::SlidingCounter { limit, window_us })),
@@ -181,14 +173,11 @@ impl RedisAlgorithm {
 
     /// A sliding log of `limit` units per `window` (whole microseconds, rounded up):
     /// exact, never more than `limit` in any span of `window`, at the price of one
-    /// sorted-set entry per admitted unit (up to `limit` per key; at most 1,000,000).
-    /// For the limits where one extra hurts: logins, SMS, payments.
+    /// sorted-set entry per admitted request, carrying its cost (so at most `limit`
+    /// entries per key; `limit` at most 1,000,000). For the limits where one extra
+    /// hurts: logins, SMS, payments.
     pub fn sliding_log(limit: u64, window: Duration) -> Result<Self, RedisQuotaError> {
-        let window_us = u64::try_from(window.as_nanos().div_ceil(1_000))
-            .map_err(|_| RedisQuotaError::TooLong)?;
-        if limit == 0 || window_us == 0 {
-            return Err(RedisQuotaError::Empty);
-        }
+        let window_us = whole_units(limit, window, 1_000)?;
         if limit > MAX_LOG_ENTRIES || window_us > MAX_SPAN_US {
             return Err(RedisQuotaError::TooLong);
         }
@@ -227,6 +216,16 @@ impl RedisAlgorithm {
             | Kind::SlidingLog { limit, .. } => limit,
         }
     }
+}
+
+/// `window` in whole units of `unit_ns` (rounded up), for a `limit`: both above zero.
+fn whole_units(limit: u64, window: Duration, unit_ns: u128) -> Result<u64, RedisQuotaError> {
+    let units =
+        u64::try_from(window.as_nanos().div_ceil(unit_ns)).map_err(|_| RedisQuotaError::TooLong)?;
+    if limit == 0 || units == 0 {
+        return Err(RedisQuotaError::Empty);
+    }
+    Ok(units)
 }
 
 /// What a check does when Redis does not answer in time (down, unreachable, slow).
