@@ -20,7 +20,7 @@
 //! ```
 //!
 //! The index is the period's whole number since 1970 (days, months, or fixed periods),
-//! never truncated (see [`window`](crate::window)): it gets the bits every index up to
+//! never truncated (see `window.rs`): it gets the bits every index up to
 //! [`MAX_TIME_NANOS`](crate::MAX_TIME_NANOS) needs (17 for days and months, 34 for
 //! fixed one-second periods), and `used` the rest (`u` = 47 for days and months).
 //! A stored period ahead of now (time went backwards) still counts as the current one,

@@ -21,7 +21,7 @@
 //! +--------------------------+----------+---------+
 //! ```
 //!
-//! The index is whole, never truncated (see [`window`](crate::window)): it counts
+//! The index is whole, never truncated (see `window.rs`): it counts
 //! units of `u` ns and gets the bits every index up to
 //! [`MAX_TIME_NANOS`](crate::MAX_TIME_NANOS) needs; the count gets the rest, `n = 64 −
 //! bits(MAX_TIME / u)`. The layout depends on `W` and the placement alone, so changing

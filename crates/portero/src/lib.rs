@@ -39,7 +39,9 @@
 //! - One-word algorithms ([`Algorithm`] implementations, driven by [`RateLimiter`]):
 //!   [`Gcra`], [`TokenBucket`], [`FixedWindow`], [`SlidingWindowCounter`],
 //!   [`LeakyMeter`], [`LeakyQueue`] (a shaper: admitted requests get a delay), and
-//!   [`CalendarQuota`] (per day / per month).
+//!   [`CalendarQuota`] (per day / per month). [`AnyAlgorithm`] holds any one-word
+//!   algorithm chosen at run time by its [`AlgorithmName`] (the one spelling of each
+//!   name).
 //! - [`SlidingLog`]: exact, up to `L` timestamps behind a mutex.
 //! - [`KeyedLimiter`]: a limiter per key in a fixed-size table; [`Policies`] maps
 //!   operations to keyed limits; [`stack::check_all`] checks several limits all or none
@@ -52,6 +54,8 @@
 //! - `quanta` (default): [`QuantaClock`], the default clock.
 //! - `alloc`: [`KeyedLimiter`] without `std` (seed it with `with_hasher`).
 //! - `tokio`: an async wait on the [`LeakyQueue`] shaper.
+//! - `testing`: views of internal state (`raw_state`, `state_of`, `count_slots`) for
+//!   this workspace's tests and loom models; not a stable API.
 //! - Without default features the crate is `no_std` and builds for
 //!   `wasm32-unknown-unknown`; 64-bit (and the keyed table's 128-bit) atomics come from
 //!   `portable-atomic` on targets that lack them.

@@ -21,7 +21,7 @@
 //! +--------------------+---------------+---------------+
 //! ```
 //!
-//! The index is the whole `⌊now / W⌋` (see [`window`](crate::window)): it gets the
+//! The index is the whole `⌊now / W⌋` (see `window.rs`): it gets the
 //! bits every index up to [`MAX_TIME_NANOS`](crate::MAX_TIME_NANOS) needs, and each count
 //! half of the rest, `c = ⌊(64 − bits(MAX_TIME / W)) / 2⌋` (15 bits at `W` = 1 s, 18 at
 //! one minute, 21 at one hour). So the layout depends on `W` alone and no idle gap can
