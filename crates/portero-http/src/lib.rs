@@ -37,12 +37,14 @@
 
 mod answer;
 mod backoff;
+pub mod client;
 pub mod headers;
 mod rate_limit;
 mod shed;
 
 pub use answer::{service_unavailable, too_many_requests};
 pub use backoff::{retry_after, Backoff, BackoffError, DEFAULT_MAX_WAIT, MAX_WAIT_LIMIT};
+pub use client::{ClientAddr, ClientIp, TrustedProxies};
 pub use headers::{Policy, PolicyError};
-pub use rate_limit::{RateLimitFuture, RateLimitLayer, RateLimitService, WhenTableFull};
+pub use rate_limit::{RateLimitFuture, RateLimitLayer, RateLimitService, WhenNoKey, WhenTableFull};
 pub use shed::{LoadShedFuture, LoadShedLayer, LoadShedService};

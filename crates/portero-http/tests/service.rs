@@ -77,14 +77,20 @@ async fn five_per_minute_then_429_with_every_field() {
     assert_eq!(h["cache-control"], "no-store");
     assert_eq!(body(response).await, "", "the handler never ran");
 
-    // Another client has its own share; a request without a key is not limited here.
+    // Another client has its own share; requests without a key share one bucket
+    // (leaving the header out is never unlimited).
     let bob = app.clone().oneshot(request(Some("bob"))).await.unwrap();
     assert_eq!(bob.status(), StatusCode::OK);
+    let mut anonymous_ok = 0;
     for _ in 0..20 {
         let anonymous = app.clone().oneshot(request(None)).await.unwrap();
-        assert_eq!(anonymous.status(), StatusCode::OK);
-        assert!(anonymous.headers().get("ratelimit").is_none());
+        anonymous_ok += usize::from(anonymous.status() == StatusCode::OK);
+        assert!(anonymous.headers().get("ratelimit").is_some());
     }
+    assert_eq!(
+        anonymous_ok, 5,
+        "20 requests without the header: one client's share"
+    );
 
     // After the advertised wait, alice gets exactly one more.
     clock.advance(11_500_000_000);

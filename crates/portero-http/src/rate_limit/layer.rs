@@ -22,13 +22,32 @@ pub enum WhenTableFull {
     Allow,
 }
 
+/// What a request gets when the key function finds no key in it (no client id, no
+/// recorded peer address).
+///
+/// A missing key must not mean "unlimited": a client that leaves out the header a
+/// limit keys on would otherwise never be limited. To key on the peer address when a
+/// header is missing, say so in the key function (`header.or(ClientIp::key)`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WhenNoKey {
+    /// Every request without a key shares one bucket of the same quota (the default):
+    /// together they get one client's share.
+    #[default]
+    SharedBucket,
+    /// Refuse it: 429 with `Retry-After: 1`.
+    Reject,
+    /// Let it through unlimited. Only for keys that every real client sends and
+    /// something before this layer enforces (an authentication layer, say).
+    Allow,
+}
+
 /// Checks one unit per request against a [`KeyedLimiter`], keyed by `key(&request)`.
 ///
 /// An admitted request goes to the inner service and its response gets the
 /// `RateLimit` fields; a rejected one never reaches it and is answered here: 429, the
 /// fields, `Retry-After`, `Cache-Control: no-store` and an empty body (the response
 /// body type must implement `Default`). Requests for which `key` returns `None` are
-/// not limited by this layer.
+/// decided by [`WhenNoKey`] (default: one shared bucket).
 ///
 /// The layer calls the inner service's `poll_ready` before it knows whether the
 /// request will be admitted, like every tower middleware that answers by itself;
@@ -38,6 +57,7 @@ pub struct RateLimitLayer<K, A: Copy, C, F> {
     pub(super) policy: Arc<Policy>,
     pub(super) key: F,
     pub(super) when_full: WhenTableFull,
+    pub(super) when_no_key: WhenNoKey,
 }
 
 impl<K, A: Copy, C, F> fmt::Debug for RateLimitLayer<K, A, C, F> {
@@ -46,6 +66,7 @@ impl<K, A: Copy, C, F> fmt::Debug for RateLimitLayer<K, A, C, F> {
             .field("limiter", &self.limiter)
             .field("policy", &self.policy)
             .field("when_full", &self.when_full)
+            .field("when_no_key", &self.when_no_key)
             .finish_non_exhaustive()
     }
 }
@@ -57,6 +78,7 @@ impl<K, A: Copy, C, F: Clone> Clone for RateLimitLayer<K, A, C, F> {
             policy: self.policy.clone(),
             key: self.key.clone(),
             when_full: self.when_full,
+            when_no_key: self.when_no_key,
         }
     }
 }
@@ -69,7 +91,14 @@ impl<K, A: Copy, C, F> RateLimitLayer<K, A, C, F> {
             policy: Arc::new(policy),
             key,
             when_full: WhenTableFull::default(),
+            when_no_key: WhenNoKey::default(),
         }
+    }
+
+    /// What requests without a key get (default: one shared bucket).
+    pub fn when_no_key(mut self, answer: WhenNoKey) -> Self {
+        self.when_no_key = answer;
+        self
     }
 
     /// What new clients get while the key table is full.

@@ -9,7 +9,7 @@ use portero::{Algorithm, Clock, Decision, KeyedError};
 use tower_service::Service;
 
 use super::future::{RateLimitFuture, State};
-use super::{RateLimitLayer, WhenTableFull};
+use super::{RateLimitLayer, WhenNoKey, WhenTableFull};
 use crate::answer::too_many_requests;
 
 /// The service [`RateLimitLayer`] builds.
@@ -55,7 +55,18 @@ where
 
     fn call(&mut self, request: Request<ReqB>) -> Self::Future {
         let layer = &self.layer;
-        let decision = match (layer.key)(&request).map(|k| layer.limiter.check_n(&k, 1)) {
+        let checked = match (layer.key)(&request) {
+            Some(key) => Some(layer.limiter.check_n(&key, 1)),
+            None => match layer.when_no_key {
+                WhenNoKey::SharedBucket => Some(layer.limiter.check_anonymous_n(1)),
+                WhenNoKey::Reject => Some(Ok(Decision::deny_for(
+                    layer.policy.quota(),
+                    portero::DENY_FOR_NANOS,
+                ))),
+                WhenNoKey::Allow => None,
+            },
+        };
+        let decision = match checked {
             None => None,
             Some(Ok(d)) => Some(d),
             Some(Err(KeyedError::KeyTableFull { .. }))

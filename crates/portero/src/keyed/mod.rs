@@ -59,6 +59,9 @@ use crossbeam_utils::atomic::AtomicCell;
 use crate::{Algorithm, CheckError, Clock, Decision, DefaultClock, KeyedError};
 use table::Table;
 
+/// The fingerprint of the bucket shared by requests without a key.
+const ANONYMOUS: u64 = u64::MAX;
+
 /// The hasher keyed limiters use (`ahash`), re-exported so callers can seed it.
 pub use ahash::RandomState;
 
@@ -218,8 +221,25 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
     /// `cost` units for `key` at `now` (ns).
     #[inline(always)]
     pub fn check_at(&self, key: &K, now: u64, cost: u64) -> Result<Decision, KeyedError> {
+        self.check_tag(self.fingerprint(key), now, cost)
+    }
+
+    /// `cost` units at `now` for the one bucket that requests **without a key** share
+    /// (an HTTP request with no client id, say): held in the table like any key, so
+    /// leaving the key out never means unlimited. (A real key's fingerprint equals
+    /// the shared bucket's with probability 2^-64, under a seed drawn at run time.)
+    pub fn check_anonymous_at(&self, now: u64, cost: u64) -> Result<Decision, KeyedError> {
+        self.check_tag(ANONYMOUS, now, cost)
+    }
+
+    /// [`check_anonymous_at`](Self::check_anonymous_at) the clock's now.
+    pub fn check_anonymous_n(&self, cost: u64) -> Result<Decision, KeyedError> {
+        self.check_anonymous_at(self.clock.now(), cost)
+    }
+
+    #[inline(always)]
+    fn check_tag(&self, tag: u64, now: u64, cost: u64) -> Result<Decision, KeyedError> {
         let algorithm = self.algorithm.load();
-        let tag = self.fingerprint(key);
         let buckets = self.table.buckets_of(tag);
         self.table.prefetch(buckets);
         // The hot path: the key is held, so decide on its state and publish with one

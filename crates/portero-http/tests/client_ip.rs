@@ -1,0 +1,273 @@
+//! Client identity over a real loopback socket (axum with `ConnectInfo`, a raw HTTP/1.1
+//! client), and the address parsing over any header bytes.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use axum::{routing::get, Router};
+use http::{HeaderMap, HeaderValue, Request};
+use portero::{Gcra, KeyedLimiter, Overflow, Quota};
+use portero_http::client::{ForwardedField, Prefixes};
+use portero_http::{ClientAddr, ClientIp, Policy, RateLimitLayer, TrustedProxies, WhenNoKey};
+use proptest::prelude::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tower::ServiceExt;
+
+fn per_minute(n: u64) -> Quota {
+    Quota::per_minute(n).unwrap()
+}
+
+/// A server on a free loopback port that limits 5 per minute per client, keyed by
+/// `ClientIp` (trusting `trusted`), answering "ok".
+async fn serve(trusted: TrustedProxies) -> SocketAddr {
+    let limiter = Arc::new(KeyedLimiter::new(Gcra::new(per_minute(5)), 1_000));
+    let resolve = ClientIp::new(trusted);
+    let policy = Policy::for_quota("per-ip", &per_minute(5)).unwrap();
+    let app = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .layer(RateLimitLayer::new(
+            limiter,
+            policy,
+            move |req: &Request<axum::body::Body>| resolve.key(req),
+        ));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+        .unwrap();
+    });
+    addr
+}
+
+/// One request over a fresh connection, with `fields`; the response's status code.
+async fn get_status(addr: SocketAddr, fields: &[(&str, &str)]) -> u16 {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let mut request = String::from("GET / HTTP/1.1\r\nHost: portero.test\r\nConnection: close\r\n");
+    for (name, value) in fields {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    response[9..12].parse().unwrap()
+}
+
+async fn admitted_of(
+    addr: SocketAddr,
+    n: usize,
+    fields: impl Fn(usize) -> Vec<(String, String)>,
+) -> usize {
+    let mut ok = 0;
+    for i in 0..n {
+        let f = fields(i);
+        let borrowed: Vec<(&str, &str)> = f.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+        ok += usize::from(get_status(addr, &borrowed).await == 200);
+    }
+    ok
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spoofed_forwarded_for_from_an_untrusted_peer_never_changes_the_key() {
+    let addr = serve(TrustedProxies::none()).await;
+    let xff = |i: usize| {
+        vec![(
+            "X-Forwarded-For".to_owned(),
+            format!("203.0.113.{}", i % 250),
+        )]
+    };
+    assert_eq!(
+        admitted_of(addr, 20, xff).await,
+        5,
+        "20 rotated headers, one peer: 5"
+    );
+    let fwd = |i: usize| vec![("Forwarded".to_owned(), format!("for=198.51.100.{i}"))];
+    assert_eq!(
+        admitted_of(addr, 5, fwd).await,
+        0,
+        "still the same peer, already spent"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trusted_proxy_chain_names_the_client() {
+    // The test client on 127.0.0.1 plays the load balancer.
+    let addr = serve(TrustedProxies::new(["127.0.0.1"]).unwrap()).await;
+    let client = |who: &'static str| {
+        move |_| vec![("X-Forwarded-For".to_owned(), format!("{who}, 127.0.0.1"))]
+    };
+    assert_eq!(admitted_of(addr, 8, client("198.51.100.1")).await, 5);
+    assert_eq!(
+        admitted_of(addr, 8, client("198.51.100.2")).await,
+        5,
+        "another client"
+    );
+    // One IPv6 /64 is one client, whatever address in it the request came from.
+    let rotating_v6 =
+        |i: usize| vec![("X-Forwarded-For".to_owned(), format!("2001:db8:1:2::{i:x}"))];
+    assert_eq!(admitted_of(addr, 20, rotating_v6).await, 5);
+    // A malformed field falls back to the peer (the proxy itself).
+    let bad = |_| vec![("X-Forwarded-For".to_owned(), "not-an-address".to_owned())];
+    assert_eq!(admitted_of(addr, 8, bad).await, 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_without_a_key_share_one_bucket_by_default() {
+    let quota = per_minute(5);
+    let layer = |when| {
+        RateLimitLayer::new(
+            Arc::new(KeyedLimiter::new(Gcra::new(quota), 100)),
+            Policy::for_quota("per-client", &quota).unwrap(),
+            |req: &Request<axum::body::Body>| {
+                req.headers()
+                    .get("x-client-id")?
+                    .to_str()
+                    .ok()
+                    .map(str::to_owned)
+            },
+        )
+        .when_no_key(when)
+    };
+    for (when, want) in [
+        (WhenNoKey::SharedBucket, 5),
+        (WhenNoKey::Reject, 0),
+        (WhenNoKey::Allow, 20),
+    ] {
+        let app = Router::new()
+            .route("/", get(|| async { "ok" }))
+            .layer(layer(when));
+        let mut admitted = 0;
+        for _ in 0..20 {
+            let req = Request::get("/").body(axum::body::Body::empty()).unwrap();
+            let status = app.clone().oneshot(req).await.unwrap().status();
+            admitted += usize::from(status == 200);
+        }
+        assert_eq!(admitted, want, "{when:?}");
+    }
+}
+
+/// 200,000 addresses through a trusted proxy against a 1,000-key table: the table
+/// stays at its cap; refusing new keys keeps the clients already tracked exact.
+#[test]
+fn a_flood_of_addresses_through_a_trusted_proxy_stays_at_the_cap() {
+    let resolve = ClientIp::new(TrustedProxies::new(["10.0.0.0/8"]).unwrap());
+    let proxy: IpAddr = "10.0.0.1".parse().unwrap();
+    for policy in [Overflow::RejectNewKeys, Overflow::EvictSoonestFull] {
+        let limiter = KeyedLimiter::<ClientAddr, _, _>::with_clock(
+            Gcra::new(per_minute(5)),
+            1_000,
+            portero::ManualClock::new(),
+        )
+        .overflow(policy);
+        let mut headers = HeaderMap::new();
+        let (mut admitted, mut refused) = (0u32, 0u32);
+        for i in 0..200_000u32 {
+            let ip = std::net::Ipv4Addr::from(0xC000_0000 | i);
+            headers.insert(
+                "x-forwarded-for",
+                HeaderValue::from_str(&ip.to_string()).unwrap(),
+            );
+            match limiter.check_at(&resolve.resolve(proxy, &headers), 0, 1) {
+                Ok(d) => admitted += u32::from(d.is_allowed()),
+                Err(_) => refused += 1,
+            }
+            assert!(limiter.len() <= 1_000);
+        }
+        match policy {
+            Overflow::RejectNewKeys => assert!(admitted <= 1_000 && refused >= 199_000),
+            _ => assert_eq!(
+                admitted, 200_000,
+                "every newcomer is tracked, evicting another"
+            ),
+        }
+    }
+}
+
+fn trusted() -> TrustedProxies {
+    TrustedProxies::new(["10.0.0.0/8", "2001:db8::/32"]).unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2_000))]
+
+    /// Any bytes in the forwarding fields: no panic, and from an untrusted peer the key
+    /// is always the peer.
+    #[test]
+    fn any_field_bytes_never_panic_and_never_move_an_untrusted_peer(
+        bytes in prop::collection::vec(any::<u8>(), 0..120),
+        peer_bits in any::<u32>(),
+        from_proxy in any::<bool>(),
+        forwarded in any::<bool>(),
+    ) {
+        let peer: IpAddr = if from_proxy {
+            std::net::Ipv4Addr::from(0x0A00_0000 | (peer_bits & 0xFF_FFFF)).into()
+        } else {
+            std::net::Ipv4Addr::from(0xC633_6400 | (peer_bits & 0xFF)).into()
+        };
+        let field = if forwarded { ForwardedField::Forwarded } else { ForwardedField::XForwardedFor };
+        let name = if forwarded { "forwarded" } else { "x-forwarded-for" };
+        let mut headers = HeaderMap::new();
+        if let Ok(v) = HeaderValue::from_bytes(&bytes) {
+            headers.insert(name, v);
+        }
+        let key = ClientIp::new(trusted()).field(field).resolve(peer, &headers);
+        if !from_proxy {
+            prop_assert_eq!(key, Prefixes::default().group(peer));
+        }
+    }
+
+    /// Fields mixing real addresses, obfuscated names and garbage, from a trusted proxy:
+    /// the key is the peer or one of the addresses the field named — never anything else.
+    #[test]
+    fn the_key_is_the_peer_or_an_address_the_field_named(
+        hops in prop::collection::vec(prop_oneof![
+            any::<u32>().prop_map(|b| std::net::Ipv4Addr::from(b).to_string()),
+            any::<u16>().prop_map(|b| format!("10.0.{}.{}", b >> 8, b & 0xFF)),
+            any::<u128>().prop_map(|b| format!("[{}]:443", std::net::Ipv6Addr::from(b))),
+            Just("unknown".to_owned()),
+            Just("_hidden".to_owned()),
+            "[ -~]{0,12}",
+        ], 0..8),
+        forwarded in any::<bool>(),
+    ) {
+        let (field, name, text) = if forwarded {
+            let elements: Vec<String> = hops.iter().map(|h| format!("for=\"{h}\";proto=https")).collect();
+            (ForwardedField::Forwarded, "forwarded", elements.join(", "))
+        } else {
+            (ForwardedField::XForwardedFor, "x-forwarded-for", hops.join(", "))
+        };
+        let mut headers = HeaderMap::new();
+        if let Ok(v) = HeaderValue::from_str(&text) {
+            headers.insert(name, v);
+        }
+        let peer: IpAddr = "10.1.1.1".parse().unwrap();
+        let key = ClientIp::new(trusted()).field(field).resolve(peer, &headers);
+        let p = Prefixes::default();
+        let named: Vec<ClientAddr> = hops
+            .iter()
+            .filter_map(|h| h.trim_start_matches('[').split("]:").next()?.parse::<IpAddr>().ok())
+            .map(|ip| p.group(ip))
+            .collect();
+        prop_assert!(key == p.group(peer) || named.contains(&key), "{} from {:?}", key, text);
+    }
+
+    /// A chain of hops ending at the proxy: the rightmost untrusted one is the client.
+    #[test]
+    fn the_first_untrusted_hop_from_the_right_is_the_client(
+        clients in prop::collection::vec(any::<u32>(), 1..5),
+        proxies in prop::collection::vec(any::<u16>(), 0..4),
+    ) {
+        let mut hops: Vec<String> = clients.iter().map(|c| std::net::Ipv4Addr::from(0xC000_0000 | (c & 0xFF_FFFF)).to_string()).collect();
+        hops.extend(proxies.iter().map(|p| format!("10.0.{}.{}", p >> 8, p & 0xFF)));
+        let mut headers = HeaderMap::new();
+        headers.insert("x-forwarded-for", HeaderValue::from_str(&hops.join(", ")).unwrap());
+        let key = ClientIp::new(trusted()).resolve("10.9.9.9".parse().unwrap(), &headers);
+        let want: IpAddr = hops[clients.len() - 1].parse().unwrap();
+        prop_assert_eq!(key.ip(), want);
+    }
+}
