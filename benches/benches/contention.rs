@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use portero::{Quota, RateLimiter, Striped};
-use portero_benches::{cas_once, open_quota};
+use portero_benches::{cas_once, governor_open_quota, open_quota};
 
 /// Runs `op` `iters` times in total, split over `threads` threads that start together;
 /// returns the wall time.
@@ -56,8 +56,7 @@ fn contention(c: &mut Criterion) {
             b.iter_custom(|n| hammer(l.clone(), threads, n, |l| l.check().is_allowed()))
         });
         g.bench_function(id("governor_admit"), |b| {
-            let q = governor::Quota::per_second(NonZeroU32::new(1_000_000_000).unwrap())
-                .allow_burst(NonZeroU32::new(1 << 30).unwrap());
+            let q = governor_open_quota();
             let l = Arc::new(governor::RateLimiter::direct(q));
             b.iter_custom(|n| hammer(l.clone(), threads, n, |l| l.check().is_ok()))
         });

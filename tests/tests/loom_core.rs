@@ -115,23 +115,21 @@ fn token_bucket_frozen_clock_three_threads_race_for_two_slots() {
 
 #[test]
 fn gcra_advancing_clock_weighted() {
-    // Empty at t=100; one unit returns every 10 ns. Outcomes depend on the order,
-    // and each must be a serial one.
-    let counts = race(
-        Gcra::new(quota(3)),
-        &[(100, 3)],
-        &[(105, 1), (110, 1), (120, 2)],
-    );
-    assert!(counts.iter().all(|&c| (1..=2).contains(&c)), "{counts:?}");
+    advancing_clock_weighted(Gcra::new(quota(3)));
 }
 
 #[test]
 fn token_bucket_advancing_clock_weighted() {
-    let counts = race(
-        TokenBucket::new(quota(3)),
-        &[(100, 3)],
-        &[(105, 1), (110, 1), (120, 2)],
-    );
+    advancing_clock_weighted(TokenBucket::new(quota(3)));
+}
+
+/// Empty at t=100; one unit returns every 10 ns. Outcomes depend on the order, and
+/// each must be a serial one.
+fn advancing_clock_weighted<A>(algorithm: A)
+where
+    A: Algorithm + Clone + Send + Sync + 'static,
+{
+    let counts = race(algorithm, &[(100, 3)], &[(105, 1), (110, 1), (120, 2)]);
     assert!(counts.iter().all(|&c| (1..=2).contains(&c)), "{counts:?}");
 }
 

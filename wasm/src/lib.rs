@@ -315,7 +315,7 @@ impl Keyed {
             ));
         }
         if hash_seeds.len() < 4 {
-            return Err(err("hash seeds must hold four 32-bit random words"));
+            return Err(err("hashSeeds must hold four 32-bit random words"));
         }
         let seed = |i: usize| (u64::from(hash_seeds[i]) << 32) | u64::from(hash_seeds[(i + 1) % 4]);
         let hasher = RandomState::with_seeds(seed(0), seed(1), seed(2), seed(3));

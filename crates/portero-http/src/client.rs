@@ -154,9 +154,13 @@ impl Cidr {
     }
 }
 
-/// The proxies whose forwarding fields are believed: none by default.
+/// The proxies whose forwarding fields are believed (none by default), and the field
+/// they write.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TrustedProxies(Vec<Cidr>);
+pub struct TrustedProxies {
+    nets: Vec<Cidr>,
+    field: ForwardedField,
+}
 
 impl TrustedProxies {
     /// No proxy is trusted: the key is always the peer.
@@ -177,16 +181,26 @@ impl TrustedProxies {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        cidrs
+        let nets = cidrs
             .into_iter()
             .map(|c| c.as_ref().parse())
-            .collect::<Result<_, _>>()
-            .map(Self)
+            .collect::<Result<_, _>>()?;
+        Ok(Self {
+            nets,
+            field: ForwardedField::default(),
+        })
+    }
+
+    /// The field these proxies write (default `X-Forwarded-For`); the other is
+    /// ignored, so a client cannot add it.
+    pub fn writing(mut self, field: ForwardedField) -> Self {
+        self.field = field;
+        self
     }
 
     /// Whether `ip` is a trusted proxy.
     pub fn contains(&self, ip: IpAddr) -> bool {
-        self.0.iter().any(|c| c.contains(ip))
+        self.nets.iter().any(|c| c.contains(ip))
     }
 }
 
@@ -220,7 +234,6 @@ pub enum ForwardedField {
 #[derive(Debug, Clone, Default)]
 pub struct ClientIp {
     trusted: TrustedProxies,
-    field: ForwardedField,
     prefixes: Prefixes,
 }
 
@@ -232,12 +245,6 @@ impl ClientIp {
             trusted,
             ..Self::default()
         }
-    }
-
-    /// Reads `field` (default `X-Forwarded-For`).
-    pub fn field(mut self, field: ForwardedField) -> Self {
-        self.field = field;
-        self
     }
 
     /// Groups clients by `prefixes` (default IPv4 /32, IPv6 /64).
@@ -263,7 +270,7 @@ impl ClientIp {
         if !self.trusted.contains(peer) {
             return peer;
         }
-        let name = match self.field {
+        let name = match self.trusted.field {
             ForwardedField::XForwardedFor => HeaderName::from_static("x-forwarded-for"),
             ForwardedField::Forwarded => http::header::FORWARDED,
         };
@@ -284,7 +291,7 @@ impl ClientIp {
             if hops > MAX_HOPS {
                 return peer;
             }
-            let hop = match self.field {
+            let hop = match self.trusted.field {
                 ForwardedField::XForwardedFor => parse_node(element.trim()),
                 ForwardedField::Forwarded => forwarded_for(element),
             };

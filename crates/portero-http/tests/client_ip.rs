@@ -215,7 +215,7 @@ proptest! {
         if let Ok(v) = HeaderValue::from_bytes(&bytes) {
             headers.insert(name, v);
         }
-        let key = ClientIp::new(trusted()).field(field).resolve(peer, &headers);
+        let key = ClientIp::new(trusted().writing(field)).resolve(peer, &headers);
         if !from_proxy {
             prop_assert_eq!(key, Prefixes::default().group(peer));
         }
@@ -246,7 +246,7 @@ proptest! {
             headers.insert(name, v);
         }
         let peer: IpAddr = "10.1.1.1".parse().unwrap();
-        let key = ClientIp::new(trusted()).field(field).resolve(peer, &headers);
+        let key = ClientIp::new(trusted().writing(field)).resolve(peer, &headers);
         let p = Prefixes::default();
         let named: Vec<ClientAddr> = hops
             .iter()

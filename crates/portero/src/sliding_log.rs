@@ -167,9 +167,17 @@ mod tests {
     use super::*;
     use crate::ManualClock;
 
+    /// `limit` per `window` ns on a manual clock.
+    fn log(limit: u64, window: u64) -> SlidingLog<ManualClock> {
+        SlidingLog::with_clock(
+            Quota::from_nanos(limit, window).unwrap(),
+            ManualClock::new(),
+        )
+    }
+
     #[test]
     fn entry_exactly_w_old_has_expired() {
-        let log = SlidingLog::with_clock(Quota::from_nanos(1, 100).unwrap(), ManualClock::new());
+        let log = log(1, 100);
         assert!(log.check_at(0, 1).unwrap().is_allowed());
         assert!(!log.check_at(99, 1).unwrap().is_allowed());
         assert!(log.check_at(100, 1).unwrap().is_allowed());
@@ -178,7 +186,7 @@ mod tests {
 
     #[test]
     fn weighted_retry_waits_for_enough_expiries() {
-        let log = SlidingLog::with_clock(Quota::from_nanos(4, 100).unwrap(), ManualClock::new());
+        let log = log(4, 100);
         for t in [0, 10, 20, 30] {
             assert!(log.check_at(t, 1).unwrap().is_allowed());
         }
@@ -193,7 +201,7 @@ mod tests {
 
     #[test]
     fn backwards_time_expires_nothing_early() {
-        let log = SlidingLog::with_clock(Quota::from_nanos(1, 100).unwrap(), ManualClock::new());
+        let log = log(1, 100);
         assert!(log.check_at(1_000, 1).unwrap().is_allowed());
         assert!(!log.check_at(0, 1).unwrap().is_allowed());
         assert!(log.check_at(1_100, 1).unwrap().is_allowed());

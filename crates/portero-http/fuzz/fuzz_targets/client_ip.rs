@@ -22,8 +22,11 @@ fuzz_target!(|input: (&[u8], bool)| {
     let mut headers = HeaderMap::new();
     headers.append(name, value.clone());
     headers.append(name, value);
-    let resolve = ClientIp::new(TrustedProxies::new(["10.0.0.0/8", "2001:db8::/32"]).unwrap())
-        .field(field);
+    let resolve = ClientIp::new(
+        TrustedProxies::new(["10.0.0.0/8", "2001:db8::/32"])
+            .unwrap()
+            .writing(field),
+    );
     let _ = resolve.resolve("10.0.0.1".parse().unwrap(), &headers);
     let stranger: IpAddr = "198.51.100.7".parse().unwrap();
     assert_eq!(resolve.resolve(stranger, &headers), Prefixes::default().group(stranger));

@@ -240,18 +240,15 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
     #[inline(always)]
     fn check_tag(&self, tag: u64, now: u64, cost: u64) -> Result<Decision, KeyedError> {
         let algorithm = self.algorithm.load();
-        let buckets = self.table.buckets_of(tag);
-        self.table.prefetch(buckets);
+        let probe = self.table.probe(tag);
+        self.table.prefetch(&probe);
         // The hot path: the key is held, so decide on its state and publish with one
         // CAS over (fingerprint, state), all inline (returned out of line, the 64-byte
         // `Result<Option<Decision>>` cost store-forwarding stalls on every check).
-        if let Some(d) = self
-            .table
-            .update_existing(&algorithm, tag, buckets, now, cost)?
-        {
+        if let Some(d) = self.table.update_existing(&algorithm, &probe, now, cost)? {
             return Ok(d);
         }
-        self.check_slow(&algorithm, tag, buckets, now, cost)
+        self.check_slow(&algorithm, &probe, now, cost)
     }
 
     /// A key that is not held (or whose slot was just reclaimed): insert it.
@@ -260,19 +257,17 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
     fn check_slow(
         &self,
         algorithm: &A,
-        tag: u64,
-        buckets: [usize; 2],
+        probe: &table::Probe,
         now: u64,
         cost: u64,
     ) -> Result<Decision, KeyedError> {
         // A new key: decide on a fresh state first; only admitted requests (and
         // excess-counting windows) need a slot.
-        let t = algorithm.decide(algorithm.initial_state(), now, cost)?;
-        let Some(state) = t.next else {
-            return Ok(t.decision);
-        };
-        self.table
-            .insert(algorithm, tag, buckets, now, cost, state, t.decision)
+        let first = algorithm.decide(algorithm.initial_state(), now, cost)?;
+        if first.next.is_none() {
+            return Ok(first.decision);
+        }
+        self.table.insert(algorithm, probe, (now, cost), first)
     }
 
     /// The answer for a new key that a full table refuses: denied, nothing remaining,

@@ -18,10 +18,17 @@ use super::locks::BucketLocks;
 use super::slot::{pack, unpack, Slot};
 use super::Overflow;
 use crate::sync::{prefetch, AtomicU64, AtomicUsize, Ordering, SpinLock, LOOM};
-use crate::{Algorithm, Decision, KeyedError};
+use crate::{Algorithm, Decision, KeyedError, Transition};
 
 /// Slots per bucket (two cache lines; small under loom, to keep models tractable).
 pub(crate) const BUCKET: usize = if LOOM { 2 } else { 8 };
+
+/// Where a key may live: its fingerprint and its two candidate buckets.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Probe {
+    tag: u64,
+    buckets: [usize; 2],
+}
 
 pub(crate) struct Table {
     slots: Box<[Slot]>,
@@ -75,20 +82,21 @@ impl Table {
             + self.locks.len() * core::mem::size_of::<SpinLock>()
     }
 
-    /// Two candidate buckets from independent bits of the fingerprint.
+    /// `tag`'s two candidate buckets, from independent bits of the fingerprint.
     #[inline]
-    pub(crate) fn buckets_of(&self, tag: u64) -> [usize; 2] {
+    pub(crate) fn probe(&self, tag: u64) -> Probe {
         let n = self.buckets as u128;
         let b1 = ((tag as u128 * n) >> 64) as usize;
         let b2 = (((tag.rotate_left(32) ^ 0x9E37_79B9_7F4A_7C15) as u128 * n) >> 64) as usize;
-        [
-            b1,
-            if b2 == b1 {
-                (b1 + 1) % self.buckets
-            } else {
-                b2
-            },
-        ]
+        let b2 = if b2 == b1 {
+            (b1 + 1) % self.buckets
+        } else {
+            b2
+        };
+        Probe {
+            tag,
+            buckets: [b1, b2],
+        }
     }
 
     /// Starts loading the first slots of both buckets while the hint words are read:
@@ -96,8 +104,8 @@ impl Table {
     /// bucket) the key is usually in one of those two lines, and the two cache misses
     /// overlap instead of following each other.
     #[inline]
-    pub(crate) fn prefetch(&self, buckets: [usize; 2]) {
-        for b in buckets {
+    pub(crate) fn prefetch(&self, p: &Probe) {
+        for b in p.buckets {
             prefetch(&self.slots[b * BUCKET]);
         }
     }
@@ -106,15 +114,15 @@ impl Table {
     /// of the slots whose hint byte matches (a stale or colliding hint costs one wasted
     /// load; the fingerprint in the slot itself decides).
     #[inline]
-    pub(crate) fn find(&self, tag: u64, buckets: [usize; 2]) -> Option<(usize, u128)> {
-        let h = hint_of(tag);
-        for b in buckets {
+    pub(crate) fn find(&self, p: &Probe) -> Option<(usize, u128)> {
+        let h = hint_of(p.tag);
+        for b in p.buckets {
             let mut candidates = matching_bytes(self.hints[b].load(Ordering::Acquire), h);
             while candidates != 0 {
                 let i = b * BUCKET + (candidates.trailing_zeros() / 8) as usize;
                 candidates &= candidates - 1;
                 let w = self.slots[i].load();
-                if unpack(w).0 == tag {
+                if unpack(w).0 == p.tag {
                     return Some((i, w));
                 }
             }
@@ -124,8 +132,7 @@ impl Table {
 
     /// The state held for `tag`, if any.
     pub(crate) fn state_of(&self, tag: u64) -> Option<u64> {
-        self.find(tag, self.buckets_of(tag))
-            .map(|(_, w)| unpack(w).1)
+        self.find(&self.probe(tag)).map(|(_, w)| unpack(w).1)
     }
 
     /// Records slot `i`'s hint (only under its bucket's insert lock).
@@ -153,13 +160,13 @@ impl Table {
     pub(crate) fn update_existing<A: Algorithm>(
         &self,
         a: &A,
-        tag: u64,
-        buckets: [usize; 2],
+        p: &Probe,
         now: u64,
         cost: u64,
     ) -> Result<Option<Decision>, KeyedError> {
+        let tag = p.tag;
         'lookup: loop {
-            let Some((i, mut w)) = self.find(tag, buckets) else {
+            let Some((i, mut w)) = self.find(p) else {
                 return Ok(None);
             };
             loop {
@@ -180,23 +187,23 @@ impl Table {
 
     /// Inserts `tag` with the state `state` its first request left (`decision`), or
     /// finds it inserted by a concurrent insert and decides there.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn insert<A: Algorithm>(
         &self,
         a: &A,
-        tag: u64,
-        buckets: [usize; 2],
-        now: u64,
-        cost: u64,
-        state: u64,
-        decision: Decision,
+        p: &Probe,
+        (now, cost): (u64, u64),
+        first: Transition,
     ) -> Result<Decision, KeyedError> {
+        let (buckets, decision) = (p.buckets, first.decision);
         let _locks = BucketLocks::acquire(&self.locks, buckets);
         // Another insert of this key may have won the locks first.
-        if let Some(d) = self.update_existing(a, tag, buckets, now, cost)? {
+        if let Some(d) = self.update_existing(a, p, now, cost)? {
             return Ok(d);
         }
-        let fresh = pack(tag, state);
+        let Some(state) = first.next else {
+            return Ok(decision);
+        };
+        let fresh = pack(p.tag, state);
         // Room under the cap: the emptier bucket's first free slot.
         if self.keys.fetch_add(1, Ordering::Relaxed) < self.max_keys {
             let (emptier, other) = if self.free_in(buckets[0]) >= self.free_in(buckets[1]) {
@@ -252,8 +259,8 @@ impl Table {
 
     /// Forgets `tag`.
     pub(crate) fn remove(&self, tag: u64) {
-        let buckets = self.buckets_of(tag);
-        while let Some((i, w)) = self.find(tag, buckets) {
+        let p = self.probe(tag);
+        while let Some((i, w)) = self.find(&p) {
             if self.slots[i].cas(w, 0).is_ok() {
                 self.keys.fetch_sub(1, Ordering::Relaxed);
                 return;
@@ -263,8 +270,8 @@ impl Table {
 
     /// Gives back `cost` units to `tag` (see [`Algorithm::refund`]).
     pub(crate) fn refund<A: Algorithm>(&self, a: &A, tag: u64, now: u64, cost: u64) {
-        let buckets = self.buckets_of(tag);
-        while let Some((i, w)) = self.find(tag, buckets) {
+        let p = self.probe(tag);
+        while let Some((i, w)) = self.find(&p) {
             let Some(next) = a.refund(unpack(w).1, now, cost) else {
                 return;
             };
