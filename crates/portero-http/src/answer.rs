@@ -1,20 +1,28 @@
 //! The answers a layer gives by itself, built in one place for every layer (this
-//! crate's and portero-redis's): 429 for a client over its limit, 503 for a server
-//! over its capacity. Each has an empty body, so any body type with a `Default`
-//! serves.
+//! crate's and portero-redis's): 429 for a client over its limit (a small JSON body),
+//! 503 for a server over its capacity (an empty body).
 
-use http::header::RETRY_AFTER;
+use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderValue, Response, StatusCode};
 use portero::Decision;
 
 use crate::headers::{self, Policy};
 
+/// The body of every 429 this crate answers.
+pub const TOO_MANY_REQUESTS_BODY: &str = r#"{"error":"rate limit exceeded"}"#;
+
 /// 429 Too Many Requests for `decision` under `policy`: the `RateLimit` fields,
-/// `Retry-After` (whole seconds, rounded up, at least 1) and `Cache-Control:
-/// no-store` (see [`headers::insert`]).
-pub fn too_many_requests<B: Default>(decision: &Decision, policy: &Policy) -> Response<B> {
-    let mut response = Response::new(B::default());
+/// `Retry-After` (whole seconds, rounded up, at least 1), `Cache-Control: no-store`
+/// (see [`headers::insert`]) and [`TOO_MANY_REQUESTS_BODY`] as `application/json`.
+pub fn too_many_requests<B: From<&'static str>>(
+    decision: &Decision,
+    policy: &Policy,
+) -> Response<B> {
+    let mut response = Response::new(B::from(TOO_MANY_REQUESTS_BODY));
     *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     headers::insert(response.headers_mut(), decision, policy);
     response
 }

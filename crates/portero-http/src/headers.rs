@@ -151,20 +151,56 @@ pub fn retry_after_value(wait: Duration) -> HeaderValue {
 /// the same names): `RateLimit-Policy` and `RateLimit` always, and on a rejection
 /// `Retry-After` and `Cache-Control: no-store`.
 pub fn insert(headers: &mut HeaderMap, decision: &Decision, policy: &Policy) {
+    let t = insert_fields(headers, decision, policy);
+    if !decision.is_allowed() {
+        headers.insert(RETRY_AFTER, HeaderValue::from(t));
+        headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
+}
+
+/// Writes only `RateLimit-Policy` and `RateLimit` (what a response that was not
+/// refused carries, even when its decision was a rejection, as in shadow mode), and
+/// returns the `t` it advertised.
+pub fn insert_fields(headers: &mut HeaderMap, decision: &Decision, policy: &Policy) -> u64 {
     headers.insert(RATELIMIT_POLICY, policy.field.clone());
-    let (t, rejected) = if decision.is_allowed() {
-        (seconds_up(decision.reset_after_nanos()), false)
-    } else {
-        (retry_after_secs(decision), true)
-    };
+    let t = seconds_to_advertise(decision);
     let now = format!("\"{}\";r={};t={t}", policy.name, decision.remaining());
     headers.insert(
         RATELIMIT,
         HeaderValue::try_from(now).expect("a token and integers are a valid field value"),
     );
-    if rejected {
-        headers.insert(RETRY_AFTER, HeaderValue::from(t));
-        headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    t
+}
+
+/// `X-RateLimit-Limit`.
+pub const X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+/// `X-RateLimit-Remaining`.
+pub const X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+/// `X-RateLimit-Reset`.
+pub const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+
+/// Writes the legacy fields many clients still read: `X-RateLimit-Limit` (the policy's
+/// quota), `X-RateLimit-Remaining`, and `X-RateLimit-Reset` as **delta-seconds** (the
+/// same `t` as `RateLimit`: seconds until full again, or on a rejection until the
+/// request fits), not a Unix time.
+pub fn insert_legacy(headers: &mut HeaderMap, decision: &Decision, policy: &Policy) {
+    headers.insert(X_RATELIMIT_LIMIT, HeaderValue::from(policy.quota));
+    headers.insert(
+        X_RATELIMIT_REMAINING,
+        HeaderValue::from(decision.remaining()),
+    );
+    headers.insert(
+        X_RATELIMIT_RESET,
+        HeaderValue::from(seconds_to_advertise(decision)),
+    );
+}
+
+/// `t`: seconds until full again, or on a rejection the retry-after (at least 1).
+fn seconds_to_advertise(decision: &Decision) -> u64 {
+    if decision.is_allowed() {
+        seconds_up(decision.reset_after_nanos())
+    } else {
+        retry_after_secs(decision)
     }
 }
 

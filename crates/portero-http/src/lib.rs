@@ -42,7 +42,7 @@ pub mod headers;
 mod rate_limit;
 mod shed;
 
-pub use answer::{service_unavailable, too_many_requests};
+pub use answer::{service_unavailable, too_many_requests, TOO_MANY_REQUESTS_BODY};
 pub use backoff::{retry_after, Backoff, BackoffError, DEFAULT_MAX_WAIT, MAX_WAIT_LIMIT};
 pub use client::{ClientAddr, ClientIp, TrustedProxies};
 pub use headers::{Policy, PolicyError};

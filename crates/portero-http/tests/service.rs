@@ -75,7 +75,12 @@ async fn five_per_minute_then_429_with_every_field() {
     assert_eq!(h["retry-after"], "12");
     assert_eq!(h["ratelimit"], r#""per-client";r=0;t=12"#);
     assert_eq!(h["cache-control"], "no-store");
-    assert_eq!(body(response).await, "", "the handler never ran");
+    assert_eq!(h["content-type"], "application/json");
+    assert_eq!(
+        body(response).await,
+        r#"{"error":"rate limit exceeded"}"#,
+        "answered here: the handler never ran"
+    );
 
     // Another client has its own share; requests without a key share one bucket
     // (leaving the header out is never unlimited).
@@ -184,4 +189,83 @@ async fn futures_poll_once<F: std::future::Future + Unpin>(mut f: F) -> Option<F
         })
     })
     .await
+}
+
+/// Shadow mode decides, counts and advertises, but never refuses: what the limit
+/// would have refused carries `r=0` and no `Retry-After`. Legacy fields on request.
+#[tokio::test]
+async fn shadow_mode_never_rejects_and_says_what_it_would_have_done() {
+    let quota = Quota::per_minute(5).unwrap();
+    let limiter = Arc::new(KeyedLimiter::with_clock(
+        Gcra::new(quota),
+        100,
+        Arc::new(ManualClock::new()),
+    ));
+    let app = Router::new().route("/", get(|| async { "ok" })).layer(
+        RateLimitLayer::new(
+            limiter,
+            Policy::for_quota("new-limit", &quota).unwrap(),
+            client_key,
+        )
+        .shadow(true)
+        .legacy_headers(true),
+    );
+    let mut would_refuse = 0;
+    for _ in 0..20 {
+        let response = app.clone().oneshot(request(Some("alice"))).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let h = response.headers();
+        assert!(h.get("retry-after").is_none() && h.get("cache-control").is_none());
+        assert_eq!(h["x-ratelimit-limit"], "5");
+        if h["ratelimit"].to_str().unwrap().contains("r=0;t=12") {
+            would_refuse += 1;
+            assert_eq!(h["x-ratelimit-remaining"], "0");
+            assert_eq!(h["x-ratelimit-reset"], "12");
+        }
+    }
+    assert_eq!(would_refuse, 15);
+}
+
+/// A body that records whether anyone read it.
+struct Tattle(Arc<std::sync::atomic::AtomicBool>);
+
+impl http_body::Body for Tattle {
+    type Data = axum::body::Bytes;
+    type Error = std::convert::Infallible;
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+        std::task::Poll::Ready(None)
+    }
+}
+
+/// The 429 is decided before the body is read or the handler (or any inner layer)
+/// runs: a refused request's body is never polled; an admitted one's is.
+#[tokio::test]
+async fn a_refused_request_body_is_never_read() {
+    let quota = Quota::per_minute(1).unwrap();
+    let limiter = Arc::new(KeyedLimiter::with_clock(
+        Gcra::new(quota),
+        100,
+        Arc::new(ManualClock::new()),
+    ));
+    let app = Router::new()
+        .route("/", axum::routing::post(|body: String| async move { body }))
+        .layer(RateLimitLayer::new(
+            limiter,
+            Policy::for_quota("p", &quota).unwrap(),
+            client_key,
+        ));
+    for expect_read in [true, false] {
+        let read = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let req = Request::post("/")
+            .header("x-client", "alice")
+            .body(Body::new(Tattle(read.clone())))
+            .unwrap();
+        let status = app.clone().oneshot(req).await.unwrap().status();
+        assert_eq!(status == StatusCode::OK, expect_read);
+        assert_eq!(read.load(std::sync::atomic::Ordering::SeqCst), expect_read);
+    }
 }

@@ -107,7 +107,7 @@ where
     S::Future: Send,
     F: Fn(&Request<ReqB>) -> Option<String>,
     ReqB: Send + 'static,
-    ResB: Default + Send + 'static,
+    ResB: Default + From<&'static str> + Send + 'static,
 {
     type Response = Response<ResB>;
     type Error = S::Error;

@@ -29,7 +29,8 @@ pin_project! {
         Forwarded {
             #[pin]
             inner: Fut,
-            fields: Option<(Decision, Arc<Policy>)>,
+            // The decision, its policy, and whether to add the legacy fields.
+            fields: Option<(Decision, Arc<Policy>, bool)>,
         },
         // Rejected: answered here.
         Answered { response: Option<Response<B>> },
@@ -49,8 +50,13 @@ where
                     Poll::Ready(Ok(response)) => response,
                     other => return other,
                 };
-                if let Some((decision, policy)) = fields.take() {
-                    headers::insert(response.headers_mut(), &decision, &policy);
+                if let Some((decision, policy, legacy)) = fields.take() {
+                    // Only the fields: a forwarded response is not a refusal, even when
+                    // shadow mode let a rejected request through.
+                    headers::insert_fields(response.headers_mut(), &decision, &policy);
+                    if legacy {
+                        headers::insert_legacy(response.headers_mut(), &decision, &policy);
+                    }
                 }
                 Poll::Ready(Ok(response))
             }

@@ -44,10 +44,12 @@ pub enum WhenNoKey {
 /// Checks one unit per request against a [`KeyedLimiter`], keyed by `key(&request)`.
 ///
 /// An admitted request goes to the inner service and its response gets the
-/// `RateLimit` fields; a rejected one never reaches it and is answered here: 429, the
-/// fields, `Retry-After`, `Cache-Control: no-store` and an empty body (the response
-/// body type must implement `Default`). Requests for which `key` returns `None` are
-/// decided by [`WhenNoKey`] (default: one shared bucket).
+/// `RateLimit` fields; a rejected one never reaches it and is answered here, before
+/// its body is read: 429, the fields, `Retry-After`, `Cache-Control: no-store` and
+/// `{"error":"rate limit exceeded"}` as JSON (the response body type must implement
+/// `From<&'static str>`, as axum's `Body` and http-body-util's `Full` do). Requests for
+/// which `key` returns `None` are decided by [`WhenNoKey`] (default: one shared
+/// bucket). Options: [`shadow`](Self::shadow) mode, [`legacy_headers`](Self::legacy_headers).
 ///
 /// The layer calls the inner service's `poll_ready` before it knows whether the
 /// request will be admitted, like every tower middleware that answers by itself;
@@ -58,6 +60,8 @@ pub struct RateLimitLayer<K, A: Copy, C, F> {
     pub(super) key: F,
     pub(super) when_full: WhenTableFull,
     pub(super) when_no_key: WhenNoKey,
+    pub(super) shadow: bool,
+    pub(super) legacy: bool,
 }
 
 impl<K, A: Copy, C, F> fmt::Debug for RateLimitLayer<K, A, C, F> {
@@ -67,6 +71,8 @@ impl<K, A: Copy, C, F> fmt::Debug for RateLimitLayer<K, A, C, F> {
             .field("policy", &self.policy)
             .field("when_full", &self.when_full)
             .field("when_no_key", &self.when_no_key)
+            .field("shadow", &self.shadow)
+            .field("legacy", &self.legacy)
             .finish_non_exhaustive()
     }
 }
@@ -79,6 +85,8 @@ impl<K, A: Copy, C, F: Clone> Clone for RateLimitLayer<K, A, C, F> {
             key: self.key.clone(),
             when_full: self.when_full,
             when_no_key: self.when_no_key,
+            shadow: self.shadow,
+            legacy: self.legacy,
         }
     }
 }
@@ -92,12 +100,30 @@ impl<K, A: Copy, C, F> RateLimitLayer<K, A, C, F> {
             key,
             when_full: WhenTableFull::default(),
             when_no_key: WhenNoKey::default(),
+            shadow: false,
+            legacy: false,
         }
+    }
+
+    /// Shadow (dry-run) mode: decide and count as usual and send the `RateLimit`
+    /// fields, but let every request through — to see what a new limit would refuse
+    /// before it refuses anything. A request the limit would have refused carries
+    /// `RateLimit: …;r=0;t=…` and no `Retry-After`.
+    pub fn shadow(mut self, on: bool) -> Self {
+        self.shadow = on;
+        self
     }
 
     /// What requests without a key get (default: one shared bucket).
     pub fn when_no_key(mut self, answer: WhenNoKey) -> Self {
         self.when_no_key = answer;
+        self
+    }
+
+    /// Also send `X-RateLimit-Limit`, `-Remaining` and `-Reset` (delta-seconds), for
+    /// clients written against those (see [`headers::insert_legacy`](crate::headers::insert_legacy)).
+    pub fn legacy_headers(mut self, on: bool) -> Self {
+        self.legacy = on;
         self
     }
 

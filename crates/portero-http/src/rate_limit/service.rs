@@ -11,6 +11,7 @@ use tower_service::Service;
 use super::future::{RateLimitFuture, State};
 use super::{RateLimitLayer, WhenNoKey, WhenTableFull};
 use crate::answer::too_many_requests;
+use crate::headers::insert_legacy;
 
 /// The service [`RateLimitLayer`] builds.
 pub struct RateLimitService<S, K, A: Copy, C, F> {
@@ -43,7 +44,7 @@ where
     A: Algorithm + Copy,
     C: Clock,
     F: Fn(&Request<ReqB>) -> Option<K>,
-    ResB: Default,
+    ResB: From<&'static str>,
 {
     type Response = Response<ResB>;
     type Error = S::Error;
@@ -82,12 +83,18 @@ where
             )),
         };
         let state = match decision {
-            Some(d) if !d.is_allowed() => State::Answered {
-                response: Some(too_many_requests(&d, &layer.policy)),
-            },
+            Some(d) if !d.is_allowed() && !layer.shadow => {
+                let mut response = too_many_requests(&d, &layer.policy);
+                if layer.legacy {
+                    insert_legacy(response.headers_mut(), &d, &layer.policy);
+                }
+                State::Answered {
+                    response: Some(response),
+                }
+            }
             _ => State::Forwarded {
                 inner: self.inner.call(request),
-                fields: decision.map(|d| (d, layer.policy.clone())),
+                fields: decision.map(|d| (d, layer.policy.clone(), layer.legacy)),
             },
         };
         RateLimitFuture { state }
