@@ -50,7 +50,7 @@ pub const MAX_ADVERTISED_SECS: u64 = 366 * 86_400;
 /// A named quota policy as the client sees it: `quota` units per `window` seconds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Policy {
-    name: String,
+    name: std::sync::Arc<str>,
     quota: u64,
     window_secs: u64,
     /// The prebuilt `RateLimit-Policy` value (it never changes).
@@ -100,7 +100,7 @@ impl Policy {
         let field = HeaderValue::try_from(format!("\"{name}\";q={quota};w={window_secs}"))
             .expect("a token and two integers are a valid field value");
         Ok(Self {
-            name: name.to_owned(),
+            name: name.into(),
             quota,
             window_secs,
             field,
@@ -116,6 +116,12 @@ impl Policy {
     /// The name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The name as a shared string (metric labels take it without copying).
+    #[cfg(feature = "metrics")]
+    pub(crate) fn shared_name(&self) -> std::sync::Arc<str> {
+        self.name.clone()
     }
 
     /// Units per window.

@@ -39,6 +39,7 @@ mod answer;
 mod backoff;
 pub mod client;
 pub mod headers;
+mod observe;
 mod rate_limit;
 mod shed;
 

@@ -269,3 +269,102 @@ async fn a_refused_request_body_is_never_read() {
         assert_eq!(read.load(std::sync::atomic::Ordering::SeqCst), expect_read);
     }
 }
+
+/// A recorder that keeps each counter by its name and labels.
+#[derive(Default)]
+struct Counters(
+    std::sync::Mutex<std::collections::HashMap<String, Arc<std::sync::atomic::AtomicU64>>>,
+);
+
+impl Counters {
+    fn get(&self, key: &str) -> u64 {
+        let map = self.0.lock().unwrap();
+        map.get(key)
+            .map_or(0, |c| c.load(std::sync::atomic::Ordering::SeqCst))
+    }
+}
+
+impl metrics::Recorder for Counters {
+    fn describe_counter(
+        &self,
+        _: metrics::KeyName,
+        _: Option<metrics::Unit>,
+        _: metrics::SharedString,
+    ) {
+    }
+    fn describe_gauge(
+        &self,
+        _: metrics::KeyName,
+        _: Option<metrics::Unit>,
+        _: metrics::SharedString,
+    ) {
+    }
+    fn describe_histogram(
+        &self,
+        _: metrics::KeyName,
+        _: Option<metrics::Unit>,
+        _: metrics::SharedString,
+    ) {
+    }
+    fn register_counter(&self, key: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Counter {
+        let labels: Vec<String> = key
+            .labels()
+            .map(|l| format!("{}={}", l.key(), l.value()))
+            .collect();
+        let name = format!("{}{{{}}}", key.name(), labels.join(","));
+        let counter = self.0.lock().unwrap().entry(name).or_default().clone();
+        metrics::Counter::from_arc(counter)
+    }
+    fn register_gauge(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Gauge {
+        metrics::Gauge::noop()
+    }
+    fn register_histogram(
+        &self,
+        _: &metrics::Key,
+        _: &metrics::Metadata<'_>,
+    ) -> metrics::Histogram {
+        metrics::Histogram::noop()
+    }
+}
+
+/// Admitted, rejected and shadow-rejected requests are counted per policy through the
+/// `metrics` facade.
+#[test]
+fn outcomes_are_counted_per_policy() {
+    use tower::{Layer, Service};
+    let quota = Quota::per_minute(2).unwrap();
+    let recorder = Counters::default();
+    for (name, shadow) in [("enforced", false), ("trial", true)] {
+        let limiter = Arc::new(KeyedLimiter::with_clock(
+            Gcra::new(quota),
+            100,
+            Arc::new(ManualClock::new()),
+        ));
+        let layer = RateLimitLayer::new(
+            limiter,
+            Policy::for_quota(name, &quota).unwrap(),
+            client_key,
+        )
+        .shadow(shadow);
+        let inner = tower::service_fn(|_: Request<Body>| async {
+            Ok::<_, std::convert::Infallible>(http::Response::new(Body::empty()))
+        });
+        let mut service = layer.layer(inner);
+        // The decision is made and counted in `call`, before any future runs.
+        metrics::with_local_recorder(&recorder, || {
+            for _ in 0..5 {
+                drop(service.call(request(Some("alice"))));
+            }
+        });
+    }
+    let key = |policy: &str, outcome: &str| {
+        recorder.get(&format!(
+            "portero_requests_total{{policy={policy},outcome={outcome}}}"
+        ))
+    };
+    assert_eq!(key("enforced", "admitted"), 2);
+    assert_eq!(key("enforced", "rejected"), 3);
+    assert_eq!(key("trial", "admitted"), 2);
+    assert_eq!(key("trial", "shadow_rejected"), 3);
+    assert_eq!(key("trial", "rejected"), 0);
+}

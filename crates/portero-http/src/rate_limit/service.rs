@@ -12,6 +12,7 @@ use super::future::{RateLimitFuture, State};
 use super::{RateLimitLayer, WhenNoKey, WhenTableFull};
 use crate::answer::too_many_requests;
 use crate::headers::insert_legacy;
+use crate::observe::{record, Outcome};
 
 /// The service [`RateLimitLayer`] builds.
 pub struct RateLimitService<S, K, A: Copy, C, F> {
@@ -82,6 +83,15 @@ where
                 portero::DENY_FOR_NANOS,
             )),
         };
+        record(
+            &layer.policy,
+            match decision {
+                None => Outcome::Unlimited,
+                Some(d) if d.is_allowed() => Outcome::Admitted,
+                Some(_) if layer.shadow => Outcome::ShadowRejected,
+                Some(_) => Outcome::Rejected,
+            },
+        );
         let state = match decision {
             Some(d) if !d.is_allowed() && !layer.shadow => {
                 let mut response = too_many_requests(&d, &layer.policy);
