@@ -27,6 +27,20 @@ pub fn too_many_requests<B: From<&'static str>>(
     response
 }
 
+/// The body of a 413 for a request that costs more than its limit could ever admit.
+pub const TOO_COSTLY_BODY: &str = r#"{"error":"request costs more than the limit allows"}"#;
+
+/// 413 Content Too Large for a request whose cost is above the limit's capacity:
+/// waiting would not help, so there is no `Retry-After` (a 429 would invite retries).
+pub fn too_costly<B: From<&'static str>>() -> Response<B> {
+    let mut response = Response::new(B::from(TOO_COSTLY_BODY));
+    *response.status_mut() = StatusCode::PAYLOAD_TOO_LARGE;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
 /// 503 Service Unavailable with `Retry-After: retry_after` (a value from
 /// [`headers::retry_after_value`]).
 pub fn service_unavailable<B: Default>(retry_after: &HeaderValue) -> Response<B> {

@@ -39,13 +39,18 @@ mod answer;
 mod backoff;
 pub mod client;
 pub mod headers;
+pub mod keys;
 mod observe;
 mod rate_limit;
 mod shed;
 
-pub use answer::{service_unavailable, too_many_requests, TOO_MANY_REQUESTS_BODY};
+pub use answer::{
+    service_unavailable, too_costly, too_many_requests, TOO_COSTLY_BODY, TOO_MANY_REQUESTS_BODY,
+};
 pub use backoff::{retry_after, Backoff, BackoffError, DEFAULT_MAX_WAIT, MAX_WAIT_LIMIT};
 pub use client::{ClientAddr, ClientIp, TrustedProxies};
 pub use headers::{Policy, PolicyError};
-pub use rate_limit::{RateLimitFuture, RateLimitLayer, RateLimitService, WhenNoKey, WhenTableFull};
+pub use rate_limit::{
+    CostFn, RateLimitFuture, RateLimitLayer, RateLimitService, WhenNoKey, WhenTableFull,
+};
 pub use shed::{LoadShedFuture, LoadShedLayer, LoadShedService};

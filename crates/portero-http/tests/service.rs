@@ -368,3 +368,54 @@ fn outcomes_are_counted_per_policy() {
     assert_eq!(key("trial", "shadow_rejected"), 3);
     assert_eq!(key("trial", "rejected"), 0);
 }
+
+/// A per-request cost (here the declared body length in kilobytes): all or nothing, and
+/// one huge request gets 413 without a Retry-After, costing nothing.
+#[tokio::test]
+async fn requests_are_charged_their_cost_and_a_huge_one_is_413() {
+    let quota = Quota::per_minute(10).unwrap();
+    let limiter = Arc::new(KeyedLimiter::with_clock(
+        Gcra::new(quota),
+        100,
+        Arc::new(ManualClock::new()),
+    ));
+    let app = Router::new().route("/", get(|| async { "ok" })).layer(
+        RateLimitLayer::new(
+            limiter,
+            Policy::for_quota("kb", &quota).unwrap(),
+            client_key,
+        )
+        .cost(|_, _, fields| {
+            let bytes = fields.get("content-length").and_then(|v| v.to_str().ok());
+            bytes
+                .and_then(|b| b.parse::<u64>().ok())
+                .unwrap_or(0)
+                .div_ceil(1_000)
+                .max(1)
+        }),
+    );
+    let send = |length: &'static str| {
+        let req = Request::get("/")
+            .header("x-client", "alice")
+            .header("content-length", length)
+            .body(Body::empty())
+            .unwrap();
+        app.clone().oneshot(req)
+    };
+    let huge = send("50000").await.unwrap();
+    assert_eq!(huge.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    assert!(huge.headers().get("retry-after").is_none());
+    let first = send("6000").await.unwrap();
+    assert_eq!(
+        first.headers()["ratelimit"],
+        r#""kb";r=4;t=36"#,
+        "the 413 cost nothing"
+    );
+    let refused = send("5000").await.unwrap();
+    assert_eq!(
+        refused.status(),
+        StatusCode::TOO_MANY_REQUESTS,
+        "5 > 4 left: all or nothing"
+    );
+    assert_eq!(send("4000").await.unwrap().status(), StatusCode::OK);
+}

@@ -3,6 +3,8 @@
 use core::fmt;
 use std::sync::Arc;
 
+use http::{HeaderMap, Method, Uri};
+
 use portero::KeyedLimiter;
 use tower_layer::Layer;
 
@@ -62,7 +64,12 @@ pub struct RateLimitLayer<K, A: Copy, C, F> {
     pub(super) when_no_key: WhenNoKey,
     pub(super) shadow: bool,
     pub(super) legacy: bool,
+    pub(super) cost: Option<Arc<CostFn>>,
 }
+
+/// A request's cost in units, from its method, URI and fields (see
+/// [`RateLimitLayer::cost`]).
+pub type CostFn = dyn Fn(&Method, &Uri, &HeaderMap) -> u64 + Send + Sync;
 
 impl<K, A: Copy, C, F> fmt::Debug for RateLimitLayer<K, A, C, F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -87,6 +94,7 @@ impl<K, A: Copy, C, F: Clone> Clone for RateLimitLayer<K, A, C, F> {
             when_no_key: self.when_no_key,
             shadow: self.shadow,
             legacy: self.legacy,
+            cost: self.cost.clone(),
         }
     }
 }
@@ -102,7 +110,19 @@ impl<K, A: Copy, C, F> RateLimitLayer<K, A, C, F> {
             when_no_key: WhenNoKey::default(),
             shadow: false,
             legacy: false,
+            cost: None,
         }
+    }
+
+    /// Charges each request `cost(method, uri, fields)` units instead of one: a route
+    /// that does more work, or the body's declared length. All or nothing; a request
+    /// costing more than the limit could ever admit gets 413 Content Too Large.
+    pub fn cost(
+        mut self,
+        cost: impl Fn(&Method, &Uri, &HeaderMap) -> u64 + Send + Sync + 'static,
+    ) -> Self {
+        self.cost = Some(Arc::new(cost));
+        self
     }
 
     /// Shadow (dry-run) mode: decide and count as usual and send the `RateLimit`

@@ -6,5 +6,5 @@ mod layer;
 mod service;
 
 pub use future::RateLimitFuture;
-pub use layer::{RateLimitLayer, WhenNoKey, WhenTableFull};
+pub use layer::{CostFn, RateLimitLayer, WhenNoKey, WhenTableFull};
 pub use service::RateLimitService;

@@ -5,12 +5,12 @@ use core::task::{Context, Poll};
 use std::hash::Hash;
 
 use http::{Request, Response};
-use portero::{Algorithm, Clock, Decision, KeyedError};
+use portero::{Algorithm, CheckError, Clock, Decision, KeyedError};
 use tower_service::Service;
 
 use super::future::{RateLimitFuture, State};
 use super::{RateLimitLayer, WhenNoKey, WhenTableFull};
-use crate::answer::too_many_requests;
+use crate::answer::{too_costly, too_many_requests};
 use crate::headers::insert_legacy;
 use crate::observe::{record, Outcome};
 
@@ -57,10 +57,13 @@ where
 
     fn call(&mut self, request: Request<ReqB>) -> Self::Future {
         let layer = &self.layer;
+        let cost = layer.cost.as_ref().map_or(1, |cost| {
+            cost(request.method(), request.uri(), request.headers())
+        });
         let checked = match (layer.key)(&request) {
-            Some(key) => Some(layer.limiter.check_n(&key, 1)),
+            Some(key) => Some(layer.limiter.check_n(&key, cost)),
             None => match layer.when_no_key {
-                WhenNoKey::SharedBucket => Some(layer.limiter.check_anonymous_n(1)),
+                WhenNoKey::SharedBucket => Some(layer.limiter.check_anonymous_n(cost)),
                 WhenNoKey::Reject => Some(Ok(Decision::deny_for(
                     layer.policy.quota(),
                     portero::DENY_FOR_NANOS,
@@ -75,6 +78,14 @@ where
                 if layer.when_full == WhenTableFull::Allow =>
             {
                 None
+            }
+            Some(Err(KeyedError::Check(CheckError::CostExceedsCapacity { .. }))) => {
+                record(&layer.policy, Outcome::Rejected);
+                return RateLimitFuture {
+                    state: State::Answered {
+                        response: Some(too_costly()),
+                    },
+                };
             }
             // A full table (or, impossibly for a clock-driven check, a bad time): deny
             // for one second rather than admit unlimited.
