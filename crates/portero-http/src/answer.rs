@@ -27,6 +27,22 @@ pub fn too_many_requests<B: From<&'static str>>(
     response
 }
 
+/// 429 for a stack of limits: every applied policy's fields as one list each, the
+/// `Retry-After` of the one that refused (`items[refused_by]`), and the JSON body.
+pub fn too_many_requests_for<B: From<&'static str>>(
+    items: &[(Decision, std::sync::Arc<Policy>)],
+    refused_by: usize,
+) -> Response<B> {
+    let mut response = Response::new(B::from(TOO_MANY_REQUESTS_BODY));
+    *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    let items: Vec<(Decision, &Policy)> = items.iter().map(|(d, p)| (*d, p.as_ref())).collect();
+    headers::insert_all(response.headers_mut(), &items, Some(refused_by));
+    response
+}
+
 /// The body of a 413 for a request that costs more than its limit could ever admit.
 pub const TOO_COSTLY_BODY: &str = r#"{"error":"request costs more than the limit allows"}"#;
 

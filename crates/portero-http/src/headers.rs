@@ -178,6 +178,41 @@ pub fn insert_fields(headers: &mut HeaderMap, decision: &Decision, policy: &Poli
     t
 }
 
+/// Writes the fields of several policies that one request passed through, each field
+/// as one list in the given order (`RateLimit: "user";r=4;t=12, "tenant";r=90;t=3`),
+/// and, when `refused_by` names one of them, that policy's `Retry-After` and
+/// `Cache-Control: no-store`.
+pub fn insert_all(
+    headers: &mut HeaderMap,
+    items: &[(Decision, &Policy)],
+    refused_by: Option<usize>,
+) {
+    let mut policies = String::new();
+    let mut now = String::new();
+    for (i, (decision, policy)) in items.iter().enumerate() {
+        let sep = if i == 0 { "" } else { ", " };
+        let field = policy
+            .field
+            .to_str()
+            .expect("built from a token and integers");
+        policies.push_str(&format!("{sep}{field}"));
+        let t = seconds_to_advertise(decision);
+        now.push_str(&format!(
+            "{sep}\"{}\";r={};t={t}",
+            policy.name,
+            decision.remaining()
+        ));
+    }
+    let value =
+        |s: String| HeaderValue::try_from(s).expect("tokens and integers are a valid field");
+    headers.insert(RATELIMIT_POLICY, value(policies));
+    headers.insert(RATELIMIT, value(now));
+    if let Some(&(decision, _)) = refused_by.and_then(|i| items.get(i)) {
+        headers.insert(RETRY_AFTER, HeaderValue::from(retry_after_secs(&decision)));
+        headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
+}
+
 /// `X-RateLimit-Limit`.
 pub const X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
 /// `X-RateLimit-Remaining`.

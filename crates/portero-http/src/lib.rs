@@ -43,9 +43,11 @@ pub mod keys;
 mod observe;
 mod rate_limit;
 mod shed;
+mod stacked;
 
 pub use answer::{
-    service_unavailable, too_costly, too_many_requests, TOO_COSTLY_BODY, TOO_MANY_REQUESTS_BODY,
+    service_unavailable, too_costly, too_many_requests, too_many_requests_for, TOO_COSTLY_BODY,
+    TOO_MANY_REQUESTS_BODY,
 };
 pub use backoff::{retry_after, Backoff, BackoffError, DEFAULT_MAX_WAIT, MAX_WAIT_LIMIT};
 pub use client::{ClientAddr, ClientIp, TrustedProxies};
@@ -54,3 +56,4 @@ pub use rate_limit::{
     CostFn, RateLimitFuture, RateLimitLayer, RateLimitService, WhenNoKey, WhenTableFull,
 };
 pub use shed::{LoadShedFuture, LoadShedLayer, LoadShedService};
+pub use stacked::{StackedFuture, StackedRateLimitLayer, StackedRateLimitService};
