@@ -51,7 +51,12 @@ pub enum WhenNoKey {
 /// `{"error":"rate limit exceeded"}` as JSON (the response body type must implement
 /// `From<&'static str>`, as axum's `Body` and http-body-util's `Full` do). Requests for
 /// which `key` returns `None` are decided by [`WhenNoKey`] (default: one shared
-/// bucket). Options: [`shadow`](Self::shadow) mode, [`legacy_headers`](Self::legacy_headers).
+/// bucket). Options: [`shadow`](Self::shadow) mode, [`legacy_headers`](Self::legacy_headers),
+/// a per-request [`cost`](Self::cost). To answer a refusal differently (a page, another
+/// body), map the 429 with tower's `map_response` or an axum middleware outside this
+/// layer: the fields are already on it.
+///
+/// The outcome is counted with the `metrics` feature (see the crate docs).
 ///
 /// The layer calls the inner service's `poll_ready` before it knows whether the
 /// request will be admitted, like every tower middleware that answers by itself;
