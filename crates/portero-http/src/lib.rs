@@ -1,34 +1,39 @@
-//! portero over HTTP: what a server sends when it limits, and what a client does when
-//! it is limited.
+//! portero over HTTP: who the client is, what a server sends when it limits, and what
+//! a client does when it is limited.
 //!
+//! - [`ClientIp`] ([`client`]): the client's address — the connection's peer, or what a
+//!   trusted proxy wrote in `X-Forwarded-For` / `Forwarded`, read from the right;
+//!   IPv6 grouped by /64. [`keys`]: header, extension, global and paired keys.
 //! - [`headers`]: the IETF `RateLimit` / `RateLimit-Policy` fields, `Retry-After`
-//!   (whole seconds, rounded up) and `Cache-Control: no-store` on a 429, from any
-//!   portero [`Decision`](portero::Decision).
+//!   (whole seconds, rounded up, at most a year) and `Cache-Control: no-store` on a
+//!   429, from any portero [`Decision`](portero::Decision); legacy `X-RateLimit-*`.
 //! - [`RateLimitLayer`]: a tower layer (axum, hyper, tonic) that checks a
-//!   [`KeyedLimiter`](portero::KeyedLimiter) per request and answers 429 itself.
+//!   [`KeyedLimiter`](portero::KeyedLimiter) per request and answers 429 itself, before
+//!   the body is read; requests without a key share one bucket; shadow mode; costs.
+//!   [`StackedRateLimitLayer`]: per-route, user, tenant and global limits, all or none.
 //! - [`LoadShedLayer`]: at most `C` requests in flight; the next one gets 503 at once
 //!   instead of queueing behind a struggling server.
 //! - [`Backoff`]: the client side — exponential backoff with full jitter that never
-//!   retries before the server's `Retry-After`.
+//!   retries before the server's `Retry-After`, nor waits past its own ceiling.
+//!
+//! Features: `axum` (read axum's `ConnectInfo`), `metrics` (count every decision per
+//! policy and outcome), `tracing` (an event per refusal).
 //!
 //! ```
 //! use axum::{routing::get, Router};
 //! use portero::{Gcra, KeyedLimiter, Quota};
-//! use portero_http::{Policy, RateLimitLayer};
+//! use portero_http::{ClientIp, Policy, RateLimitLayer, TrustedProxies};
 //! use std::sync::Arc;
 //!
 //! let quota = Quota::per_minute(60)?;
 //! let per_client = Arc::new(KeyedLimiter::new(Gcra::new(quota), 100_000));
+//! let client = ClientIp::new(TrustedProxies::none()); // no proxy: the peer is the client
 //! let app: Router = Router::new()
 //!     .route("/", get(|| async { "hello" }))
 //!     .layer(RateLimitLayer::new(
 //!         per_client,
 //!         Policy::for_quota("per-client", &quota)?,
-//!         // The key: here a header set by the proxy in front; requests without one
-//!         // are not limited by this layer.
-//!         |req: &http::Request<axum::body::Body>| {
-//!             req.headers().get("x-client-id")?.to_str().ok().map(str::to_owned)
-//!         },
+//!         move |req: &http::Request<axum::body::Body>| client.key(req),
 //!     ));
 //! # let _ = app;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
