@@ -61,4 +61,4 @@ pub use rate_limit::{
     CostFn, RateLimitFuture, RateLimitLayer, RateLimitService, WhenNoKey, WhenTableFull,
 };
 pub use shed::{LoadShedFuture, LoadShedLayer, LoadShedService};
-pub use stacked::{StackedFuture, StackedRateLimitLayer, StackedRateLimitService};
+pub use stacked::{all_routes, StackedRateLimitLayer, StackedRateLimitService};

@@ -32,6 +32,27 @@ fn app(limiter: Arc<Limiter>, quota: &Quota, when_full: WhenTableFull) -> Router
     )
 }
 
+/// 100 keys of `quota` on a clock frozen at 0.
+fn fresh_limiter(quota: Quota) -> Arc<Limiter> {
+    Arc::new(KeyedLimiter::with_clock(
+        Gcra::new(quota),
+        100,
+        Arc::new(ManualClock::new()),
+    ))
+}
+
+type Layer = RateLimitLayer<String, Gcra, Arc<ManualClock>, fn(&Request<Body>) -> Option<String>>;
+
+/// A layer over [`fresh_limiter`], advertising `name`, keyed by `x-client`.
+fn limited(quota: Quota, name: &str) -> Layer {
+    let key: fn(&Request<Body>) -> Option<String> = client_key;
+    RateLimitLayer::new(
+        fresh_limiter(quota),
+        Policy::for_quota(name, &quota).unwrap(),
+        key,
+    )
+}
+
 fn request(client: Option<&str>) -> Request<Body> {
     let mut r = Request::builder().uri("/");
     if let Some(c) = client {
@@ -196,19 +217,10 @@ async fn futures_poll_once<F: std::future::Future + Unpin>(mut f: F) -> Option<F
 #[tokio::test]
 async fn shadow_mode_never_rejects_and_says_what_it_would_have_done() {
     let quota = Quota::per_minute(5).unwrap();
-    let limiter = Arc::new(KeyedLimiter::with_clock(
-        Gcra::new(quota),
-        100,
-        Arc::new(ManualClock::new()),
-    ));
     let app = Router::new().route("/", get(|| async { "ok" })).layer(
-        RateLimitLayer::new(
-            limiter,
-            Policy::for_quota("new-limit", &quota).unwrap(),
-            client_key,
-        )
-        .shadow(true)
-        .legacy_headers(true),
+        limited(quota, "new-limit")
+            .shadow(true)
+            .legacy_headers(true),
     );
     let mut would_refuse = 0;
     for _ in 0..20 {
@@ -246,11 +258,7 @@ impl http_body::Body for Tattle {
 #[tokio::test]
 async fn a_refused_request_body_is_never_read() {
     let quota = Quota::per_minute(1).unwrap();
-    let limiter = Arc::new(KeyedLimiter::with_clock(
-        Gcra::new(quota),
-        100,
-        Arc::new(ManualClock::new()),
-    ));
+    let limiter = fresh_limiter(quota);
     let app = Router::new()
         .route("/", axum::routing::post(|body: String| async move { body }))
         .layer(RateLimitLayer::new(
@@ -335,11 +343,7 @@ fn outcomes_are_counted_per_policy() {
     let quota = Quota::per_minute(2).unwrap();
     let recorder = Counters::default();
     for (name, shadow) in [("enforced", false), ("trial", true)] {
-        let limiter = Arc::new(KeyedLimiter::with_clock(
-            Gcra::new(quota),
-            100,
-            Arc::new(ManualClock::new()),
-        ));
+        let limiter = fresh_limiter(quota);
         let layer = RateLimitLayer::new(
             limiter,
             Policy::for_quota(name, &quota).unwrap(),
@@ -374,26 +378,16 @@ fn outcomes_are_counted_per_policy() {
 #[tokio::test]
 async fn requests_are_charged_their_cost_and_a_huge_one_is_413() {
     let quota = Quota::per_minute(10).unwrap();
-    let limiter = Arc::new(KeyedLimiter::with_clock(
-        Gcra::new(quota),
-        100,
-        Arc::new(ManualClock::new()),
-    ));
-    let app = Router::new().route("/", get(|| async { "ok" })).layer(
-        RateLimitLayer::new(
-            limiter,
-            Policy::for_quota("kb", &quota).unwrap(),
-            client_key,
-        )
-        .cost(|_, _, fields| {
+    let app = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .layer(limited(quota, "kb").cost(|_, _, fields| {
             let bytes = fields.get("content-length").and_then(|v| v.to_str().ok());
             bytes
                 .and_then(|b| b.parse::<u64>().ok())
                 .unwrap_or(0)
                 .div_ceil(1_000)
                 .max(1)
-        }),
-    );
+        }));
     let send = |length: &'static str| {
         let req = Request::get("/")
             .header("x-client", "alice")

@@ -8,7 +8,7 @@ use axum::routing::{get, post};
 use axum::Router;
 use http::{HeaderName, Method, Request, StatusCode};
 use portero::{Gcra, KeyedLimiter, ManualClock, Quota};
-use portero_http::{keys, Policy, StackedRateLimitLayer};
+use portero_http::{all_routes, keys, Policy, StackedRateLimitLayer};
 use tower::ServiceExt;
 
 type Limiter<K> = Arc<KeyedLimiter<K, Gcra, Arc<ManualClock>>>;
@@ -39,23 +39,26 @@ fn setup() -> Setup {
     );
     let by = |name: &'static str| keys::header::<Body>(HeaderName::from_static(name));
     let layer = StackedRateLimitLayer::<Body>::new()
-        .limit_on(
+        .limit(
             |r: &Request<Body>| r.method() == Method::POST && r.uri().path() == "/login",
             login,
             Policy::for_quota("login", &per_min(2)).unwrap(),
             by("x-user"),
         )
         .limit(
+            all_routes,
             user.clone(),
             Policy::for_quota("user", &per_min(5)).unwrap(),
             by("x-user"),
         )
         .limit(
+            all_routes,
             tenant.clone(),
             Policy::for_quota("tenant", &per_min(8)).unwrap(),
             by("x-tenant"),
         )
         .limit(
+            all_routes,
             global.clone(),
             Policy::for_quota("global", &per_min(100)).unwrap(),
             keys::global(),

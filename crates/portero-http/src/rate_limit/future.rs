@@ -1,5 +1,5 @@
-//! The response future: the inner service's answer with the fields added, or the
-//! 429 decided before it was called.
+//! The response future of both rate-limit layers: the inner service's answer with the
+//! fields added, or the refusal decided before it was called.
 
 use core::fmt;
 use core::future::Future;
@@ -7,33 +7,88 @@ use core::pin::Pin;
 use core::task::{Context, Poll};
 use std::sync::Arc;
 
-use http::Response;
+use http::{HeaderMap, Response};
 use pin_project_lite::pin_project;
 use portero::Decision;
 
 use crate::headers::{self, Policy};
 
+/// The fields a forwarded response gets.
+pub(crate) enum Fields {
+    /// One limit's (the legacy fields too if asked).
+    One {
+        decision: Decision,
+        policy: Arc<Policy>,
+        legacy: bool,
+    },
+    /// A stack's, one list per field.
+    Many(Vec<(Decision, Arc<Policy>)>),
+}
+
+impl Fields {
+    fn write(self, headers: &mut HeaderMap) {
+        match self {
+            // Only the fields: a forwarded response is not a refusal, even when shadow
+            // mode let a rejected request through.
+            Self::One {
+                decision,
+                policy,
+                legacy,
+            } => {
+                headers::insert_fields(headers, &decision, &policy);
+                if legacy {
+                    headers::insert_legacy(headers, &decision, &policy);
+                }
+            }
+            Self::Many(taken) => {
+                let items: Vec<(Decision, &Policy)> =
+                    taken.iter().map(|(d, p)| (*d, p.as_ref())).collect();
+                if !items.is_empty() {
+                    headers::insert_all(headers, &items, None);
+                }
+            }
+        }
+    }
+}
+
 pin_project! {
-    /// The response of a [`RateLimitService`](super::RateLimitService): the inner service's, with the
-    /// `RateLimit` fields added, or a 429 answered at once.
+    /// The response of a [`RateLimitService`](crate::RateLimitService) or a
+    /// [`StackedRateLimitService`](crate::StackedRateLimitService).
     pub struct RateLimitFuture<Fut, B> {
         #[pin]
-        pub(super) state: State<Fut, B>,
+        state: State<Fut, B>,
     }
 }
 
 pin_project! {
     #[project = StateProj]
-    pub(super) enum State<Fut, B> {
+    enum State<Fut, B> {
         // Admitted: the inner service answers.
         Forwarded {
             #[pin]
             inner: Fut,
-            // The decision, its policy, and whether to add the legacy fields.
-            fields: Option<(Decision, Arc<Policy>, bool)>,
+            fields: Option<Fields>,
         },
-        // Rejected: answered here.
+        // Refused: answered here.
         Answered { response: Option<Response<B>> },
+    }
+}
+
+impl<Fut, B> RateLimitFuture<Fut, B> {
+    /// The inner service's answer, with `fields` added.
+    pub(crate) fn forwarded(inner: Fut, fields: Option<Fields>) -> Self {
+        Self {
+            state: State::Forwarded { inner, fields },
+        }
+    }
+
+    /// An answer given here.
+    pub(crate) fn answered(response: Response<B>) -> Self {
+        Self {
+            state: State::Answered {
+                response: Some(response),
+            },
+        }
     }
 }
 
@@ -50,13 +105,8 @@ where
                     Poll::Ready(Ok(response)) => response,
                     other => return other,
                 };
-                if let Some((decision, policy, legacy)) = fields.take() {
-                    // Only the fields: a forwarded response is not a refusal, even when
-                    // shadow mode let a rejected request through.
-                    headers::insert_fields(response.headers_mut(), &decision, &policy);
-                    if legacy {
-                        headers::insert_legacy(response.headers_mut(), &decision, &policy);
-                    }
+                if let Some(fields) = fields.take() {
+                    fields.write(response.headers_mut());
                 }
                 Poll::Ready(Ok(response))
             }

@@ -69,12 +69,31 @@ pub struct RateLimitLayer<K, A: Copy, C, F> {
     pub(super) when_no_key: WhenNoKey,
     pub(super) shadow: bool,
     pub(super) legacy: bool,
-    pub(super) cost: Option<Arc<CostFn>>,
+    pub(super) cost: Charge,
 }
 
 /// A request's cost in units, from its method, URI and fields (see
 /// [`RateLimitLayer::cost`]).
 pub type CostFn = dyn Fn(&Method, &Uri, &HeaderMap) -> u64 + Send + Sync;
+
+/// What a request costs: one unit, or what a [`CostFn`] says (shared by both layers).
+#[derive(Clone, Default)]
+pub(crate) struct Charge(Option<Arc<CostFn>>);
+
+impl Charge {
+    pub(crate) fn new(
+        cost: impl Fn(&Method, &Uri, &HeaderMap) -> u64 + Send + Sync + 'static,
+    ) -> Self {
+        Self(Some(Arc::new(cost)))
+    }
+
+    /// The units `request` costs.
+    pub(crate) fn of<B>(&self, request: &http::Request<B>) -> u64 {
+        self.0.as_ref().map_or(1, |cost| {
+            cost(request.method(), request.uri(), request.headers())
+        })
+    }
+}
 
 impl<K, A: Copy, C, F> fmt::Debug for RateLimitLayer<K, A, C, F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -115,7 +134,7 @@ impl<K, A: Copy, C, F> RateLimitLayer<K, A, C, F> {
             when_no_key: WhenNoKey::default(),
             shadow: false,
             legacy: false,
-            cost: None,
+            cost: Charge::default(),
         }
     }
 
@@ -126,7 +145,7 @@ impl<K, A: Copy, C, F> RateLimitLayer<K, A, C, F> {
         mut self,
         cost: impl Fn(&Method, &Uri, &HeaderMap) -> u64 + Send + Sync + 'static,
     ) -> Self {
-        self.cost = Some(Arc::new(cost));
+        self.cost = Charge::new(cost);
         self
     }
 

@@ -8,7 +8,7 @@ use http::{Request, Response};
 use portero::{Algorithm, CheckError, Clock, Decision, KeyedError};
 use tower_service::Service;
 
-use super::future::{RateLimitFuture, State};
+use super::future::{Fields, RateLimitFuture};
 use super::{RateLimitLayer, WhenNoKey, WhenTableFull};
 use crate::answer::{too_costly, too_many_requests};
 use crate::headers::insert_legacy;
@@ -57,9 +57,7 @@ where
 
     fn call(&mut self, request: Request<ReqB>) -> Self::Future {
         let layer = &self.layer;
-        let cost = layer.cost.as_ref().map_or(1, |cost| {
-            cost(request.method(), request.uri(), request.headers())
-        });
+        let cost = layer.cost.of(&request);
         let checked = match (layer.key)(&request) {
             Some(key) => Some(layer.limiter.check_n(&key, cost)),
             None => match layer.when_no_key {
@@ -81,11 +79,7 @@ where
             }
             Some(Err(KeyedError::Check(CheckError::CostExceedsCapacity { .. }))) => {
                 record(&layer.policy, Outcome::Rejected);
-                return RateLimitFuture {
-                    state: State::Answered {
-                        response: Some(too_costly()),
-                    },
-                };
+                return RateLimitFuture::answered(too_costly());
             }
             // A full table (or, impossibly for a clock-driven check, a bad time): deny
             // for one second rather than admit unlimited.
@@ -103,21 +97,22 @@ where
                 Some(_) => Outcome::Rejected,
             },
         );
-        let state = match decision {
+        match decision {
             Some(d) if !d.is_allowed() && !layer.shadow => {
                 let mut response = too_many_requests(&d, &layer.policy);
                 if layer.legacy {
                     insert_legacy(response.headers_mut(), &d, &layer.policy);
                 }
-                State::Answered {
-                    response: Some(response),
-                }
+                RateLimitFuture::answered(response)
             }
-            _ => State::Forwarded {
-                inner: self.inner.call(request),
-                fields: decision.map(|d| (d, layer.policy.clone(), layer.legacy)),
-            },
-        };
-        RateLimitFuture { state }
+            _ => RateLimitFuture::forwarded(
+                self.inner.call(request),
+                decision.map(|decision| Fields::One {
+                    decision,
+                    policy: layer.policy.clone(),
+                    legacy: layer.legacy,
+                }),
+            ),
+        }
     }
 }

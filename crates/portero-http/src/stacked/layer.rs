@@ -11,7 +11,7 @@ use tower_layer::Layer;
 use super::limit::{KeyedEntry, RequestLimit};
 use super::StackedRateLimitService;
 use crate::headers::Policy;
-use crate::rate_limit::CostFn;
+use crate::rate_limit::Charge;
 
 /// Several limits per request, checked in order, all or none: when one refuses, the
 /// units the earlier ones took are given back (as the core's `stack::check_all`), so a
@@ -24,19 +24,20 @@ use crate::rate_limit::CostFn;
 /// ```
 /// use std::sync::Arc;
 /// use portero::{Gcra, KeyedLimiter, Quota};
-/// use portero_http::{keys, Policy, StackedRateLimitLayer};
+/// use portero_http::{all_routes, keys, Policy, StackedRateLimitLayer};
 /// type Req = http::Request<String>;
 ///
 /// let login = Quota::per_minute(5)?;
 /// let user = Quota::per_minute(100)?;
 /// let layer = StackedRateLimitLayer::<String>::new()
-///     .limit_on(
+///     .limit(
 ///         |r: &Req| r.method() == http::Method::POST && r.uri().path() == "/login",
 ///         Arc::new(KeyedLimiter::new(Gcra::new(login), 100_000)),
 ///         Policy::for_quota("login", &login)?,
 ///         keys::header(http::HeaderName::from_static("x-user")),
 ///     )
 ///     .limit(
+///         all_routes,
 ///         Arc::new(KeyedLimiter::new(Gcra::new(user), 100_000)),
 ///         Policy::for_quota("user", &user)?,
 ///         keys::header(http::HeaderName::from_static("x-user")),
@@ -46,7 +47,12 @@ use crate::rate_limit::CostFn;
 /// ```
 pub struct StackedRateLimitLayer<B> {
     pub(super) limits: Arc<[Arc<dyn RequestLimit<B>>]>,
-    pub(super) cost: Option<Arc<CostFn>>,
+    pub(super) cost: Charge,
+}
+
+/// The route filter that accepts every request.
+pub fn all_routes<B>(_: &Request<B>) -> bool {
+    true
 }
 
 impl<B> Clone for StackedRateLimitLayer<B> {
@@ -71,7 +77,7 @@ impl<B> Default for StackedRateLimitLayer<B> {
     fn default() -> Self {
         Self {
             limits: Arc::new([]),
-            cost: None,
+            cost: Charge::default(),
         }
     }
 }
@@ -82,24 +88,9 @@ impl<B: 'static> StackedRateLimitLayer<B> {
         Self::default()
     }
 
-    /// Adds a limit for every request.
-    pub fn limit<K, A, C, F>(
-        self,
-        limiter: Arc<KeyedLimiter<K, A, C>>,
-        policy: Policy,
-        key: F,
-    ) -> Self
-    where
-        K: Hash + Send + Sync + 'static,
-        A: Algorithm + Copy + Send + Sync + 'static,
-        C: Clock + Send + Sync + 'static,
-        F: Fn(&Request<B>) -> Option<K> + Send + Sync + 'static,
-    {
-        self.limit_on(|_: &Request<B>| true, limiter, policy, key)
-    }
-
-    /// Adds a limit for the requests `route` accepts (a path, a method, an operation).
-    pub fn limit_on<K, A, C, F, R>(
+    /// Adds a limit for the requests `route` accepts (a path, a method, an operation;
+    /// [`all_routes`] for every request), counted under `key`.
+    pub fn limit<K, A, C, F, R>(
         mut self,
         route: R,
         limiter: Arc<KeyedLimiter<K, A, C>>,
@@ -131,7 +122,7 @@ impl<B: 'static> StackedRateLimitLayer<B> {
         mut self,
         cost: impl Fn(&Method, &Uri, &HeaderMap) -> u64 + Send + Sync + 'static,
     ) -> Self {
-        self.cost = Some(Arc::new(cost));
+        self.cost = Charge::new(cost);
         self
     }
 }

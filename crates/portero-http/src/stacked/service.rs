@@ -8,11 +8,11 @@ use http::{Request, Response};
 use portero::{CheckError, Decision, KeyedError};
 use tower_service::Service;
 
-use super::future::{StackedFuture, State};
 use super::StackedRateLimitLayer;
 use crate::answer::{too_costly, too_many_requests_for};
 use crate::headers::Policy;
 use crate::observe::{record, Outcome};
+use crate::rate_limit::future::{Fields, RateLimitFuture};
 
 /// The service [`StackedRateLimitLayer`] builds.
 pub struct StackedRateLimitService<S, B> {
@@ -45,16 +45,14 @@ where
 {
     type Response = Response<ResB>;
     type Error = S::Error;
-    type Future = StackedFuture<S::Future, ResB>;
+    type Future = RateLimitFuture<S::Future, ResB>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        let cost = self.layer.cost.as_ref().map_or(1, |cost| {
-            cost(request.method(), request.uri(), request.headers())
-        });
+        let cost = self.layer.cost.of(&request);
         let mut taken: Vec<(Decision, Arc<Policy>)> = Vec::new();
         let mut refunds = Vec::new();
         for limit in self.layer.limits.iter().filter(|l| l.applies(&request)) {
@@ -69,7 +67,7 @@ where
                 Err(KeyedError::Check(CheckError::CostExceedsCapacity { .. })) => {
                     refunds.into_iter().rev().for_each(|r| r());
                     record(limit.policy(), Outcome::Rejected);
-                    return StackedFuture::answered(too_costly());
+                    return RateLimitFuture::answered(too_costly());
                 }
                 // A full table or a time out of range: refuse for a second.
                 Err(_) => Decision::deny_for(limit.policy().quota(), portero::DENY_FOR_NANOS),
@@ -79,16 +77,11 @@ where
             record(limit.policy(), Outcome::Rejected);
             taken.push((refused, limit.policy().clone()));
             let refused_by = taken.len() - 1;
-            return StackedFuture::answered(too_many_requests_for(&taken, refused_by));
+            return RateLimitFuture::answered(too_many_requests_for(&taken, refused_by));
         }
         for (_, policy) in &taken {
             record(policy, Outcome::Admitted);
         }
-        StackedFuture {
-            state: State::Forwarded {
-                inner: self.inner.call(request),
-                fields: Some(taken),
-            },
-        }
+        RateLimitFuture::forwarded(self.inner.call(request), Some(Fields::Many(taken)))
     }
 }
