@@ -10,12 +10,14 @@ use portero::{Gcra, KeyedLimiter, Overflow, Quota};
 use portero_http::client::{ForwardedField, Prefixes};
 use portero_http::{ClientAddr, ClientIp, Policy, RateLimitLayer, TrustedProxies, WhenNoKey};
 use proptest::prelude::*;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
 use tower::ServiceExt;
 
 fn per_minute(n: u64) -> Quota {
     Quota::per_minute(n).unwrap()
+}
+
+mod support {
+    pub mod loopback;
 }
 
 /// A server on a free loopback port that limits 5 per minute per client, keyed by
@@ -31,31 +33,7 @@ async fn serve(trusted: TrustedProxies) -> SocketAddr {
             policy,
             move |req: &Request<axum::body::Body>| resolve.key(req),
         ));
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .await
-        .unwrap();
-    });
-    addr
-}
-
-/// One request over a fresh connection, with `fields`; the response's status code.
-async fn get_status(addr: SocketAddr, fields: &[(&str, &str)]) -> u16 {
-    let mut stream = TcpStream::connect(addr).await.unwrap();
-    let mut request = String::from("GET / HTTP/1.1\r\nHost: portero.test\r\nConnection: close\r\n");
-    for (name, value) in fields {
-        request.push_str(&format!("{name}: {value}\r\n"));
-    }
-    request.push_str("\r\n");
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.unwrap();
-    response[9..12].parse().unwrap()
+    support::loopback::serve(app).await
 }
 
 async fn admitted_of(
@@ -67,7 +45,7 @@ async fn admitted_of(
     for i in 0..n {
         let f = fields(i);
         let borrowed: Vec<(&str, &str)> = f.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
-        ok += usize::from(get_status(addr, &borrowed).await == 200);
+        ok += usize::from(support::loopback::status(addr, "GET", "/", &borrowed).await == 200);
     }
     ok
 }

@@ -11,6 +11,10 @@ use portero::{Gcra, KeyedLimiter, ManualClock, Quota};
 use portero_http::{all_routes, keys, Policy, StackedRateLimitLayer};
 use tower::ServiceExt;
 
+mod support {
+    pub mod loopback;
+}
+
 type Limiter<K> = Arc<KeyedLimiter<K, Gcra, Arc<ManualClock>>>;
 
 fn limiter<K: std::hash::Hash>(quota: Quota, clock: &Arc<ManualClock>) -> Limiter<K> {
@@ -169,4 +173,21 @@ async fn a_route_limit_applies_to_its_route_only() {
         send(&s.app, Method::GET, "/", "cy", "d").await.status(),
         StatusCode::OK
     );
+}
+
+/// The same stack over a real loopback socket: exact 200 and 429 counts per client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stack_over_a_real_socket() {
+    let addr = support::loopback::serve(setup().app).await;
+    let mut counts = Vec::new();
+    for (user, n) in [("ann", 6), ("bob", 4)] {
+        let mut ok = 0;
+        for _ in 0..n {
+            let fields = [("x-user", user), ("x-tenant", "acme")];
+            ok += usize::from(support::loopback::status(addr, "GET", "/", &fields).await == 200);
+        }
+        counts.push(ok);
+    }
+    // ann: 5 of 6 (her user limit); bob: 3 of 4 (the tenant's last 3 of 8).
+    assert_eq!(counts, [5, 3]);
 }

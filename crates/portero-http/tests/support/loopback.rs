@@ -1,0 +1,38 @@
+//! A real server on a free loopback port and a raw HTTP/1.1 client, for tests that
+//! must cross a socket (the peer address is real, headers are bytes on the wire).
+
+use std::net::SocketAddr;
+
+use axum::Router;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// Serves `app` on `127.0.0.1:0` with the peer address recorded (`ConnectInfo`).
+pub async fn serve(app: Router) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+        .unwrap();
+    });
+    addr
+}
+
+/// One request over a fresh connection, with `fields`; the response's status code.
+pub async fn status(addr: SocketAddr, method: &str, path: &str, fields: &[(&str, &str)]) -> u16 {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let mut request =
+        format!("{method} {path} HTTP/1.1\r\nHost: portero.test\r\nConnection: close\r\nContent-Length: 0\r\n");
+    for (name, value) in fields {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    response[9..12].parse().unwrap()
+}
