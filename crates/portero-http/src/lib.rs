@@ -58,7 +58,7 @@ pub use backoff::{retry_after, Backoff, BackoffError, DEFAULT_MAX_WAIT, MAX_WAIT
 pub use client::{ClientAddr, ClientIp, TrustedProxies};
 pub use headers::{Policy, PolicyError};
 pub use rate_limit::{
-    CostFn, RateLimitFuture, RateLimitLayer, RateLimitService, WhenNoKey, WhenTableFull,
+    CostFn, RateLimitFuture, RateLimitLayer, RateLimitService, RefusalFn, WhenNoKey, WhenTableFull,
 };
 pub use shed::{LoadShedFuture, LoadShedLayer, LoadShedService};
 pub use stacked::{all_routes, StackedRateLimitLayer, StackedRateLimitService};

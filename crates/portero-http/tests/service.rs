@@ -413,3 +413,40 @@ async fn requests_are_charged_their_cost_and_a_huge_one_is_413() {
     );
     assert_eq!(send("4000").await.unwrap().status(), StatusCode::OK);
 }
+
+/// A custom refusal: its body and status, with the limit's fields added.
+#[tokio::test]
+async fn a_custom_refusal_keeps_the_fields() {
+    let quota = Quota::per_minute(1).unwrap();
+    let app =
+        Router::new()
+            .route("/", get(|| async { "ok" }))
+            .layer(limited(quota, "page").refusal(|d, policy| {
+                let mut r = http::Response::new(format!(
+                    "<p>{} is busy; try again in {} s</p>",
+                    policy.name(),
+                    d.retry_after().as_secs()
+                ));
+                r.headers_mut()
+                    .insert("content-type", "text/html".parse().unwrap());
+                *r.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+                r
+            }));
+    assert_eq!(
+        app.clone()
+            .oneshot(request(Some("ann")))
+            .await
+            .unwrap()
+            .status(),
+        StatusCode::OK
+    );
+    let refused = app.clone().oneshot(request(Some("ann"))).await.unwrap();
+    assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(refused.headers()["retry-after"], "60");
+    assert_eq!(refused.headers()["ratelimit"], r#""page";r=0;t=60"#);
+    assert_eq!(refused.headers()["content-type"], "text/html");
+    assert_eq!(
+        body(refused).await,
+        "<p>page is busy; try again in 60 s</p>"
+    );
+}

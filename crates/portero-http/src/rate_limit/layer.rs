@@ -3,7 +3,8 @@
 use core::fmt;
 use std::sync::Arc;
 
-use http::{HeaderMap, Method, Uri};
+use http::{HeaderMap, Method, Response, Uri};
+use portero::Decision;
 
 use portero::KeyedLimiter;
 use tower_layer::Layer;
@@ -52,9 +53,7 @@ pub enum WhenNoKey {
 /// `From<&'static str>`, as axum's `Body` and http-body-util's `Full` do). Requests for
 /// which `key` returns `None` are decided by [`WhenNoKey`] (default: one shared
 /// bucket). Options: [`shadow`](Self::shadow) mode, [`legacy_headers`](Self::legacy_headers),
-/// a per-request [`cost`](Self::cost). To answer a refusal differently (a page, another
-/// body), map the 429 with tower's `map_response` or an axum middleware outside this
-/// layer: the fields are already on it.
+/// a per-request [`cost`](Self::cost), a custom [`refusal`](Self::refusal).
 ///
 /// The outcome is counted with the `metrics` feature (see the crate docs).
 ///
@@ -70,7 +69,11 @@ pub struct RateLimitLayer<K, A: Copy, C, F> {
     pub(super) shadow: bool,
     pub(super) legacy: bool,
     pub(super) cost: Charge,
+    pub(super) refusal: Option<Arc<RefusalFn>>,
 }
+
+/// Builds the response for a refused request (see [`RateLimitLayer::refusal`]).
+pub type RefusalFn = dyn Fn(&Decision, &Policy) -> Response<String> + Send + Sync;
 
 /// A request's cost in units, from its method, URI and fields (see
 /// [`RateLimitLayer::cost`]).
@@ -119,6 +122,7 @@ impl<K, A: Copy, C, F: Clone> Clone for RateLimitLayer<K, A, C, F> {
             shadow: self.shadow,
             legacy: self.legacy,
             cost: self.cost.clone(),
+            refusal: self.refusal.clone(),
         }
     }
 }
@@ -135,7 +139,20 @@ impl<K, A: Copy, C, F> RateLimitLayer<K, A, C, F> {
             shadow: false,
             legacy: false,
             cost: Charge::default(),
+            refusal: None,
         }
+    }
+
+    /// Answers refusals with `refusal(decision, policy)` instead of the JSON 429 — a page,
+    /// another body, another status. The `RateLimit` fields, `Retry-After` and
+    /// `Cache-Control: no-store` are added to whatever it returns (the response body
+    /// type must also implement `From<String>`).
+    pub fn refusal(
+        mut self,
+        refusal: impl Fn(&Decision, &Policy) -> Response<String> + Send + Sync + 'static,
+    ) -> Self {
+        self.refusal = Some(Arc::new(refusal));
+        self
     }
 
     /// Charges each request `cost(method, uri, fields)` units instead of one: a route

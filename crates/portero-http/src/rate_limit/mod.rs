@@ -7,5 +7,5 @@ mod service;
 
 pub use future::RateLimitFuture;
 pub(crate) use layer::Charge;
-pub use layer::{CostFn, RateLimitLayer, WhenNoKey, WhenTableFull};
+pub use layer::{CostFn, RateLimitLayer, RefusalFn, WhenNoKey, WhenTableFull};
 pub use service::RateLimitService;

@@ -11,7 +11,7 @@ use tower_service::Service;
 use super::future::{Fields, RateLimitFuture};
 use super::{RateLimitLayer, WhenNoKey, WhenTableFull};
 use crate::answer::{too_costly, too_many_requests};
-use crate::headers::insert_legacy;
+use crate::headers::{insert, insert_legacy};
 use crate::observe::{record, Outcome};
 
 /// The service [`RateLimitLayer`] builds.
@@ -45,7 +45,7 @@ where
     A: Algorithm + Copy,
     C: Clock,
     F: Fn(&Request<ReqB>) -> Option<K>,
-    ResB: From<&'static str>,
+    ResB: From<&'static str> + From<String>,
 {
     type Response = Response<ResB>;
     type Error = S::Error;
@@ -99,7 +99,14 @@ where
         );
         match decision {
             Some(d) if !d.is_allowed() && !layer.shadow => {
-                let mut response = too_many_requests(&d, &layer.policy);
+                let mut response = match &layer.refusal {
+                    Some(refusal) => {
+                        let mut r = refusal(&d, &layer.policy).map(ResB::from);
+                        insert(r.headers_mut(), &d, &layer.policy);
+                        r
+                    }
+                    None => too_many_requests(&d, &layer.policy),
+                };
                 if layer.legacy {
                     insert_legacy(response.headers_mut(), &d, &layer.policy);
                 }
