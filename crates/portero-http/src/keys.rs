@@ -45,6 +45,32 @@ where
     move |req| Some((first(req)?, second(req)?))
 }
 
+/// A key from the first function, or else from the second: an API key when the client
+/// sent one, else its address (`either(header(..), move |r| client.key(r))`). The two
+/// kinds never share a bucket.
+pub fn either<B, F, G, X, Y>(
+    first: F,
+    second: G,
+) -> impl Fn(&Request<B>) -> Option<Either<X, Y>> + Clone
+where
+    F: Fn(&Request<B>) -> Option<X> + Clone,
+    G: Fn(&Request<B>) -> Option<Y> + Clone,
+{
+    move |req| match first(req) {
+        Some(x) => Some(Either::First(x)),
+        None => second(req).map(Either::Second),
+    }
+}
+
+/// The key [`either`] found.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Either<X, Y> {
+    /// From the first function.
+    First(X),
+    /// From the second.
+    Second(Y),
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -81,5 +107,24 @@ mod tests {
         let k = both(tenant, user)(&req).unwrap();
         assert!(limits.check_at(&k, 0, 1).unwrap().is_allowed());
         assert!(!limits.check_at(&k, 0, 1).unwrap().is_allowed());
+        // An API key if sent, else the peer address.
+        let client = crate::ClientIp::new(crate::TrustedProxies::none());
+        let key = either(
+            header::<()>(HeaderName::from_static("x-api-key")),
+            move |r| client.key(r),
+        );
+        let mut anonymous = Request::builder().body(()).unwrap();
+        anonymous
+            .extensions_mut()
+            .insert(std::net::SocketAddr::from(([192, 0, 2, 1], 4000)));
+        assert!(matches!(key(&anonymous), Some(Either::Second(a)) if a.to_string() == "192.0.2.1"));
+        let mut keyed = Request::builder()
+            .header("x-api-key", "k")
+            .body(())
+            .unwrap();
+        keyed
+            .extensions_mut()
+            .insert(std::net::SocketAddr::from(([192, 0, 2, 1], 4000)));
+        assert!(matches!(key(&keyed), Some(Either::First(_))));
     }
 }

@@ -30,7 +30,7 @@ pub enum WhenTableFull {
 ///
 /// A missing key must not mean "unlimited": a client that leaves out the header a
 /// limit keys on would otherwise never be limited. To key on the peer address when a
-/// header is missing, say so in the key function (`header.or(ClientIp::key)`).
+/// header is missing, say so in the key function ([`keys::either`](crate::keys::either)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum WhenNoKey {
     /// Every request without a key shares one bucket of the same quota (the default):
