@@ -2,45 +2,24 @@
 //! time per operation across all threads (lower is better; aggregate throughput is its
 //! inverse). Admit and reject paths, portero, its scalable mode and governor.
 
-use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Barrier};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use portero::{Quota, RateLimiter, Striped};
 use portero_benches::{cas_once, governor_open_quota, open_quota};
 
 /// Runs `op` `iters` times in total, split over `threads` threads that start together;
-/// returns the wall time.
+/// returns the wall time (the lab's loop, so both measure the same thing).
 fn hammer<L: Sync + Send + 'static>(
     limiter: Arc<L>,
     threads: usize,
     iters: u64,
     op: fn(&L) -> bool,
 ) -> Duration {
-    let barrier = Arc::new(Barrier::new(threads + 1));
-    let per = iters / threads as u64 + 1;
-    let handles: Vec<_> = (0..threads)
-        .map(|_| {
-            let (l, b) = (limiter.clone(), barrier.clone());
-            std::thread::spawn(move || {
-                b.wait();
-                let mut n = 0u64;
-                for _ in 0..per {
-                    n += u64::from(op(&l));
-                }
-                black_box(n)
-            })
-        })
-        .collect();
-    barrier.wait();
-    let start = Instant::now();
-    for h in handles {
-        h.join().unwrap();
-    }
-    start.elapsed()
+    portero_lab::contention::run(limiter, threads, iters / threads as u64 + 1, op).elapsed
 }
 
 fn contention(c: &mut Criterion) {

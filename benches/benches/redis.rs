@@ -65,54 +65,55 @@ fn redis(c: &mut Criterion) {
     });
     g.bench_function("floor_incr_64_tasks", |b| {
         b.iter_custom(|iters| {
-            let per = iters / TASKS + 1;
-            rt.block_on(async {
-                let start = Instant::now();
-                let tasks: Vec<_> = (0..TASKS)
-                    .map(|_| {
-                        let mut con = floor.clone();
-                        tokio::spawn(async move {
-                            for _ in 0..per {
-                                let _: u64 = redis::cmd("INCR")
-                                    .arg("floor")
-                                    .query_async(&mut con)
-                                    .await
-                                    .unwrap();
-                            }
-                        })
-                    })
-                    .collect();
-                for t in tasks {
-                    t.await.unwrap();
+            let floor = floor.clone();
+            rt.block_on(in_tasks(iters / TASKS + 1, move |_| {
+                let mut con = floor.clone();
+                async move {
+                    let _: u64 = redis::cmd("INCR")
+                        .arg("floor")
+                        .query_async(&mut con)
+                        .await
+                        .unwrap();
                 }
-                start.elapsed()
-            })
+            }))
         })
     });
     g.bench_function("portero_gcra_64_tasks", |b| {
         b.iter_custom(|iters| {
-            let per = iters / TASKS + 1;
-            rt.block_on(async {
-                let start = Instant::now();
-                let tasks: Vec<_> = (0..TASKS)
-                    .map(|t| {
-                        let l = limiter.clone();
-                        tokio::spawn(async move {
-                            let key = format!("k{t}");
-                            for _ in 0..per {
-                                assert!(l.check(&key, 1).await.unwrap().decision.is_allowed());
-                            }
-                        })
-                    })
-                    .collect();
-                for t in tasks {
-                    t.await.unwrap();
+            let limiter = limiter.clone();
+            rt.block_on(in_tasks(iters / TASKS + 1, move |t| {
+                let l = limiter.clone();
+                async move {
+                    let key = format!("k{t}");
+                    assert!(l.check(&key, 1).await.unwrap().decision.is_allowed());
                 }
-                start.elapsed()
-            })
+            }))
         })
     });
     g.finish();
+}
+
+/// `TASKS` tasks, task `t` awaiting `call(t)` `per` times; the wall time for all.
+async fn in_tasks<F, Fut>(per: u64, call: F) -> Duration
+where
+    F: Fn(u64) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|t| {
+            let call = call.clone();
+            tokio::spawn(async move {
+                for _ in 0..per {
+                    call(t).await;
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    start.elapsed()
 }
 
 criterion_group!(benches, redis);

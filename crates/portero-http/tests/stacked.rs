@@ -42,29 +42,21 @@ fn setup() -> Setup {
         limiter(per_min(100), &clock),
     );
     let by = |name: &'static str| keys::header::<Body>(HeaderName::from_static(name));
+    let policy = |name: &str, n| Policy::for_quota(name, &per_min(n)).unwrap();
+    let is_login = |r: &Request<Body>| r.method() == Method::POST && r.uri().path() == "/login";
     let layer = StackedRateLimitLayer::<Body>::new()
-        .limit(
-            |r: &Request<Body>| r.method() == Method::POST && r.uri().path() == "/login",
-            login,
-            Policy::for_quota("login", &per_min(2)).unwrap(),
-            by("x-user"),
-        )
-        .limit(
-            all_routes,
-            user.clone(),
-            Policy::for_quota("user", &per_min(5)).unwrap(),
-            by("x-user"),
-        )
+        .limit(is_login, login, policy("login", 2), by("x-user"))
+        .limit(all_routes, user.clone(), policy("user", 5), by("x-user"))
         .limit(
             all_routes,
             tenant.clone(),
-            Policy::for_quota("tenant", &per_min(8)).unwrap(),
+            policy("tenant", 8),
             by("x-tenant"),
         )
         .limit(
             all_routes,
             global.clone(),
-            Policy::for_quota("global", &per_min(100)).unwrap(),
+            policy("global", 100),
             keys::global(),
         );
     let app = Router::new()

@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use portero::{Quota, RateLimiter, Striped};
 
@@ -39,6 +39,8 @@ pub struct Outcome {
     pub mops: f64,
     /// Checks admitted (all of them on the open quota).
     pub admitted: u64,
+    /// Wall time from the common start to the last thread's end.
+    pub elapsed: Duration,
 }
 
 fn open_quota() -> Quota {
@@ -47,7 +49,9 @@ fn open_quota() -> Quota {
         .expect("a valid quota")
 }
 
-fn run<L: Send + Sync + 'static>(
+/// Runs `op` `ops` times on each of `threads` threads that start together at a barrier
+/// (the criterion contention benchmark times the same loop).
+pub fn run<L: Send + Sync + 'static>(
     l: Arc<L>,
     threads: usize,
     ops: u64,
@@ -70,10 +74,11 @@ fn run<L: Send + Sync + 'static>(
     for h in handles {
         h.join().expect("a measuring thread panicked");
     }
-    let secs = start.elapsed().as_secs_f64();
+    let elapsed = start.elapsed();
     Outcome {
-        mops: (threads as u64 * ops) as f64 / secs / 1e6,
+        mops: (threads as u64 * ops) as f64 / elapsed.as_secs_f64() / 1e6,
         admitted: admitted.load(Ordering::Relaxed),
+        elapsed,
     }
 }
 

@@ -36,6 +36,7 @@ pub struct Decision {
 impl Decision {
     /// A decision from its parts. `remaining = slack / unit` (`unit` 0 is taken as 1).
     /// `retry_after` and `reset_after` are nanoseconds.
+    #[inline]
     pub const fn new(
         allowed: bool,
         limit: u64,
@@ -44,20 +45,29 @@ impl Decision {
         retry_after: u64,
         reset_after: u64,
     ) -> Self {
-        let unit = if unit == 0 { 1 } else { unit };
-        Self::new_unchecked(allowed, limit, slack, unit, retry_after, reset_after)
+        Self {
+            allowed,
+            limit,
+            slack,
+            // Branch-free: 0 becomes 1, every other unit stays (the hot path's units
+            // are emission intervals, never 0).
+            unit: unit + (unit == 0) as u64,
+            retry_after,
+            reset_after,
+            delay: 0,
+        }
     }
 
     /// An admission with `remaining` whole units left; the limiter is full again
     /// after `reset_after` ns.
     pub const fn admitted(limit: u64, remaining: u64, reset_after: u64) -> Self {
-        Self::new_unchecked(true, limit, remaining, 1, 0, reset_after)
+        Self::new(true, limit, remaining, 1, 0, reset_after)
     }
 
     /// A refusal: `remaining` units left, the same request fits after `retry_after`
     /// ns, the limiter is full again after `reset_after` ns.
     pub const fn rejected(limit: u64, remaining: u64, retry_after: u64, reset_after: u64) -> Self {
-        Self::new_unchecked(false, limit, remaining, 1, retry_after, reset_after)
+        Self::new(false, limit, remaining, 1, retry_after, reset_after)
     }
 
     /// A refusal that no wait can turn around (the time was out of range): retry and
@@ -73,28 +83,6 @@ impl Decision {
     /// remaining of `limit`.
     pub const fn deny_for(limit: u64, nanos: u64) -> Self {
         Self::rejected(limit, 0, nanos, nanos)
-    }
-
-    /// [`new`](Self::new) for callers that guarantee `unit ≥ 1` (every quota's
-    /// emission interval is): one branch less on the hot path.
-    #[inline]
-    pub(crate) const fn new_unchecked(
-        allowed: bool,
-        limit: u64,
-        slack: u64,
-        unit: u64,
-        retry_after: u64,
-        reset_after: u64,
-    ) -> Self {
-        Self {
-            allowed,
-            limit,
-            slack,
-            unit,
-            retry_after,
-            reset_after,
-            delay: 0,
-        }
     }
 
     /// The same decision for a shaper: an admitted request must wait `delay_nanos`

@@ -81,7 +81,7 @@ impl Algorithm for Gcra {
         if tat > limit {
             // Here TAT > limit ≥ now, so the backlog is TAT − now.
             let backlog = tat - now;
-            let d = Decision::new_unchecked(
+            let d = Decision::new(
                 false,
                 q.burst(),
                 span.saturating_sub(backlog),
@@ -92,7 +92,7 @@ impl Algorithm for Gcra {
             return Ok(Transition::keep(d));
         }
         let new_tat = if tat > now { tat } else { now } + increment;
-        let d = Decision::new_unchecked(true, q.burst(), latest - new_tat, t, 0, new_tat - now);
+        let d = Decision::new(true, q.burst(), latest - new_tat, t, 0, new_tat - now);
         Ok(Transition::write(d, new_tat))
     }
 }

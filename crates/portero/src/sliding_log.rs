@@ -175,12 +175,17 @@ mod tests {
         )
     }
 
+    /// One unit at each time; each verdict as expected.
+    fn verdicts(log: &SlidingLog<ManualClock>, script: &[(u64, bool)]) {
+        for &(t, want) in script {
+            assert_eq!(log.check_at(t, 1).unwrap().is_allowed(), want, "at {t}");
+        }
+    }
+
     #[test]
     fn entry_exactly_w_old_has_expired() {
         let log = log(1, 100);
-        assert!(log.check_at(0, 1).unwrap().is_allowed());
-        assert!(!log.check_at(99, 1).unwrap().is_allowed());
-        assert!(log.check_at(100, 1).unwrap().is_allowed());
+        verdicts(&log, &[(0, true), (99, false), (100, true)]);
         assert_eq!(log.len(), 1);
     }
 
@@ -201,9 +206,6 @@ mod tests {
 
     #[test]
     fn backwards_time_expires_nothing_early() {
-        let log = log(1, 100);
-        assert!(log.check_at(1_000, 1).unwrap().is_allowed());
-        assert!(!log.check_at(0, 1).unwrap().is_allowed());
-        assert!(log.check_at(1_100, 1).unwrap().is_allowed());
+        verdicts(&log(1, 100), &[(1_000, true), (0, false), (1_100, true)]);
     }
 }

@@ -4,9 +4,7 @@ use core::fmt;
 use std::sync::Arc;
 
 use http::{HeaderMap, Method, Response, Uri};
-use portero::Decision;
-
-use portero::KeyedLimiter;
+use portero::{Decision, KeyedLimiter};
 use tower_layer::Layer;
 
 use super::RateLimitService;
@@ -79,6 +77,23 @@ pub type RefusalFn = dyn Fn(&Decision, &Policy) -> Response<String> + Send + Syn
 /// [`RateLimitLayer::cost`]).
 pub type CostFn = dyn Fn(&Method, &Uri, &HeaderMap) -> u64 + Send + Sync;
 
+/// The `cost` setter of both rate-limit layers (each holds a `cost: Charge`).
+macro_rules! cost_setter {
+    () => {
+        /// Charges each request `cost(method, uri, fields)` units instead of one: a
+        /// route that does more work, or the body's declared length. All or nothing; a
+        /// request costing more than a limit could ever admit gets 413 Content Too Large.
+        pub fn cost(
+            mut self,
+            cost: impl Fn(&http::Method, &http::Uri, &http::HeaderMap) -> u64 + Send + Sync + 'static,
+        ) -> Self {
+            self.cost = $crate::rate_limit::Charge::new(cost);
+            self
+        }
+    };
+}
+pub(crate) use cost_setter;
+
 /// What a request costs: one unit, or what a [`CostFn`] says (shared by both layers).
 #[derive(Clone, Default)]
 pub(crate) struct Charge(Option<Arc<CostFn>>);
@@ -143,6 +158,20 @@ impl<K, A: Copy, C, F> RateLimitLayer<K, A, C, F> {
         }
     }
 
+    /// What requests without a key get (default: one shared bucket).
+    pub fn when_no_key(mut self, answer: WhenNoKey) -> Self {
+        self.when_no_key = answer;
+        self
+    }
+
+    cost_setter!();
+
+    /// What new clients get while the key table is full.
+    pub fn when_table_full(mut self, answer: WhenTableFull) -> Self {
+        self.when_full = answer;
+        self
+    }
+
     /// Answers refusals with `refusal(decision, policy)` instead of the JSON 429 — a page,
     /// another body, another status. The `RateLimit` fields, `Retry-After` and
     /// `Cache-Control: no-store` are added to whatever it returns (the response body
@@ -155,17 +184,6 @@ impl<K, A: Copy, C, F> RateLimitLayer<K, A, C, F> {
         self
     }
 
-    /// Charges each request `cost(method, uri, fields)` units instead of one: a route
-    /// that does more work, or the body's declared length. All or nothing; a request
-    /// costing more than the limit could ever admit gets 413 Content Too Large.
-    pub fn cost(
-        mut self,
-        cost: impl Fn(&Method, &Uri, &HeaderMap) -> u64 + Send + Sync + 'static,
-    ) -> Self {
-        self.cost = Charge::new(cost);
-        self
-    }
-
     /// Shadow (dry-run) mode: decide and count as usual and send the `RateLimit`
     /// fields, but let every request through — to see what a new limit would refuse
     /// before it refuses anything. A request the limit would have refused carries
@@ -175,22 +193,10 @@ impl<K, A: Copy, C, F> RateLimitLayer<K, A, C, F> {
         self
     }
 
-    /// What requests without a key get (default: one shared bucket).
-    pub fn when_no_key(mut self, answer: WhenNoKey) -> Self {
-        self.when_no_key = answer;
-        self
-    }
-
     /// Also send `X-RateLimit-Limit`, `-Remaining` and `-Reset` (delta-seconds), for
     /// clients written against those (see [`headers::insert_legacy`](crate::headers::insert_legacy)).
     pub fn legacy_headers(mut self, on: bool) -> Self {
         self.legacy = on;
-        self
-    }
-
-    /// What new clients get while the key table is full.
-    pub fn when_table_full(mut self, answer: WhenTableFull) -> Self {
-        self.when_full = answer;
         self
     }
 }

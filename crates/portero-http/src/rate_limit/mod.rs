@@ -6,6 +6,6 @@ mod layer;
 mod service;
 
 pub use future::RateLimitFuture;
-pub(crate) use layer::Charge;
+pub(crate) use layer::{cost_setter, Charge};
 pub use layer::{CostFn, RateLimitLayer, RefusalFn, WhenNoKey, WhenTableFull};
 pub use service::RateLimitService;

@@ -4,7 +4,7 @@ use core::fmt;
 use std::hash::Hash;
 use std::sync::Arc;
 
-use http::{HeaderMap, Method, Request, Uri};
+use http::Request;
 use portero::{Algorithm, Clock, KeyedLimiter};
 use tower_layer::Layer;
 
@@ -116,15 +116,7 @@ impl<B: 'static> StackedRateLimitLayer<B> {
         self
     }
 
-    /// Charges each request `cost(method, uri, fields)` units in every limit (see
-    /// [`RateLimitLayer::cost`](crate::RateLimitLayer::cost)).
-    pub fn cost(
-        mut self,
-        cost: impl Fn(&Method, &Uri, &HeaderMap) -> u64 + Send + Sync + 'static,
-    ) -> Self {
-        self.cost = Charge::new(cost);
-        self
-    }
+    crate::rate_limit::cost_setter!();
 }
 
 impl<S, B> Layer<S> for StackedRateLimitLayer<B> {
