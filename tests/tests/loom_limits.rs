@@ -134,6 +134,61 @@ fn keyed_eviction_leaves_the_new_key_findable() {
     });
 }
 
+/// A breaker opened by one failure at t = 0 (open for 10 ns... rounded up to 1 ms);
+/// three threads ask at once when the period is over: exactly one becomes the probe.
+#[test]
+fn breaker_lets_exactly_one_probe_through() {
+    loom::model(|| {
+        let breaker = Arc::new(
+            portero::CircuitBreaker::new(1, std::time::Duration::from_millis(1))
+                .unwrap()
+                .with_clock(ManualClock::new()),
+        );
+        breaker.try_call_at(0).unwrap().failure_at(0);
+        let handles: Vec<_> = (0..3)
+            .map(|_| {
+                let b = breaker.clone();
+                thread::spawn(move || match b.try_call_at(1_000_000) {
+                    Ok(call) => {
+                        let probe = call.is_probe();
+                        // Unreported on purpose: a report would close the breaker and
+                        // let later askers through, which is not what this counts.
+                        std::mem::forget(call);
+                        assert!(probe, "a half-open breaker only lets the probe through");
+                        true
+                    }
+                    Err(_) => false,
+                })
+            })
+            .collect();
+        assert_eq!(admitted(handles), 1, "exactly one probe");
+    });
+}
+
+/// Two failures reported at once against a threshold of two: neither is lost, so the
+/// breaker opens.
+#[test]
+fn breaker_loses_no_failure() {
+    loom::model(|| {
+        let breaker = Arc::new(
+            portero::CircuitBreaker::new(2, std::time::Duration::from_secs(30))
+                .unwrap()
+                .with_clock(ManualClock::new()),
+        );
+        let handles: Vec<_> = (0..2)
+            .map(|_| {
+                let b = breaker.clone();
+                thread::spawn(move || {
+                    b.try_call_at(0).unwrap().failure_at(0);
+                    true
+                })
+            })
+            .collect();
+        assert_eq!(admitted(handles), 2);
+        assert!(breaker.try_call_at(0).is_err(), "open after two failures");
+    });
+}
+
 /// How many of the threads answered `true`.
 fn admitted(handles: Vec<thread::JoinHandle<bool>>) -> usize {
     handles

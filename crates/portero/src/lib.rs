@@ -45,7 +45,8 @@
 //! - [`SlidingLog`]: exact, up to `L` timestamps behind a mutex.
 //! - [`KeyedLimiter`]: a limiter per key in a fixed-size table; [`Policies`] maps
 //!   operations to keyed limits; [`stack::check_all`] checks several limits all or none
-//!   with refunds; [`ConcurrencyLimit`] counts requests in flight; [`Striped`] spreads
+//!   with refunds; [`ConcurrencyLimit`] counts requests in flight; [`CircuitBreaker`]
+//!   stops calling a failing dependency; [`Striped`] spreads
 //!   one hot global limit over cache lines with zero over-admission.
 //!
 //! ## Features
@@ -67,6 +68,7 @@
 extern crate alloc;
 
 mod any;
+mod breaker;
 pub mod calendar;
 pub mod clock;
 mod concurrency;
@@ -92,6 +94,7 @@ mod window;
 mod word;
 
 pub use any::{AlgorithmName, AnyAlgorithm, AnyAlgorithmError};
+pub use breaker::{BreakerCall, BreakerError, BreakerOpen, CircuitBreaker};
 pub use calendar::{CalendarQuota, Period};
 #[cfg(feature = "quanta")]
 pub use clock::QuantaClock;
