@@ -134,16 +134,12 @@ fn keyed_eviction_leaves_the_new_key_findable() {
     });
 }
 
-/// A breaker opened by one failure at t = 0 (open for 10 ns... rounded up to 1 ms);
-/// three threads ask at once when the period is over: exactly one becomes the probe.
+/// A breaker opened by one failure at t = 0 for 1 ms; three threads ask at once when
+/// the period is over: exactly one becomes the probe.
 #[test]
 fn breaker_lets_exactly_one_probe_through() {
     loom::model(|| {
-        let breaker = Arc::new(
-            portero::CircuitBreaker::new(1, std::time::Duration::from_millis(1))
-                .unwrap()
-                .with_clock(ManualClock::new()),
-        );
+        let breaker = breaker(1, std::time::Duration::from_millis(1));
         breaker.try_call_at(0).unwrap().failure_at(0);
         let handles: Vec<_> = (0..3)
             .map(|_| {
@@ -170,11 +166,7 @@ fn breaker_lets_exactly_one_probe_through() {
 #[test]
 fn breaker_loses_no_failure() {
     loom::model(|| {
-        let breaker = Arc::new(
-            portero::CircuitBreaker::new(2, std::time::Duration::from_secs(30))
-                .unwrap()
-                .with_clock(ManualClock::new()),
-        );
+        let breaker = breaker(2, std::time::Duration::from_secs(30));
         let handles: Vec<_> = (0..2)
             .map(|_| {
                 let b = breaker.clone();
@@ -187,6 +179,15 @@ fn breaker_loses_no_failure() {
         assert_eq!(admitted(handles), 2);
         assert!(breaker.try_call_at(0).is_err(), "open after two failures");
     });
+}
+
+/// A breaker on a manual clock, shared between threads.
+fn breaker(
+    failures: u32,
+    open_for: std::time::Duration,
+) -> Arc<portero::CircuitBreaker<ManualClock>> {
+    let b = portero::CircuitBreaker::new(failures, open_for).unwrap();
+    Arc::new(b.with_clock(ManualClock::new()))
 }
 
 /// How many of the threads answered `true`.
