@@ -220,3 +220,71 @@ fn striped_admits_exactly_the_burst() {
         assert_eq!(admitted, 2);
     });
 }
+
+/// The failure-rate rule (both of the last two calls failed): two failures reported at
+/// once are both recorded, so the breaker opens.
+#[test]
+fn breaker_rate_rule_loses_no_failure() {
+    loom::model(|| {
+        let rule = portero::Trip::FailureRate {
+            percent: 100,
+            window: 2,
+            min_calls: 2,
+        };
+        let b = portero::CircuitBreaker::tripping(rule, std::time::Duration::from_secs(30));
+        let breaker = Arc::new(b.unwrap().with_clock(ManualClock::new()));
+        let handles: Vec<_> = (0..2)
+            .map(|_| {
+                let b = breaker.clone();
+                thread::spawn(move || {
+                    b.try_call_at(0).unwrap().failure_at(0);
+                    true
+                })
+            })
+            .collect();
+        assert_eq!(admitted(handles), 2);
+        assert!(breaker.try_call_at(0).is_err(), "open after two failures");
+    });
+}
+
+/// An adaptive limit measuring its baseline (limit pinned at 2): three callers at once,
+/// exactly two get a slot; the two complete at once, exactly one closes the batch, so
+/// the baseline is their mean and the limit is restored once.
+#[test]
+fn adaptive_limit_admits_within_its_limit_and_closes_each_batch_once() {
+    use std::time::Duration;
+    loom::model(|| {
+        let config = portero::AdaptiveConfig {
+            initial_limit: 5,
+            min_limit: 2,
+            max_limit: 10,
+            batch: 2,
+            tolerance_percent: 0,
+            rebaseline_every: 100,
+        };
+        let limit = std::sync::Arc::new(portero::AdaptiveConcurrency::new(config).unwrap());
+        let handles: Vec<_> = (0..2u64)
+            .map(|i| {
+                let l = limit.clone();
+                thread::spawn(move || l.try_acquire_owned().ok().map(|p| (p, i)))
+            })
+            .collect();
+        let mine = limit.try_acquire_owned().ok().map(|p| (p, 2));
+        let mut permits: Vec<_> = handles
+            .into_iter()
+            .filter_map(|h| h.join().unwrap())
+            .chain(mine)
+            .collect();
+        assert_eq!(permits.len(), 2, "the pinned limit is 2");
+        let (p, i) = permits.pop().unwrap();
+        let other = thread::spawn(move || p.completed(Duration::from_millis(10 + 10 * i)));
+        let (p, i) = permits.pop().unwrap();
+        p.completed(Duration::from_millis(10 + 10 * i));
+        other.join().unwrap();
+        // Two of 10, 20 and 30 ms: a mean of 15, 20 or 25 ms.
+        let base = limit.baseline().as_millis();
+        assert!([15, 20, 25].contains(&base), "baseline {base} ms");
+        assert_eq!(limit.limit(), 5);
+        assert_eq!(limit.in_flight(), 0);
+    });
+}

@@ -1,11 +1,16 @@
-//! A circuit breaker for the calling side: after `F` failures in a row, stop calling a
-//! dependency for a while, answer with a fallback, then let **one** probe through.
+//! A circuit breaker for the calling side: when calls to a dependency keep failing,
+//! stop calling it for a while, answer with a fallback, then let **one** probe through.
 //!
 //! ```text
-//!   closed ──F failures in a row──▶ open ──`open_for` passes──▶ half-open (one probe)
-//!     ▲                               ▲                              │
-//!     └───────── probe succeeds ──────┼──────── probe fails ─────────┘
+//!   closed ──trips──▶ open ──`open_for` passes──▶ half-open (one probe)
+//!     ▲                ▲                              │
+//!     └─ probe succeeds┼──────── probe fails ─────────┘
 //! ```
+//!
+//! It trips on one of two rules ([`Trip`]): `F` failures in a row (the usual 5), or a
+//! failure rate over a sliding window of the last `N` calls (at least `P` % of them
+//! failed, once at least `M` calls were seen) — the rate rule also catches a
+//! dependency that fails every other call, which never makes 5 in a row.
 //!
 //! A dependency that is down costs nothing while the breaker is open (no threads wait
 //! on timeouts), and when it comes back one probe finds out instead of a stampede.
@@ -13,13 +18,15 @@
 //! # State: one `u64`
 //!
 //! ```text
-//!  63   62 61                 44 43                                    0
-//! +-------+---------------------+---------------------------------------+
-//! | mode  | failures in a row   | open until (ms on the clock's axis)   |
-//! +-------+---------------------+---------------------------------------+
+//!  63 62 61                                                           0
+//! +-----+---------------------------------------------------------------+
+//! |mode | closed: failures in a row, or (calls seen: 6 | outcomes: 56)  |
+//! |     | open:   open until (ms on the clock's axis, 44 bits)          |
+//! +-----+---------------------------------------------------------------+
 //! ```
 //!
-//! Mode 0 closed, 1 open, 2 half-open (the probe is out). The time is whole
+//! Mode 0 closed, 1 open, 2 half-open (the probe is out). In the rate rule the last
+//! `N ≤ 56` outcomes are bits (1 = failure), newest lowest. The time is whole
 //! milliseconds: every instant up to [`MAX_TIME_NANOS`](crate::MAX_TIME_NANOS) fits in
 //! 44 bits. Every change is one compare-and-swap through the crate's CAS helper, so
 //! concurrent callers see one serial history: exactly one caller wins the probe, and no
@@ -33,54 +40,103 @@ use crossbeam_utils::CachePadded;
 use crate::word::{AtomicWord, Transition};
 use crate::{Clock, DefaultClock, DENY_FOR_NANOS};
 
-const UNTIL_BITS: u32 = 44;
-const FAILURE_BITS: u32 = 18;
-const UNTIL_MASK: u64 = (1 << UNTIL_BITS) - 1;
-const FAILURE_MASK: u64 = (1 << FAILURE_BITS) - 1;
+const UNTIL_MASK: u64 = (1 << 44) - 1;
+const PAYLOAD_MASK: u64 = (1 << 62) - 1;
+const MAX_IN_A_ROW: u32 = (1 << 18) - 1;
+/// The most calls the failure-rate window remembers (one bit each).
+pub const MAX_RATE_WINDOW: u8 = 56;
 const NANOS_PER_MS: u64 = 1_000_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mode {
-    Closed,
-    Open,
+enum Word {
+    // The payload is the trip rule's record of recent calls.
+    Closed(u64),
+    Open { until_ms: u64 },
     HalfOpen,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Word {
-    mode: Mode,
-    failures: u64,
-    until_ms: u64,
 }
 
 impl Word {
     fn decode(w: u64) -> Self {
-        let mode = match w >> 62 {
-            0 => Mode::Closed,
-            1 => Mode::Open,
-            _ => Mode::HalfOpen,
-        };
-        Self {
-            mode,
-            failures: (w >> UNTIL_BITS) & FAILURE_MASK,
-            until_ms: w & UNTIL_MASK,
+        match w >> 62 {
+            0 => Self::Closed(w & PAYLOAD_MASK),
+            1 => Self::Open {
+                until_ms: w & UNTIL_MASK,
+            },
+            _ => Self::HalfOpen,
         }
     }
 
     fn encode(self) -> u64 {
-        let mode = match self.mode {
-            Mode::Closed => 0,
-            Mode::Open => 1,
-            Mode::HalfOpen => 2,
-        };
-        (mode << 62) | (self.failures.min(FAILURE_MASK) << UNTIL_BITS) | self.until_ms
+        match self {
+            Self::Closed(record) => record & PAYLOAD_MASK,
+            Self::Open { until_ms } => (1 << 62) | (until_ms & UNTIL_MASK),
+            Self::HalfOpen => 2 << 62,
+        }
+    }
+}
+
+/// When a closed [`CircuitBreaker`] opens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trip {
+    /// After this many failures in a row (a success starts the count again).
+    InARow(u32),
+    /// When at least `percent` % of the last `window` calls failed, once at least
+    /// `min_calls` of them were seen.
+    FailureRate {
+        /// Failed share that opens the breaker, 1–100.
+        percent: u8,
+        /// Calls remembered, 1–[`MAX_RATE_WINDOW`].
+        window: u8,
+        /// Calls needed before the rate counts (so one early failure is not 100 %).
+        min_calls: u8,
+    },
+}
+
+impl Trip {
+    fn check(self) -> Result<Self, BreakerError> {
+        match self {
+            Self::InARow(0) => Err(BreakerError::ZeroFailures),
+            Self::InARow(n) if n > MAX_IN_A_ROW => Err(BreakerError::TooManyFailures),
+            Self::FailureRate {
+                percent,
+                window,
+                min_calls,
+            } if percent == 0
+                || percent > 100
+                || window == 0
+                || window > MAX_RATE_WINDOW
+                || min_calls == 0
+                || min_calls > window =>
+            {
+                Err(BreakerError::BadFailureRate)
+            }
+            rule => Ok(rule),
+        }
     }
 
-    const CLOSED: Self = Self {
-        mode: Mode::Closed,
-        failures: 0,
-        until_ms: 0,
-    };
+    /// The record after one more outcome, and whether it trips the breaker.
+    fn record(self, record: u64, failed: bool) -> (u64, bool) {
+        match self {
+            Self::InARow(n) => {
+                let in_a_row = if failed { record + 1 } else { 0 };
+                (in_a_row, in_a_row >= u64::from(n))
+            }
+            Self::FailureRate {
+                percent,
+                window,
+                min_calls,
+            } => {
+                let window = u32::from(window);
+                let mask = (1u64 << window) - 1;
+                let seen = (record >> 56).min(u64::from(window) - 1) + 1;
+                let outcomes = ((record << 1) | u64::from(failed)) & mask;
+                let failures = u64::from(outcomes.count_ones());
+                let trips =
+                    seen >= u64::from(min_calls) && failures * 100 >= u64::from(percent) * seen;
+                ((seen << 56) | outcomes, trips)
+            }
+        }
+    }
 }
 
 /// Why a [`CircuitBreaker`] could not be built.
@@ -91,6 +147,9 @@ pub enum BreakerError {
     ZeroFailures,
     /// More failures in a row than the state word counts (2^18 − 1).
     TooManyFailures,
+    /// A failure rate outside 1–100 %, a window outside 1–56 calls, or a minimum of
+    /// calls of zero or beyond the window.
+    BadFailureRate,
     /// An open period of zero, or beyond the supported time range.
     BadOpenPeriod,
 }
@@ -100,6 +159,9 @@ impl fmt::Display for BreakerError {
         f.write_str(match self {
             Self::ZeroFailures => "a breaker opens after at least one failure",
             Self::TooManyFailures => "a breaker counts at most 262,143 failures in a row",
+            Self::BadFailureRate => {
+                "a failure rate needs 1-100 %, a window of 1-56 calls and 1-window minimum calls"
+            }
             Self::BadOpenPeriod => "the open period must be at least 1 ms and within range",
         })
     }
@@ -137,28 +199,44 @@ pub struct BreakerOpen {
 #[derive(Debug)]
 pub struct CircuitBreaker<C = DefaultClock> {
     word: CachePadded<AtomicWord>,
-    failures_to_open: u64,
+    trip: Trip,
     open_for_ms: u64,
     clock: C,
 }
 
 impl CircuitBreaker<DefaultClock> {
-    /// Opens after `failures_to_open` failures in a row, for `open_for` (rounded up to
+    /// Opens after `failures_in_a_row` failures in a row, for `open_for` (rounded up to
     /// whole milliseconds); the usual choice is 5 failures and 30 seconds.
-    pub fn new(failures_to_open: u32, open_for: Duration) -> Result<Self, BreakerError> {
-        if failures_to_open == 0 {
-            return Err(BreakerError::ZeroFailures);
-        }
-        if u64::from(failures_to_open) > FAILURE_MASK {
-            return Err(BreakerError::TooManyFailures);
-        }
+    pub fn new(failures_in_a_row: u32, open_for: Duration) -> Result<Self, BreakerError> {
+        Self::tripping(Trip::InARow(failures_in_a_row), open_for)
+    }
+
+    /// Opens on `trip`'s rule, for `open_for` (rounded up to whole milliseconds).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use portero::{CircuitBreaker, ManualClock, Trip};
+    ///
+    /// // Half of the last 20 calls failed (after at least 10): open for 30 s.
+    /// let rule = Trip::FailureRate { percent: 50, window: 20, min_calls: 10 };
+    /// let breaker = CircuitBreaker::tripping(rule, Duration::from_secs(30))?
+    ///     .with_clock(ManualClock::new());
+    /// for i in 0..10 {
+    ///     let call = breaker.try_call().unwrap();
+    ///     if i % 2 == 0 { call.failure() } else { call.success() } // never 2 in a row
+    /// }
+    /// assert!(breaker.try_call().is_err());
+    /// # Ok::<(), portero::BreakerError>(())
+    /// ```
+    pub fn tripping(trip: Trip, open_for: Duration) -> Result<Self, BreakerError> {
+        let trip = trip.check()?;
         let open_for_ms = u64::try_from(open_for.as_nanos().div_ceil(u128::from(NANOS_PER_MS)))
             .ok()
             .filter(|&ms| ms > 0 && ms <= crate::MAX_SPAN_NANOS / NANOS_PER_MS)
             .ok_or(BreakerError::BadOpenPeriod)?;
         Ok(Self {
-            word: CachePadded::new(AtomicWord::new(Word::CLOSED.encode())),
-            failures_to_open: u64::from(failures_to_open),
+            word: CachePadded::new(AtomicWord::new(Word::Closed(0).encode())),
+            trip,
             open_for_ms,
             clock: DefaultClock::default(),
         })
@@ -170,10 +248,15 @@ impl<C: Clock> CircuitBreaker<C> {
     pub fn with_clock<C2: Clock>(self, clock: C2) -> CircuitBreaker<C2> {
         CircuitBreaker {
             word: self.word,
-            failures_to_open: self.failures_to_open,
+            trip: self.trip,
             open_for_ms: self.open_for_ms,
             clock,
         }
+    }
+
+    /// The breaker's clock (callers that time their calls read it once).
+    pub fn clock(&self) -> &C {
+        &self.clock
     }
 
     /// Asks to call the dependency now.
@@ -187,24 +270,18 @@ impl<C: Clock> CircuitBreaker<C> {
     pub fn try_call_at(&self, now: u64) -> Result<BreakerCall<'_, C>, BreakerOpen> {
         let now_ms = now.min(crate::MAX_TIME_NANOS) / NANOS_PER_MS;
         let probe = self.word.apply(|w| {
-            let word = Word::decode(w);
-            Ok(match word.mode {
-                Mode::Closed => Transition::keep(false),
-                Mode::Open if now_ms >= word.until_ms => {
-                    let half = Word {
-                        mode: Mode::HalfOpen,
-                        until_ms: 0,
-                        ..word
-                    };
-                    Transition::write(true, half.encode())
+            Ok(match Word::decode(w) {
+                Word::Closed(_) => Transition::keep(false),
+                Word::Open { until_ms } if now_ms >= until_ms => {
+                    Transition::write(true, Word::HalfOpen.encode())
                 }
-                Mode::Open => {
-                    let wait = (word.until_ms - now_ms).saturating_mul(NANOS_PER_MS);
+                Word::Open { until_ms } => {
+                    let wait = (until_ms - now_ms).saturating_mul(NANOS_PER_MS);
                     return Err(BreakerOpen {
                         retry_after: Duration::from_nanos(wait),
                     });
                 }
-                Mode::HalfOpen => {
+                Word::HalfOpen => {
                     return Err(BreakerOpen {
                         retry_after: Duration::from_nanos(DENY_FOR_NANOS),
                     })
@@ -221,31 +298,28 @@ impl<C: Clock> CircuitBreaker<C> {
     /// Whether a call at `now` (ns) would go through: closed, or open with its period
     /// over (the call would be the probe).
     pub fn allows_call_at(&self, now: u64) -> bool {
-        let word = Word::decode(self.word.load());
-        word.mode == Mode::Closed
-            || (word.mode == Mode::Open && now / NANOS_PER_MS >= word.until_ms)
+        match Word::decode(self.word.load()) {
+            Word::Closed(_) => true,
+            Word::Open { until_ms } => now.min(crate::MAX_TIME_NANOS) / NANOS_PER_MS >= until_ms,
+            Word::HalfOpen => false,
+        }
     }
 
     fn report(&self, probe: bool, ok: bool, now: u64) {
         let now_ms = now.min(crate::MAX_TIME_NANOS) / NANOS_PER_MS;
-        let open = Word {
-            mode: Mode::Open,
-            failures: 0,
+        let open = Word::Open {
             until_ms: now_ms.saturating_add(self.open_for_ms).min(UNTIL_MASK),
         };
         self.word.update(|w| {
-            let word = Word::decode(w);
-            let next = match (word.mode, ok) {
-                (Mode::Closed, true) if word.failures == 0 => return None,
-                (Mode::Closed, true) => Word::CLOSED,
-                (Mode::Closed, false) if word.failures + 1 >= self.failures_to_open => open,
-                (Mode::Closed, false) => Word {
-                    failures: word.failures + 1,
-                    ..word
+            let next = match (Word::decode(w), ok) {
+                (Word::Closed(record), _) => match self.trip.record(record, !ok) {
+                    (_, true) => open,
+                    (next, false) if next == record => return None,
+                    (next, false) => Word::Closed(next),
                 },
                 // Only the probe's answer moves a half-open breaker.
-                (Mode::HalfOpen, true) if probe => Word::CLOSED,
-                (Mode::HalfOpen, false) if probe => open,
+                (Word::HalfOpen, true) if probe => Word::Closed(0),
+                (Word::HalfOpen, false) if probe => open,
                 // Calls that started before the breaker opened change nothing now.
                 _ => return None,
             };
@@ -358,5 +432,105 @@ mod tests {
             CircuitBreaker::new(1 << 20, Duration::from_secs(1)).unwrap_err(),
             BreakerError::TooManyFailures
         );
+    }
+
+    /// Every sequence of 12 outcomes against the textbook rule (a queue of the last
+    /// `window` outcomes): the breaker opens at exactly the first call where the model's
+    /// failed share reaches the threshold with enough calls seen.
+    #[test]
+    fn the_failure_rate_rule_matches_a_queue_of_the_last_calls_exhaustively() {
+        for (percent, window, min_calls) in [(40, 5, 3), (50, 4, 4), (100, 3, 1), (1, 56, 2)] {
+            let rule = Trip::FailureRate {
+                percent,
+                window,
+                min_calls,
+            };
+            for bits in 0u32..1 << 12 {
+                let b = CircuitBreaker::tripping(rule, Duration::from_secs(1))
+                    .unwrap()
+                    .with_clock(ManualClock::new());
+                let mut last = std::collections::VecDeque::new();
+                for i in 0..12 {
+                    let failed = bits >> i & 1 == 1;
+                    let call = b.try_call_at(0).expect("closed until the model trips");
+                    if failed {
+                        call.failure_at(0)
+                    } else {
+                        call.success_at(0)
+                    }
+                    last.push_back(failed);
+                    if last.len() > usize::from(window) {
+                        last.pop_front();
+                    }
+                    let failures = last.iter().filter(|&&f| f).count();
+                    let trips = last.len() >= usize::from(min_calls)
+                        && failures * 100 >= usize::from(percent) * last.len();
+                    assert_eq!(!b.allows_call_at(0), trips, "{rule:?} {bits:012b} at {i}");
+                    if trips {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_dependency_failing_every_other_call_trips_the_rate_rule_only() {
+        let in_a_row = CircuitBreaker::new(5, Duration::from_secs(30))
+            .unwrap()
+            .with_clock(ManualClock::new());
+        let rate = Trip::FailureRate {
+            percent: 50,
+            window: 20,
+            min_calls: 10,
+        };
+        let by_rate = CircuitBreaker::tripping(rate, Duration::from_secs(30))
+            .unwrap()
+            .with_clock(ManualClock::new());
+        for i in 0..100 {
+            for b in [&in_a_row, &by_rate] {
+                if let Ok(call) = b.try_call_at(0) {
+                    if i % 2 == 0 {
+                        call.failure_at(0)
+                    } else {
+                        call.success_at(0)
+                    }
+                }
+            }
+        }
+        assert!(in_a_row.try_call_at(0).is_ok());
+        assert!(by_rate.try_call_at(0).is_err());
+        for bad in [
+            Trip::FailureRate {
+                percent: 0,
+                window: 10,
+                min_calls: 1,
+            },
+            Trip::FailureRate {
+                percent: 101,
+                window: 10,
+                min_calls: 1,
+            },
+            Trip::FailureRate {
+                percent: 50,
+                window: 57,
+                min_calls: 1,
+            },
+            Trip::FailureRate {
+                percent: 50,
+                window: 10,
+                min_calls: 11,
+            },
+            Trip::FailureRate {
+                percent: 50,
+                window: 10,
+                min_calls: 0,
+            },
+        ] {
+            assert_eq!(
+                CircuitBreaker::tripping(bad, Duration::from_secs(1)).unwrap_err(),
+                BreakerError::BadFailureRate
+            );
+        }
     }
 }

@@ -81,10 +81,27 @@ impl ConcurrencyLimit {
         })
     }
 
+    /// [`try_acquire_owned`](Self::try_acquire_owned), but only while fewer than
+    /// `ceiling` (at most the limit) are held: lower priorities get lower ceilings.
+    #[cfg(feature = "alloc")]
+    pub(crate) fn try_acquire_owned_below(
+        self: &alloc::sync::Arc<Self>,
+        ceiling: u64,
+    ) -> Result<OwnedPermit, Decision> {
+        self.take_below(ceiling.min(self.max))
+            .map(|()| OwnedPermit {
+                limit: self.clone(),
+            })
+    }
+
     fn take(&self) -> Result<(), Decision> {
+        self.take_below(self.max)
+    }
+
+    fn take_below(&self, ceiling: u64) -> Result<(), Decision> {
         let max = self.max;
         let Ok(d) = self.in_use.apply::<_, core::convert::Infallible>(|n| {
-            Ok(if n < max {
+            Ok(if n < ceiling {
                 Transition::write(Decision::admitted(max, max - n - 1, 0), n + 1)
             } else {
                 Transition::keep(Decision::rejected(max, 0, 0, 0))

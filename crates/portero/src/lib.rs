@@ -45,7 +45,8 @@
 //! - [`SlidingLog`]: exact, up to `L` timestamps behind a mutex.
 //! - [`KeyedLimiter`]: a limiter per key in a fixed-size table; [`Policies`] maps
 //!   operations to keyed limits; [`stack::check_all`] checks several limits all or none
-//!   with refunds; [`ConcurrencyLimit`] counts requests in flight; [`CircuitBreaker`]
+//!   with refunds; [`ConcurrencyLimit`] counts requests in flight, [`PriorityLimit`] refuses
+//!   lower priorities first, [`AdaptiveConcurrency`] finds the limit from latency; [`CircuitBreaker`]
 //!   stops calling a failing dependency; [`Striped`] spreads
 //!   one hot global limit over cache lines with zero over-admission.
 //!
@@ -67,6 +68,8 @@
 #[cfg(feature = "alloc")]
 extern crate alloc;
 
+#[cfg(feature = "alloc")]
+mod adaptive;
 mod any;
 mod breaker;
 pub mod calendar;
@@ -81,6 +84,8 @@ pub mod leaky_bucket;
 mod limiter;
 #[cfg(feature = "std")]
 pub mod policies;
+#[cfg(feature = "alloc")]
+mod priority;
 mod quota;
 pub mod sliding_counter;
 #[cfg(feature = "std")]
@@ -93,8 +98,10 @@ pub mod token_bucket;
 mod window;
 mod word;
 
+#[cfg(feature = "alloc")]
+pub use adaptive::{AdaptiveConcurrency, AdaptiveConfig, AdaptiveConfigError, AdaptivePermit};
 pub use any::{AlgorithmName, AnyAlgorithm, AnyAlgorithmError};
-pub use breaker::{BreakerCall, BreakerError, BreakerOpen, CircuitBreaker};
+pub use breaker::{BreakerCall, BreakerError, BreakerOpen, CircuitBreaker, Trip, MAX_RATE_WINDOW};
 pub use calendar::{CalendarQuota, Period};
 #[cfg(feature = "quanta")]
 pub use clock::QuantaClock;
@@ -113,6 +120,8 @@ pub use leaky_bucket::{LeakyMeter, LeakyQueue};
 pub use limiter::{Algorithm, RateLimiter, Transition};
 #[cfg(feature = "std")]
 pub use policies::{Policies, PolicyError};
+#[cfg(feature = "alloc")]
+pub use priority::{Priority, PriorityError, PriorityLimit, MAX_CLASSES};
 pub use quota::{Quota, QuotaError, MAX_SPAN_NANOS, MAX_TIME_NANOS};
 pub use sliding_counter::SlidingWindowCounter;
 #[cfg(feature = "std")]
