@@ -42,10 +42,13 @@
 
 mod answer;
 mod backoff;
+mod breaker;
 pub mod client;
+pub mod fair;
 pub mod headers;
 pub mod keys;
 mod observe;
+pub mod queue;
 mod rate_limit;
 mod shed;
 mod stacked;
@@ -55,10 +58,14 @@ pub use answer::{
     TOO_MANY_REQUESTS_BODY,
 };
 pub use backoff::{retry_after, Backoff, BackoffError, DEFAULT_MAX_WAIT, MAX_WAIT_LIMIT};
+pub use breaker::{
+    BreakerCallError, CircuitBreakerFuture, CircuitBreakerLayer, CircuitBreakerService, FailureFn,
+    FallbackFn,
+};
 pub use client::{ClientAddr, ClientIp, TrustedProxies};
 pub use headers::{Policy, PolicyError};
 pub use rate_limit::{
     CostFn, RateLimitFuture, RateLimitLayer, RateLimitService, RefusalFn, WhenNoKey, WhenTableFull,
 };
-pub use shed::{LoadShedFuture, LoadShedLayer, LoadShedService};
+pub use shed::{admission, LoadShedFuture, LoadShedLayer, LoadShedService};
 pub use stacked::{all_routes, StackedRateLimitLayer, StackedRateLimitService};

@@ -289,7 +289,23 @@ impl<C: Clock> CircuitBreaker<C> {
             })
         })?;
         Ok(BreakerCall {
-            breaker: self,
+            breaker: Handle::Borrowed(self),
+            probe,
+            reported: false,
+        })
+    }
+
+    /// [`try_call`](Self::try_call) for a shared breaker: the call keeps the breaker
+    /// alive and may move to another task (a request's future).
+    #[cfg(feature = "alloc")]
+    pub fn try_call_owned(
+        self: &alloc::sync::Arc<Self>,
+    ) -> Result<BreakerCall<'static, C>, BreakerOpen> {
+        let call = self.try_call()?;
+        let probe = call.probe;
+        core::mem::forget(call); // the same call, held through the Arc instead
+        Ok(BreakerCall {
+            breaker: Handle::Shared(self.clone()),
             probe,
             reported: false,
         })
@@ -333,9 +349,28 @@ impl<C: Clock> CircuitBreaker<C> {
 #[derive(Debug)]
 #[must_use = "report the call's outcome with success() or failure()"]
 pub struct BreakerCall<'a, C: Clock> {
-    breaker: &'a CircuitBreaker<C>,
+    breaker: Handle<'a, C>,
     probe: bool,
     reported: bool,
+}
+
+#[derive(Debug)]
+enum Handle<'a, C> {
+    Borrowed(&'a CircuitBreaker<C>),
+    #[cfg(feature = "alloc")]
+    Shared(alloc::sync::Arc<CircuitBreaker<C>>),
+}
+
+impl<C> core::ops::Deref for Handle<'_, C> {
+    type Target = CircuitBreaker<C>;
+
+    fn deref(&self) -> &CircuitBreaker<C> {
+        match self {
+            Self::Borrowed(b) => b,
+            #[cfg(feature = "alloc")]
+            Self::Shared(b) => b,
+        }
+    }
 }
 
 impl<C: Clock> BreakerCall<'_, C> {

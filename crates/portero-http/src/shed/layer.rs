@@ -1,27 +1,34 @@
-//! The layer and its configuration.
+//! The layer and its configurations: which [`Admission`] decides.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::HeaderValue;
-use portero::ConcurrencyLimit;
+use http::{HeaderValue, Request};
+use portero::{AdaptiveConcurrency, ConcurrencyLimit, Priority, PriorityLimit};
 use tower_layer::Layer;
 
+use super::admission::{ByPriority, ByTenant};
 use super::LoadShedService;
+use crate::fair::FairShare;
 use crate::headers::retry_after_value;
 
-/// At most `C` requests in flight through the inner service; one more is answered
-/// 503 Service Unavailable with a `Retry-After` at once.
+/// Sheds before the inner service runs (before the body is read, before any handler
+/// or dependency): a refused request is answered 503 Service Unavailable with a
+/// `Retry-After` at once.
 ///
 /// A rate limit admits the same rate however slow the server gets; a concurrency
 /// limit admits `C / S` requests per second for a service time `S` (Little's law),
 /// so when the server slows down it admits less, and the excess is shed in
-/// microseconds instead of waiting in a queue until it times out. The permit is held
+/// microseconds instead of waiting in a queue until it times out. The slot is held
 /// until the inner service's response future completes or is dropped (a cancelled
 /// request frees its slot at once); a streamed body is not counted after that.
+///
+/// Which request gets a slot is the admission `A`: [`new`](Self::new) (the first
+/// `C`), [`by_priority`](LoadShedLayer::by_priority),
+/// [`by_tenant`](LoadShedLayer::by_tenant) or [`adaptive`](LoadShedLayer::adaptive).
 #[derive(Debug, Clone)]
-pub struct LoadShedLayer {
-    pub(super) limit: Arc<ConcurrencyLimit>,
+pub struct LoadShedLayer<A = Arc<ConcurrencyLimit>> {
+    pub(super) admission: A,
     pub(super) retry_after: HeaderValue,
 }
 
@@ -29,15 +36,69 @@ impl LoadShedLayer {
     /// Sheds beyond `limit`'s permits, advising clients to come back after
     /// `retry_after` (whole seconds, rounded up, at least 1).
     pub fn new(limit: Arc<ConcurrencyLimit>, retry_after: Duration) -> Self {
+        Self::with_admission(limit, retry_after)
+    }
+}
+
+impl<A> LoadShedLayer<A> {
+    /// Sheds whatever `admission` refuses.
+    pub fn with_admission(admission: A, retry_after: Duration) -> Self {
         Self {
-            limit,
+            admission,
             retry_after: retry_after_value(retry_after),
         }
     }
 }
 
-impl<S> Layer<S> for LoadShedLayer {
-    type Service = LoadShedService<S>;
+impl LoadShedLayer<Arc<AdaptiveConcurrency>> {
+    /// Sheds beyond a limit that follows the inner service's latency (measured from
+    /// the call to the response future's completion).
+    pub fn adaptive(limit: Arc<AdaptiveConcurrency>, retry_after: Duration) -> Self {
+        Self::with_admission(limit, retry_after)
+    }
+}
+
+impl<F> LoadShedLayer<ByPriority<F>> {
+    /// Refuses lower priorities first: `classify` names each request's class from its
+    /// head (a route, a header, the method), and each class stops at its ceiling.
+    ///
+    /// ```
+    /// use std::{sync::Arc, time::Duration};
+    /// use portero::{Priority, PriorityLimit};
+    /// use portero_http::LoadShedLayer;
+    ///
+    /// let layer = LoadShedLayer::by_priority(
+    ///     Arc::new(PriorityLimit::three_classes(100)),
+    ///     |req: &http::Request<()>| match req.uri().path() {
+    ///         "/health" | "/checkout" => Priority::CRITICAL,
+    ///         p if p.starts_with("/prefetch") => Priority::SHEDDABLE,
+    ///         _ => Priority::DEFAULT,
+    ///     },
+    ///     Duration::from_secs(1),
+    /// );
+    /// # let _ = layer;
+    /// ```
+    pub fn by_priority<B>(limit: Arc<PriorityLimit>, classify: F, retry_after: Duration) -> Self
+    where
+        F: Fn(&Request<B>) -> Priority,
+    {
+        Self::with_admission(ByPriority { limit, classify }, retry_after)
+    }
+}
+
+impl<F> LoadShedLayer<ByTenant<F>> {
+    /// Refuses tenants above their fair share first ([`FairShare`]); `tenant` names
+    /// each request's tenant (an API key's owner, a header).
+    pub fn by_tenant<B, K>(share: Arc<FairShare>, tenant: F, retry_after: Duration) -> Self
+    where
+        F: Fn(&Request<B>) -> Option<K>,
+    {
+        Self::with_admission(ByTenant { share, tenant }, retry_after)
+    }
+}
+
+impl<S, A: Clone> Layer<S> for LoadShedLayer<A> {
+    type Service = LoadShedService<S, A>;
 
     fn layer(&self, inner: S) -> Self::Service {
         LoadShedService {

@@ -1,7 +1,8 @@
 //! [`LoadShedLayer`]: a concurrency limit that answers 503 instead of queueing — the
-//! layer, the service it builds and the service's response future, each in its own
-//! file.
+//! layer, the service it builds, the service's response future, and the admissions
+//! that decide (fixed, by priority, by tenant, adaptive), each in its own file.
 
+pub mod admission;
 mod future;
 mod layer;
 mod service;

@@ -1,41 +1,43 @@
-//! The service: takes a permit or sheds, before the inner service is called.
+//! The service: takes a slot or sheds, before the inner service is called.
 
 use core::task::{Context, Poll};
 
 use http::{Request, Response};
 use tower_service::Service;
 
+use super::admission::Admission;
 use super::future::{LoadShedFuture, State};
 use super::LoadShedLayer;
 use crate::answer::service_unavailable;
 
 /// The service [`LoadShedLayer`] builds.
 #[derive(Debug, Clone)]
-pub struct LoadShedService<S> {
+pub struct LoadShedService<S, A> {
     pub(super) inner: S,
-    pub(super) layer: LoadShedLayer,
+    pub(super) layer: LoadShedLayer<A>,
 }
 
-impl<S, ReqB, ResB> Service<Request<ReqB>> for LoadShedService<S>
+impl<S, A, ReqB, ResB> Service<Request<ReqB>> for LoadShedService<S, A>
 where
     S: Service<Request<ReqB>, Response = Response<ResB>>,
+    A: Admission<ReqB>,
     ResB: Default,
 {
     type Response = Response<ResB>;
     type Error = S::Error;
-    type Future = LoadShedFuture<S::Future, ResB>;
+    type Future = LoadShedFuture<S::Future, ResB, A::Permit>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, request: Request<ReqB>) -> Self::Future {
-        let state = match self.layer.limit.try_acquire_owned() {
-            Ok(permit) => State::Serving {
+        let state = match self.layer.admission.admit(&request) {
+            Some(permit) => State::Serving {
                 inner: self.inner.call(request),
                 permit: Some(permit),
             },
-            Err(_) => State::Shed {
+            None => State::Shed {
                 response: Some(service_unavailable(&self.layer.retry_after)),
             },
         };

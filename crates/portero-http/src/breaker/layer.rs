@@ -1,0 +1,116 @@
+//! The layer and its configuration: what counts as a failure, what answers while the
+//! circuit is open, how long a call may take.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::Response;
+use portero::{BreakerOpen, CircuitBreaker, Clock, DefaultClock};
+use tower_layer::Layer;
+
+use super::CircuitBreakerService;
+
+/// Decides whether a response counts as a failure.
+pub type FailureFn<B> = Arc<dyn Fn(&Response<B>) -> bool + Send + Sync>;
+/// Answers in the dependency's place while the circuit is open.
+pub type FallbackFn<B> = Arc<dyn Fn(BreakerOpen) -> Response<B> + Send + Sync>;
+
+/// Wraps a client service (anything that sends a `Request` and gets a `Response`) in a
+/// [`CircuitBreaker`].
+///
+/// Failures are the inner service's errors, calls past
+/// [`call_timeout`](Self::call_timeout), and responses [`failure_if`](Self::failure_if)
+/// picks (by default any 5xx). While the circuit is open the dependency is not called:
+/// the call answers [`fallback`](Self::fallback)'s response, or
+/// [`BreakerCallError::Open`](super::BreakerCallError::Open) without one. A call
+/// dropped before it finishes counts as a failure (it was most likely a timeout
+/// above this layer).
+///
+/// ```
+/// use std::{sync::Arc, time::Duration};
+/// use portero::CircuitBreaker;
+/// use portero_http::CircuitBreakerLayer;
+///
+/// let breaker = Arc::new(CircuitBreaker::new(5, Duration::from_secs(30))?);
+/// let layer = CircuitBreakerLayer::<String>::new(breaker)
+///     .call_timeout(Duration::from_secs(2))
+///     .fallback(|_open| http::Response::new("cached answer".to_string()));
+/// # let _ = layer;
+/// # Ok::<(), portero::BreakerError>(())
+/// ```
+pub struct CircuitBreakerLayer<B, C = DefaultClock> {
+    pub(super) breaker: Arc<CircuitBreaker<C>>,
+    pub(super) is_failure: FailureFn<B>,
+    pub(super) fallback: Option<FallbackFn<B>>,
+    pub(super) timeout: Option<Duration>,
+}
+
+impl<B, C: Clock> CircuitBreakerLayer<B, C> {
+    /// Calls through `breaker`, counting errors and 5xx responses as failures.
+    pub fn new(breaker: Arc<CircuitBreaker<C>>) -> Self {
+        Self {
+            breaker,
+            is_failure: Arc::new(|r: &Response<B>| r.status().is_server_error()),
+            fallback: None,
+            timeout: None,
+        }
+    }
+
+    /// Which responses count as failures (errors and timeouts always do); for example
+    /// also 429, or not 501.
+    pub fn failure_if(mut self, f: impl Fn(&Response<B>) -> bool + Send + Sync + 'static) -> Self {
+        self.is_failure = Arc::new(f);
+        self
+    }
+
+    /// The response while the circuit is open, instead of an error.
+    pub fn fallback(
+        mut self,
+        f: impl Fn(BreakerOpen) -> Response<B> + Send + Sync + 'static,
+    ) -> Self {
+        self.fallback = Some(Arc::new(f));
+        self
+    }
+
+    /// A call that takes longer fails with [`BreakerCallError::TimedOut`] and counts
+    /// as a failure (needs a tokio runtime with its timer).
+    ///
+    /// [`BreakerCallError::TimedOut`]: super::BreakerCallError::TimedOut
+    pub fn call_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+}
+
+impl<B, C> Clone for CircuitBreakerLayer<B, C> {
+    fn clone(&self) -> Self {
+        Self {
+            breaker: self.breaker.clone(),
+            is_failure: self.is_failure.clone(),
+            fallback: self.fallback.clone(),
+            timeout: self.timeout,
+        }
+    }
+}
+
+impl<B, C: fmt::Debug> fmt::Debug for CircuitBreakerLayer<B, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CircuitBreakerLayer")
+            .field("breaker", &self.breaker)
+            .field("fallback", &self.fallback.is_some())
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, B, C> Layer<S> for CircuitBreakerLayer<B, C> {
+    type Service = CircuitBreakerService<S, B, C>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        CircuitBreakerService {
+            inner,
+            layer: self.clone(),
+        }
+    }
+}

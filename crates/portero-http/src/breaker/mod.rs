@@ -1,0 +1,13 @@
+//! [`CircuitBreakerLayer`]: the caller's side — a tower layer for clients that stops
+//! calling a failing dependency, answers with a fallback, and probes for recovery. The
+//! layer, the service, its future and the error, each in its own file.
+
+mod error;
+mod future;
+mod layer;
+mod service;
+
+pub use error::BreakerCallError;
+pub use future::CircuitBreakerFuture;
+pub use layer::{CircuitBreakerLayer, FailureFn, FallbackFn};
+pub use service::CircuitBreakerService;

@@ -1,0 +1,113 @@
+//! The layer and its configuration.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{HeaderName, HeaderValue};
+use tower_layer::Layer;
+
+use super::gate::Gate;
+use super::order::Order;
+use super::DeadlineQueueService;
+use crate::headers::retry_after_value;
+
+/// At most `C` requests run; up to `Q` more wait for a slot, each until its deadline,
+/// and the rest are answered 503 at once.
+///
+/// A server offered more than it can serve, with an unbounded first-in-first-out
+/// line, keeps busy answering requests whose clients already gave up: full throughput,
+/// no goodput. This layer bounds the line and gives every request a deadline (the
+/// client's timeout, from a header if the client sends one, never beyond the
+/// configured one); a request whose deadline passes while it waits is answered 503
+/// and never reaches the inner service, and one whose client disconnects leaves the
+/// line at once (its future is dropped). The line is served oldest first by default
+/// ([`Order`]).
+///
+/// ```
+/// use std::time::Duration;
+/// use portero_http::queue::{DeadlineQueueLayer, Order};
+///
+/// // 100 running, 200 waiting, clients give up after 2 s; interactive: newest first.
+/// let layer = DeadlineQueueLayer::new(100, 200, Duration::from_secs(2))
+///     .order(Order::NewestFirst)
+///     .timeout_header(http::HeaderName::from_static("x-request-timeout-ms"));
+/// # let _ = layer;
+/// ```
+#[derive(Debug, Clone)]
+pub struct DeadlineQueueLayer {
+    pub(super) gate: Arc<Gate>,
+    pub(super) client_timeout: Duration,
+    pub(super) timeout_header: Option<HeaderName>,
+    pub(super) retry_after: HeaderValue,
+    running: usize,
+    queue: usize,
+}
+
+impl DeadlineQueueLayer {
+    /// `running` at once, `queue` waiting, each waiting at most `client_timeout` from
+    /// its arrival (a zero capacity admits nothing; a zero queue sheds at once).
+    pub fn new(running: usize, queue: usize, client_timeout: Duration) -> Self {
+        Self {
+            gate: Arc::new(Gate::new(running, queue, Order::default())),
+            client_timeout,
+            timeout_header: None,
+            retry_after: retry_after_value(Duration::from_secs(1)),
+            running,
+            queue,
+        }
+    }
+
+    /// Serves the line in `order`.
+    pub fn order(mut self, order: Order) -> Self {
+        self.gate = Arc::new(Gate::new(self.running, self.queue, order));
+        self
+    }
+
+    /// Reads each request's own timeout, in whole milliseconds, from `name` (for
+    /// example `x-request-timeout-ms`); a missing or malformed value means the
+    /// configured client timeout, and a longer one is cut to it (a client cannot buy
+    /// a longer wait).
+    pub fn timeout_header(mut self, name: HeaderName) -> Self {
+        self.timeout_header = Some(name);
+        self
+    }
+
+    /// The `Retry-After` on a 503 (whole seconds, rounded up; default 1 s).
+    pub fn retry_after(mut self, retry_after: Duration) -> Self {
+        self.retry_after = retry_after_value(retry_after);
+        self
+    }
+
+    /// Requests running now.
+    pub fn running(&self) -> usize {
+        self.gate.in_flight()
+    }
+
+    /// Requests waiting now.
+    pub fn waiting(&self) -> usize {
+        self.gate.waiting()
+    }
+
+    pub(super) fn timeout_of(&self, headers: &http::HeaderMap) -> Duration {
+        let asked = self
+            .timeout_header
+            .as_ref()
+            .and_then(|name| headers.get(name))
+            .and_then(|v| v.to_str().ok())
+            .filter(|v| (1..=12).contains(&v.len()) && v.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|v| v.parse::<u64>().ok())
+            .map(Duration::from_millis);
+        asked.map_or(self.client_timeout, |t| t.min(self.client_timeout))
+    }
+}
+
+impl<S> Layer<S> for DeadlineQueueLayer {
+    type Service = DeadlineQueueService<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        DeadlineQueueService {
+            inner,
+            layer: self.clone(),
+        }
+    }
+}

@@ -1,0 +1,70 @@
+//! The service: enter, wait in line until a slot or the deadline, then run.
+
+use core::future::Future;
+use core::pin::Pin;
+use core::task::{Context, Poll};
+
+use http::{Request, Response};
+use tokio::time::Instant;
+use tower_service::Service;
+
+use super::gate::Entry;
+use super::DeadlineQueueLayer;
+use crate::answer::service_unavailable;
+
+/// The response future of a [`DeadlineQueueService`]: boxed, because it waits in line
+/// and then drives a clone of the inner service (the queue is the slow path; the
+/// lock-free [`LoadShedLayer`](crate::LoadShedLayer) is the fast one).
+pub type DeadlineQueueFuture<R, E> = Pin<Box<dyn Future<Output = Result<R, E>> + Send>>;
+
+/// The service [`DeadlineQueueLayer`] builds.
+#[derive(Debug, Clone)]
+pub struct DeadlineQueueService<S> {
+    pub(super) inner: S,
+    pub(super) layer: DeadlineQueueLayer,
+}
+
+impl<S, ReqB, ResB> Service<Request<ReqB>> for DeadlineQueueService<S>
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>> + Clone + Send + 'static,
+    S::Future: Send,
+    S::Error: Send,
+    ReqB: Send + 'static,
+    ResB: Default + Send + 'static,
+{
+    type Response = Response<ResB>;
+    type Error = S::Error;
+    type Future = DeadlineQueueFuture<Response<ResB>, S::Error>;
+
+    // Readiness is awaited inside the future, on the clone that will run the request:
+    // a request waiting in line must not hold the inner service's readiness.
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<ReqB>) -> Self::Future {
+        let deadline = Instant::now() + self.layer.timeout_of(request.headers());
+        let entry = self.layer.gate.enter(deadline);
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let refused = service_unavailable::<ResB>(&self.layer.retry_after);
+        Box::pin(async move {
+            let slot = match entry {
+                Entry::Now(slot) => slot,
+                Entry::Full => return Ok(refused),
+                Entry::Wait(line) => match tokio::time::timeout_at(deadline, line).await {
+                    Ok(Ok(slot)) => slot,
+                    // Past the deadline, or dropped from the line as expired.
+                    _ => return Ok(refused),
+                },
+            };
+            if Instant::now() >= deadline {
+                return Ok(refused); // its client has given up: never run it
+            }
+            std::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
+            let response = inner.call(request).await;
+            drop(slot);
+            response
+        })
+    }
+}

@@ -1,0 +1,343 @@
+//! The overload layers in an axum router or around a client service, driven in-process:
+//! priority and fair shedding, the adaptive limit, the deadline queue, the breaker.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::routing::get;
+use axum::Router;
+use http::{Request, Response, StatusCode};
+use portero::{
+    AdaptiveConcurrency, AdaptiveConfig, CircuitBreaker, ManualClock, Priority, PriorityLimit,
+};
+use portero_http::fair::FairShare;
+use portero_http::queue::{DeadlineQueueLayer, Order};
+use portero_http::{BreakerCallError, CircuitBreakerLayer, LoadShedLayer};
+use tokio::sync::Semaphore;
+use tower::{service_fn, Layer, ServiceExt};
+
+/// A handler that counts its calls and holds each request until `open` lets it go.
+fn held(calls: Arc<AtomicU32>, open: Arc<Semaphore>) -> Router {
+    Router::new().fallback(move || {
+        let (calls, open) = (calls.clone(), open.clone());
+        async move {
+            calls.fetch_add(1, Ordering::SeqCst);
+            open.acquire().await.unwrap().forget();
+            "done"
+        }
+    })
+}
+
+fn get_path(path: &str, fields: &[(&str, &str)]) -> Request<Body> {
+    let mut r = Request::get(path);
+    for (k, v) in fields {
+        r = r.header(*k, *v);
+    }
+    r.body(Body::empty()).unwrap()
+}
+
+/// Starts `n` requests that the handler will hold, and waits until all are inside.
+async fn hold(app: &Router, calls: &AtomicU32, n: u32, path: &str, fields: &[(&str, &str)]) {
+    let before = calls.load(Ordering::SeqCst);
+    for _ in 0..n {
+        tokio::spawn(app.clone().oneshot(get_path(path, fields)));
+    }
+    until(|| calls.load(Ordering::SeqCst) >= before + n).await;
+}
+
+/// Yields to the spawned requests until `done` holds (a test that would wait forever
+/// fails instead).
+async fn until(mut done: impl FnMut() -> bool) {
+    for _ in 0..1_000_000 {
+        if done() {
+            return;
+        }
+        tokio::task::yield_now().await;
+    }
+    panic!("the awaited state never came");
+}
+
+async fn status(app: &Router, path: &str, fields: &[(&str, &str)]) -> StatusCode {
+    app.clone()
+        .oneshot(get_path(path, fields))
+        .await
+        .unwrap()
+        .status()
+}
+
+fn class_of(req: &Request<Body>) -> Priority {
+    match req.uri().path() {
+        "/critical" => Priority::CRITICAL,
+        "/sheddable" => Priority::SHEDDABLE,
+        _ => Priority::DEFAULT,
+    }
+}
+
+#[tokio::test]
+async fn lower_priorities_are_refused_first_before_the_handler_runs() {
+    let (calls, open) = (Arc::new(AtomicU32::new(0)), Arc::new(Semaphore::new(0)));
+    let limit = Arc::new(PriorityLimit::three_classes(10));
+    let app = held(calls.clone(), open.clone()).layer(LoadShedLayer::by_priority(
+        limit.clone(),
+        class_of,
+        Duration::from_secs(2),
+    ));
+    hold(&app, &calls, 7, "/sheddable", &[]).await;
+    let refused = app
+        .clone()
+        .oneshot(get_path("/sheddable", &[]))
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(refused.headers()["retry-after"], "2");
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        7,
+        "refused before the handler"
+    );
+    hold(&app, &calls, 2, "/default", &[]).await;
+    assert_eq!(
+        status(&app, "/default", &[]).await,
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+    hold(&app, &calls, 1, "/critical", &[]).await;
+    assert_eq!(limit.in_use(), 10);
+    assert_eq!(
+        status(&app, "/critical", &[]).await,
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+    open.add_permits(1); // one finishes: the slot goes to critical work only
+    until(|| limit.in_use() <= 9).await;
+    assert_eq!(
+        status(&app, "/sheddable", &[]).await,
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+    assert_eq!(
+        status(&app, "/default", &[]).await,
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+    hold(&app, &calls, 1, "/critical", &[]).await;
+    open.add_permits(100);
+}
+
+#[tokio::test]
+async fn a_noisy_tenant_is_refused_while_small_tenants_get_the_reserve() {
+    let (calls, open) = (Arc::new(AtomicU32::new(0)), Arc::new(Semaphore::new(0)));
+    let share = Arc::new(FairShare::new(4, 1).unwrap());
+    let tenant = |req: &Request<Body>| req.headers().get("x-tenant").cloned();
+    let app = held(calls.clone(), open.clone()).layer(LoadShedLayer::by_tenant(
+        share.clone(),
+        tenant,
+        Duration::from_secs(1),
+    ));
+    hold(&app, &calls, 3, "/", &[("x-tenant", "noisy")]).await;
+    assert_eq!(
+        status(&app, "/", &[("x-tenant", "noisy")]).await,
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+    // Rotating or omitting the header buys nothing beyond the reserve: the next
+    // request without one is a tenant below its share, and then the service is full.
+    hold(&app, &calls, 1, "/", &[]).await;
+    assert_eq!(
+        status(&app, "/", &[("x-tenant", "rotated")]).await,
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+    assert_eq!(share.in_flight(), 4);
+    open.add_permits(100);
+}
+
+#[tokio::test]
+async fn the_adaptive_layer_starts_low_and_learns_from_latency() {
+    let limit = Arc::new(
+        AdaptiveConcurrency::new(AdaptiveConfig {
+            batch: 5,
+            ..AdaptiveConfig::default()
+        })
+        .unwrap(),
+    );
+    let (calls, open) = (Arc::new(AtomicU32::new(0)), Arc::new(Semaphore::new(0)));
+    let app = held(calls.clone(), open.clone()).layer(LoadShedLayer::adaptive(
+        limit.clone(),
+        Duration::from_secs(1),
+    ));
+    hold(&app, &calls, 3, "/", &[]).await;
+    assert_eq!(
+        status(&app, "/", &[]).await,
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+    open.add_permits(1000);
+    until(|| limit.in_flight() == 0).await;
+    for _ in 0..2 {
+        assert_eq!(status(&app, "/", &[]).await, StatusCode::OK);
+    }
+    until(|| limit.in_flight() == 0).await;
+    assert!(limit.baseline() > Duration::ZERO, "five calls measured it");
+    assert_eq!(limit.limit(), 20, "then the initial limit");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_past_its_deadline_never_reaches_the_handler() {
+    let (calls, open) = (Arc::new(AtomicU32::new(0)), Arc::new(Semaphore::new(0)));
+    let layer = DeadlineQueueLayer::new(1, 2, Duration::from_secs(2))
+        .timeout_header(http::HeaderName::from_static("x-request-timeout-ms"));
+    let app = held(calls.clone(), open.clone()).layer(layer.clone());
+    hold(&app, &calls, 1, "/", &[]).await;
+    // Waits in line, asks for 100 ms, gets none: 503 without running.
+    let late = tokio::spawn(
+        app.clone()
+            .oneshot(get_path("/late", &[("x-request-timeout-ms", "100")])),
+    );
+    // A hostile timeout is cut to the configured 2 s.
+    let patient = tokio::spawn(app.clone().oneshot(get_path(
+        "/patient",
+        &[("x-request-timeout-ms", "99999999999")],
+    )));
+    until(|| layer.waiting() >= 2).await;
+    assert_eq!(
+        status(&app, "/", &[]).await,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "line full"
+    );
+    let late = late.await.unwrap().unwrap();
+    assert_eq!(late.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(
+        patient.await.unwrap().unwrap().status(),
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "neither ever ran");
+    open.add_permits(1);
+    until(|| layer.running() == 0).await;
+}
+
+#[tokio::test]
+async fn the_line_is_served_in_its_order_and_a_client_that_leaves_frees_its_place() {
+    for (order, expected) in [(Order::OldestFirst, "/a"), (Order::NewestFirst, "/c")] {
+        let served = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let open = Arc::new(Semaphore::new(0));
+        let app = {
+            let (served, open) = (served.clone(), open.clone());
+            Router::new().route(
+                "/{*path}",
+                get(move |uri: http::Uri| {
+                    let (served, open) = (served.clone(), open.clone());
+                    async move {
+                        served.lock().unwrap().push(uri.path().to_owned());
+                        open.acquire().await.unwrap().forget();
+                        "done"
+                    }
+                }),
+            )
+        };
+        let layer = DeadlineQueueLayer::new(1, 3, Duration::from_secs(60)).order(order);
+        let app = app.layer(layer.clone());
+        tokio::spawn(app.clone().oneshot(get_path("/first", &[])));
+        until(|| layer.running() >= 1).await;
+        let mut waiting = Vec::new();
+        for path in ["/a", "/b", "/c"] {
+            waiting.push(tokio::spawn(app.clone().oneshot(get_path(path, &[]))));
+            until(|| layer.waiting() >= waiting.len()).await;
+        }
+        waiting.remove(1).abort(); // "/b" gives up
+        open.add_permits(1);
+        until(|| served.lock().unwrap().len() >= 2).await;
+        assert_eq!(served.lock().unwrap()[1], expected);
+        open.add_permits(10);
+        for w in waiting {
+            assert_eq!(w.await.unwrap().unwrap().status(), StatusCode::OK);
+        }
+        assert_eq!(
+            served.lock().unwrap().len(),
+            3,
+            "the one that left never ran"
+        );
+        assert_eq!((layer.running(), layer.waiting()), (0, 0));
+    }
+}
+
+#[tokio::test]
+async fn the_breaker_layer_stops_calls_answers_the_fallback_and_probes() {
+    let clock = Arc::new(ManualClock::new());
+    let breaker = CircuitBreaker::new(5, Duration::from_secs(30)).unwrap();
+    let breaker = Arc::new(breaker.with_clock(clock.clone()));
+    let (hits, healthy) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
+    let upstream = {
+        let (hits, healthy) = (hits.clone(), healthy.clone());
+        service_fn(move |_: ()| {
+            hits.fetch_add(1, Ordering::SeqCst);
+            let code = if healthy.load(Ordering::SeqCst) == 1 {
+                200
+            } else {
+                503
+            };
+            async move {
+                let r = Response::builder()
+                    .status(code)
+                    .body(String::new())
+                    .unwrap();
+                Ok::<_, std::convert::Infallible>(r)
+            }
+        })
+    };
+    let client = CircuitBreakerLayer::new(breaker.clone())
+        .fallback(|open| Response::new(format!("fallback, retry in {:?}", open.retry_after)))
+        .layer(upstream);
+    for _ in 0..50 {
+        client.clone().oneshot(()).await.unwrap();
+    }
+    assert_eq!(
+        hits.load(Ordering::SeqCst),
+        5,
+        "five failures, then no more calls"
+    );
+    let answer = client.clone().oneshot(()).await.unwrap();
+    assert_eq!(answer.body(), "fallback, retry in 30s");
+    healthy.store(1, Ordering::SeqCst);
+    clock.advance(30_000_000_000);
+    assert_eq!(
+        client.clone().oneshot(()).await.unwrap().status(),
+        StatusCode::OK
+    );
+    assert_eq!(hits.load(Ordering::SeqCst), 6, "one probe");
+    for _ in 0..10 {
+        client.clone().oneshot(()).await.unwrap();
+    }
+    assert_eq!(hits.load(Ordering::SeqCst), 16, "closed again");
+
+    // Without a fallback the caller gets the error, and a custom rule decides.
+    let strict = CircuitBreakerLayer::new(Arc::new(
+        CircuitBreaker::new(1, Duration::from_secs(1)).unwrap(),
+    ))
+    .failure_if(|r: &Response<String>| r.status() == StatusCode::OK)
+    .layer(service_fn(|_: ()| async {
+        Ok::<_, std::convert::Infallible>(Response::new(String::new()))
+    }));
+    strict.clone().oneshot(()).await.unwrap();
+    assert!(matches!(
+        strict.oneshot(()).await,
+        Err(BreakerCallError::Open(_))
+    ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_past_its_timeout_fails_and_counts() {
+    let breaker = Arc::new(CircuitBreaker::new(1, Duration::from_secs(30)).unwrap());
+    let hangs = service_fn(|_: ()| async {
+        std::future::pending::<()>().await;
+        Ok::<_, std::convert::Infallible>(Response::new(String::new()))
+    });
+    let client = CircuitBreakerLayer::new(breaker.clone())
+        .call_timeout(Duration::from_secs(2))
+        .layer(hangs);
+    assert!(matches!(
+        client.clone().oneshot(()).await,
+        Err(BreakerCallError::TimedOut)
+    ));
+    assert!(matches!(
+        client.oneshot(()).await,
+        Err(BreakerCallError::Open(_))
+    ));
+}
