@@ -10,13 +10,19 @@
 //! # Rule and invariant
 //!
 //! `capacity` requests in flight at most. Below `capacity − reserve` anyone is
-//! admitted. From there on, a tenant is admitted only while its own in-flight count is
-//! below an equal split of the open part, `(capacity − reserve) / active tenants`
-//! (counting itself); a tenant with nothing in flight always qualifies. So no tenant
-//! holds more than `capacity − reserve` at once, and the reserve stays for tenants
-//! using less than their share. Counts are kept only for tenants with work
-//! in flight, so the table never holds more than `capacity` tenants, however many keys a
-//! client invents; keys are hashed with a per-process random seed.
+//! admitted. In the last `reserve` slots a tenant is admitted only while it has fewer
+//! requests in flight than some other tenant: the largest user never gets the reserve.
+//! So no tenant ever holds more than `capacity − reserve`, and near capacity no tenant
+//! is refused while one using more is admitted — max-min fairness over requests in
+//! flight: a tenant asking for less than an equal split is served in full, the one
+//! asking for more takes the cut. (A split by the number of tenants would not do: 30
+//! tenants sending 1 per second with 1 s requests often have 3 in flight each, above
+//! an equal split of 100 slots, while the noisy one has 60.)
+//!
+//! Counts are kept only for tenants with work in flight, so the table never holds more
+//! than `capacity` tenants, however many keys a client invents; keys are hashed with a
+//! per-process random seed. Deciding in the reserve scans the tenants in flight
+//! (at most `capacity`) under the lock.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash, RandomState};
@@ -83,15 +89,15 @@ impl FairShare {
         })
     }
 
-    /// A slot for `tenant`, or `None`: the service is full, or it is nearly full and the
-    /// tenant already has its share in flight.
+    /// A slot for `tenant`, or `None`: the service is full, or it is nearly full and no
+    /// other tenant has more in flight.
     pub fn try_acquire<K: Hash + ?Sized>(self: &Arc<Self>, tenant: &K) -> Option<FairPermit> {
         let tenant = self.hasher.hash_one(tenant);
         let mut state = self.lock();
         let mine = state.per_tenant.get(&tenant).copied().unwrap_or(0);
-        let active = state.per_tenant.len() as u64 + u64::from(mine == 0);
-        let below_share = u64::from(mine) * active < u64::from(self.open_to_all);
-        let admit = state.total < self.open_to_all || (state.total < self.capacity && below_share);
+        let admit = state.total < self.open_to_all
+            || (state.total < self.capacity
+                && state.per_tenant.values().any(|&other| other > mine));
         if !admit {
             return None;
         }

@@ -10,6 +10,7 @@
 
 pub mod arrivals;
 pub mod contention;
+pub mod overload;
 pub mod race;
 pub mod scenario;
 pub mod sim;

@@ -9,6 +9,9 @@ use portero_lab::scenario::{self, Scenario};
 use portero_lab::sim::{self, Outcome};
 use portero_lab::{arrivals, svg};
 
+mod overload_report;
+use overload_report as overload;
+
 #[derive(Parser)]
 #[command(version, about = "Rate-limiting experiments with portero's limiters")]
 struct Cli {
@@ -30,6 +33,27 @@ enum Command {
     Contention(ContentionArgs),
     /// The Redis race: check-then-act over-admits, one Lua script does not.
     Race(RaceArgs),
+    /// A service for 100/s offered 150/s, clients giving up after 2 s: goodput with an
+    /// unbounded line, and with a bounded line, deadlines and early refusal.
+    Goodput(Seeded),
+    /// 30 small tenants and one noisy one: random against fair shedding.
+    Tenants(Seeded),
+    /// Little's law: the service time doubles; rate limit, concurrency limit, adaptive.
+    Little,
+    /// A dependency down for 60 s: calls that reach it without and with a breaker.
+    Breaker,
+    /// Retry storms: immediate retries against backoff, and a herd with and without jitter.
+    Storm(Seeded),
+}
+
+#[derive(Args)]
+struct Seeded {
+    /// Seed of the random arrivals (and jitter).
+    #[arg(long, default_value_t = portero_lab::overload::DEFAULT_SEED)]
+    seed: u64,
+    /// Also draw the experiment as an SVG chart to this file (goodput only).
+    #[arg(long, value_name = "FILE")]
+    svg: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -110,6 +134,11 @@ fn run(cli: Cli) -> Result<()> {
         Command::Quiz => quiz(),
         Command::Contention(args) => contention(args),
         Command::Race(args) => race(args),
+        Command::Goodput(args) => overload::goodput(&args),
+        Command::Tenants(args) => overload::tenants(&args),
+        Command::Little => overload::little(),
+        Command::Breaker => overload::breaker(),
+        Command::Storm(args) => overload::storm(&args),
     }
 }
 

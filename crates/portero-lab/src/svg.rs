@@ -1,5 +1,7 @@
-//! An SVG chart of one experiment: when requests arrived, when each algorithm let them
-//! through, and the largest number through in any window against the limit.
+//! SVG charts: [`render`] draws one rate-limiting experiment (when requests arrived,
+//! when each algorithm let them through, the largest number through in any window
+//! against the limit); [`lines`] draws one value per second for several policies (the
+//! overload experiments).
 //!
 //! Written as plain SVG elements (no plotting crate): the chart is a few hundred
 //! marks and bars, and plain SVG needs no font files to render its labels.
@@ -148,6 +150,93 @@ pub fn render(scenario: &Scenario, outcomes: &[Outcome]) -> String {
         bars_top + outcomes.len() as f64 * (bar_h + 10.0) + 16.0,
         scenario.limit
     );
+    s.push_str("</svg>\n");
+    s
+}
+
+/// A line chart of one value per second for each named series (same length each).
+pub fn lines(title: &str, x_label: &str, y_label: &str, series: &[(&str, Vec<f64>)]) -> String {
+    const H: f64 = 420.0;
+    const BOTTOM: f64 = 60.0;
+    let len = series
+        .iter()
+        .map(|(_, v)| v.len())
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let top = series
+        .iter()
+        .flat_map(|(_, v)| v.iter().copied())
+        .fold(1.0_f64, f64::max)
+        * 1.1;
+    let x = |i: usize| LEFT + i as f64 / len as f64 * (W - LEFT - RIGHT);
+    let y = |v: f64| H - BOTTOM - v / top * (H - BOTTOM - TOP);
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="13">"#
+    );
+    let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    let _ = writeln!(
+        s,
+        r#"<text x="20" y="28" font-size="18" font-weight="bold">{}</text>"#,
+        esc(title)
+    );
+    let (x0, x1, y0) = (x(0), x(len), y(0.0));
+    let _ = writeln!(
+        s,
+        r##"<path d="M{x0},{t} V{y0} H{x1}" fill="none" stroke="#333"/>"##,
+        t = TOP
+    );
+    for tick in [0.0, top / 1.1 / 2.0, top / 1.1] {
+        let _ = writeln!(
+            s,
+            r##"<text x="{lx}" y="{ty}" text-anchor="end" fill="#555">{tick:.0}</text>"##,
+            lx = LEFT - 8.0,
+            ty = y(tick) + 4.0
+        );
+    }
+    for i in (0..=len).step_by((len / 6).max(1)) {
+        let _ = writeln!(
+            s,
+            r##"<text x="{tx}" y="{ty}" text-anchor="middle" fill="#555">{i}</text>"##,
+            tx = x(i),
+            ty = y0 + 18.0
+        );
+    }
+    let _ = writeln!(
+        s,
+        r##"<text x="{cx}" y="{ly}" text-anchor="middle" fill="#555">{}</text>"##,
+        esc(x_label),
+        cx = (x0 + x1) / 2.0,
+        ly = H - 16.0
+    );
+    let _ = writeln!(
+        s,
+        r##"<text x="20" y="{ly}" fill="#555">{}</text>"##,
+        esc(y_label),
+        ly = TOP - 12.0
+    );
+    for (k, (name, values)) in series.iter().enumerate() {
+        let color = COLORS[k % COLORS.len()];
+        let points: Vec<String> = values
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| format!("{:.1},{:.1}", x(i) + 0.5 * (x(1) - x(0)), y(v)))
+            .collect();
+        let _ = writeln!(
+            s,
+            r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="2"/>"#,
+            points.join(" ")
+        );
+        let ly = TOP + 18.0 * k as f64;
+        let _ = writeln!(
+            s,
+            r#"<text x="{lx}" y="{ly}" fill="{color}" text-anchor="end">{}</text>"#,
+            esc(name),
+            lx = W - RIGHT - 10.0
+        );
+    }
     s.push_str("</svg>\n");
     s
 }

@@ -6,8 +6,13 @@
 //! `S`; the right `C` is the service's own parallelism, which nobody knows for sure and
 //! which changes. This limit finds it the way Envoy's adaptive concurrency filter does:
 //!
-//! 1. **Baseline.** With the limit pinned low (`min_limit`), so nothing queues, the mean
-//!    latency of one batch of calls is the no-load latency.
+//! 1. **Baseline.** With the limit pinned low, so nothing queues, the mean latency of
+//!    one batch of calls is the no-load latency. At start the limit is pinned to
+//!    `min_limit`; later measurements pin it to half the current limit (at least
+//!    `min_limit`): the gradient below keeps the limit under
+//!    `(1 + tolerance) × capacity + √limit`, which is under twice the capacity, so half
+//!    of it never queues, and the measurement costs at most half the throughput for
+//!    one batch.
 //! 2. **Gradient.** After every batch of `batch` completed calls, with `L` their mean
 //!    latency: `gradient = clamp(baseline × (1 + tolerance) / L, 0.5, 2)` and
 //!    `limit = gradient × limit + √limit`, within `[min_limit, max_limit]`. While calls
@@ -45,7 +50,7 @@ const MAX_SAMPLE_US: u64 = u32::MAX as u64;
 
 /// The tuning of an [`AdaptiveConcurrency`] limit. `Default` gives Envoy-like values:
 /// start at 20, between 3 and 1,000, batches of 50, 25 % tolerance, re-baseline every
-/// 100 batches.
+/// 20 batches (1,000 calls; at most one batch in 20 runs at half the limit).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AdaptiveConfig {
     /// The limit after the first baseline.
@@ -70,7 +75,7 @@ impl Default for AdaptiveConfig {
             max_limit: 1000,
             batch: 50,
             tolerance_percent: 25,
-            rebaseline_every: 100,
+            rebaseline_every: 20,
         }
     }
 }
@@ -229,7 +234,7 @@ impl AdaptiveConcurrency {
         if (base & LOW_32) + 1 >= u64::from(c.rebaseline_every) {
             // Measure the baseline again: pin the limit low so nothing queues.
             self.saved_limit.store(next);
-            self.set_limit(u64::from(c.min_limit));
+            self.set_limit((next / 2).max(u64::from(c.min_limit)));
             self.baseline.store(base & !LOW_32);
             self.samples.store(PROBING);
         } else {
@@ -319,7 +324,7 @@ mod tests {
         let queued = limit.try_acquire_owned().unwrap();
         run_batch(&limit, 1, 100);
         run_batch(&limit, 1, 100); // a batch closed: a new measurement starts
-        assert_eq!(limit.limit(), 2);
+        assert_eq!(limit.limit(), 7, "half of the next limit, 10 × 1.25 + √10");
         queued.completed(Duration::from_secs(60)); // admitted before it: ignored
         run_batch(&limit, 2, 200);
         assert_eq!(limit.baseline(), Duration::from_millis(200));
