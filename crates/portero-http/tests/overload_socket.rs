@@ -1,0 +1,197 @@
+//! The overload layers across real sockets: an axum server on a free loopback port and
+//! hyper's HTTP/1.1 client — priority shedding under a flood, a deadline that keeps a
+//! request from the handler, and a breaker in front of a real failing upstream.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use http::{Response, StatusCode};
+use portero::{CircuitBreaker, ConcurrencyLimit, Priority, PriorityLimit};
+use portero_http::queue::DeadlineQueueLayer;
+use portero_http::{CircuitBreakerLayer, LoadShedLayer};
+use tower::{service_fn, Layer, ServiceExt};
+
+mod support {
+    pub mod hyper_client;
+    pub mod loopback;
+}
+use support::hyper_client::hyper_get;
+use support::loopback::serve;
+
+/// 40 clients flood a server of 20 slots with sheddable requests while one client
+/// sends 100 critical ones: with priorities the critical ones get through (≥ 99 %) and
+/// the flood takes the cut; with a plain concurrency limit they do not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn critical_requests_get_through_a_flood_of_sheddable_ones() {
+    let classify = |req: &http::Request<axum::body::Body>| match req.headers().get("x-priority") {
+        Some(v) if v == "critical" => Priority::CRITICAL,
+        _ => Priority::SHEDDABLE,
+    };
+    let by_priority = LoadShedLayer::by_priority(
+        Arc::new(PriorityLimit::three_classes(20)),
+        classify,
+        Duration::from_secs(1),
+    );
+    let (critical_ok, ok, refused) = flood(slow_app().layer(by_priority)).await;
+    eprintln!("priority: critical {critical_ok} of 100; flood {ok} served, {refused} refused");
+    assert!(critical_ok >= 99, "critical: {critical_ok} of 100");
+    assert!(
+        refused > ok / 2,
+        "the flood absorbs the cut: {ok} served, {refused} refused"
+    );
+
+    let plain = LoadShedLayer::new(Arc::new(ConcurrencyLimit::new(20)), Duration::from_secs(1));
+    let (critical_ok, ok, refused) = flood(slow_app().layer(plain)).await;
+    eprintln!("plain: critical {critical_ok} of 100; flood {ok} served, {refused} refused");
+    assert!(
+        critical_ok < 90,
+        "without priorities the flood takes critical slots too"
+    );
+}
+
+/// A handler that takes 20 ms.
+fn slow_app() -> Router {
+    Router::new().fallback(|| async {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        "done"
+    })
+}
+
+/// Critical requests served (of 100), and the flood's served and refused.
+async fn flood(app: Router) -> (u32, u32, u32) {
+    let addr = serve(app).await;
+    let flooding = Arc::new(AtomicBool::new(true));
+    let (shed_ok, shed_refused) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
+    let flood: Vec<_> = (0..40)
+        .map(|_| {
+            let (flooding, ok, refused) = (flooding.clone(), shed_ok.clone(), shed_refused.clone());
+            tokio::spawn(async move {
+                while flooding.load(Ordering::Relaxed) {
+                    match hyper_get(addr, "/feed", &[]).await {
+                        200 => ok.fetch_add(1, Ordering::Relaxed),
+                        503 => refused.fetch_add(1, Ordering::Relaxed),
+                        other => panic!("unexpected {other}"),
+                    };
+                }
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut critical_ok = 0;
+    for _ in 0..100 {
+        if hyper_get(addr, "/pay", &[("x-priority", "critical")]).await == 200 {
+            critical_ok += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    flooding.store(false, Ordering::Relaxed);
+    for f in flood {
+        f.await.unwrap();
+    }
+    let (ok, refused) = (
+        shed_ok.load(Ordering::Relaxed),
+        shed_refused.load(Ordering::Relaxed),
+    );
+    (critical_ok, ok, refused)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_past_its_deadline_never_reaches_the_handler() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let app = {
+        let seen = seen.clone();
+        Router::new().fallback(move |uri: http::Uri| {
+            let seen = seen.clone();
+            async move {
+                seen.lock().unwrap().push(uri.path().to_owned());
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                "done"
+            }
+        })
+    }
+    .layer(
+        DeadlineQueueLayer::new(1, 8, Duration::from_secs(2))
+            .timeout_header(http::HeaderName::from_static("x-request-timeout-ms")),
+    );
+    let addr = serve(app).await;
+    let slow = tokio::spawn(hyper_get(addr, "/slow", &[]));
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let late = tokio::spawn(hyper_get(addr, "/late", &[("x-request-timeout-ms", "100")]));
+    let patient = tokio::spawn(hyper_get(
+        addr,
+        "/patient",
+        &[("x-request-timeout-ms", "1500")],
+    ));
+    assert_eq!(late.await.unwrap(), 503);
+    assert_eq!(slow.await.unwrap(), 200);
+    assert_eq!(patient.await.unwrap(), 200);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        *seen.lock().unwrap(),
+        ["/slow", "/patient"],
+        "/late never ran"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_breaker_stops_calling_a_failing_upstream_and_recovers_after_it_heals() {
+    let (down, hits) = (Arc::new(AtomicBool::new(true)), Arc::new(AtomicU32::new(0)));
+    let upstream = {
+        let (down, hits) = (down.clone(), hits.clone());
+        Router::new().fallback(move || {
+            hits.fetch_add(1, Ordering::SeqCst);
+            let failing = down.load(Ordering::SeqCst);
+            async move {
+                if failing {
+                    StatusCode::INTERNAL_SERVER_ERROR
+                } else {
+                    StatusCode::OK
+                }
+            }
+        })
+    };
+    let addr = serve(upstream).await;
+    let breaker = Arc::new(CircuitBreaker::new(5, Duration::from_millis(300)).unwrap());
+    let client = CircuitBreakerLayer::new(breaker)
+        .fallback(|_| {
+            Response::builder()
+                .status(StatusCode::OK)
+                .header("x-fallback", "1")
+                .body(())
+                .unwrap()
+        })
+        .layer(service_fn(move |path: &'static str| async move {
+            let status = hyper_get(addr, path, &[]).await;
+            Ok::<_, std::convert::Infallible>(Response::builder().status(status).body(()).unwrap())
+        }));
+    let mut fallbacks = 0;
+    for _ in 0..30 {
+        let r = client.clone().oneshot("/").await.unwrap();
+        fallbacks += u32::from(r.headers().contains_key("x-fallback"));
+    }
+    assert_eq!(
+        hits.load(Ordering::SeqCst),
+        5,
+        "the upstream saw 5 calls, not 30"
+    );
+    assert_eq!(fallbacks, 25);
+    down.store(false, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    let probe = client.clone().oneshot("/").await.unwrap();
+    assert_eq!(probe.status(), StatusCode::OK);
+    assert!(
+        !probe.headers().contains_key("x-fallback"),
+        "the probe reached it"
+    );
+    for _ in 0..10 {
+        let r = client.clone().oneshot("/").await.unwrap();
+        assert!(!r.headers().contains_key("x-fallback"));
+    }
+    assert_eq!(
+        hits.load(Ordering::SeqCst),
+        16,
+        "closed again: every call reaches it"
+    );
+}
