@@ -15,6 +15,7 @@ use tower::{service_fn, Layer, ServiceExt};
 
 mod support {
     pub mod hyper_client;
+    #[allow(dead_code)] // its raw client serves other tests
     pub mod loopback;
 }
 use support::hyper_client::hyper_get;
