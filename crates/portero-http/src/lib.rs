@@ -11,8 +11,14 @@
 //!   [`KeyedLimiter`](portero::KeyedLimiter) per request and answers 429 itself, before
 //!   the body is read; requests without a key share one bucket; shadow mode; costs.
 //!   [`StackedRateLimitLayer`]: per-route, user, tenant and global limits, all or none.
-//! - [`LoadShedLayer`]: at most `C` requests in flight; the next one gets 503 at once
-//!   instead of queueing behind a struggling server.
+//! - [`LoadShedLayer`]: 503 at once instead of queueing behind a struggling server,
+//!   decided before the handler runs — beyond a fixed `C`, by priority class
+//!   ([`portero::PriorityLimit`]), by tenant ([`fair::FairShare`]: the largest tenant
+//!   takes the cut), or beyond a limit that follows latency
+//!   ([`portero::AdaptiveConcurrency`]). [`queue::DeadlineQueueLayer`]: a bounded line,
+//!   a deadline per request, oldest or newest first.
+//! - [`CircuitBreakerLayer`]: the calling side — stop calling a failing dependency,
+//!   answer a fallback, probe for recovery.
 //! - [`Backoff`]: the client side — exponential backoff with full jitter that never
 //!   retries before the server's `Retry-After`, nor waits past its own ceiling.
 //!

@@ -229,12 +229,13 @@ pub fn lines(title: &str, x_label: &str, y_label: &str, series: &[(&str, Vec<f64
             r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="2"/>"#,
             points.join(" ")
         );
-        let ly = TOP + 18.0 * k as f64;
+        // The legend: one row above the plot, each name in its line's colour.
         let _ = writeln!(
             s,
-            r#"<text x="{lx}" y="{ly}" fill="{color}" text-anchor="end">{}</text>"#,
+            r#"<text x="{lx}" y="{ly}" fill="{color}">━ {}</text>"#,
             esc(name),
-            lx = W - RIGHT - 10.0
+            lx = 330.0 + 200.0 * k as f64,
+            ly = TOP - 12.0
         );
     }
     s.push_str("</svg>\n");
