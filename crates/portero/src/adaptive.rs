@@ -226,10 +226,11 @@ impl AdaptiveConcurrency {
     fn adjust(&self, mean_us: u64) {
         let c = &self.config;
         let base = self.baseline.load();
-        let limit = self.limit() as f64;
-        let allowed = (base >> 32) as f64 * (1.0 + f64::from(c.tolerance_percent) / 100.0);
-        let gradient = (allowed / mean_us.max(1) as f64).clamp(0.5, 2.0);
-        let next = (gradient * limit + limit.sqrt()) as u64;
+        let limit = self.limit();
+        // Integer arithmetic (no floating point in `no_std`): the gradient in 1/1000.
+        let allowed_us = (base >> 32) * (100 + u64::from(c.tolerance_percent)) / 100;
+        let gradient = (allowed_us * 1000 / mean_us.max(1)).clamp(500, 2000);
+        let next = limit * gradient / 1000 + isqrt(limit);
         let next = next.clamp(u64::from(c.min_limit), u64::from(c.max_limit));
         if (base & LOW_32) + 1 >= u64::from(c.rebaseline_every) {
             // Measure the baseline again: pin the limit low so nothing queues.
@@ -246,6 +247,19 @@ impl AdaptiveConcurrency {
     fn set_limit(&self, limit: u64) {
         self.word.update(|w| Some((limit << 32) | (w & LOW_32)));
     }
+}
+
+/// ⌊√n⌋ for the headroom (n is a limit, below 2^32).
+fn isqrt(n: u64) -> u64 {
+    let mut root = 0u64;
+    let mut bit = 1u64 << 31;
+    while bit > 0 {
+        if (root + bit) * (root + bit) <= n {
+            root += bit;
+        }
+        bit >>= 1;
+    }
+    root
 }
 
 impl AdaptivePermit {
@@ -300,12 +314,12 @@ mod tests {
         assert_eq!(limit.limit(), 10);
         run_batch(&limit, 4, 100); // gradient clamps to 1.25: 10 × 1.25 + √10
         assert_eq!(limit.limit(), 15);
-        run_batch(&limit, 4, 500); // five times slower: halve, plus headroom
-        assert_eq!(limit.limit(), 11);
+        run_batch(&limit, 4, 500); // five times slower: halve, plus headroom: 7 + 3
+        assert_eq!(limit.limit(), 10);
         for _ in 0..20 {
             run_batch(&limit, 4, 10_000);
         }
-        // 0.5 × L + √L = L at L = 4: where the halving meets the headroom.
+        // L / 2 + √L = L at L = 4: where the halving meets the headroom.
         assert_eq!(limit.limit(), 4);
         for _ in 0..40 {
             run_batch(&limit, 4, 1);
@@ -328,6 +342,14 @@ mod tests {
         queued.completed(Duration::from_secs(60)); // admitted before it: ignored
         run_batch(&limit, 2, 200);
         assert_eq!(limit.baseline(), Duration::from_millis(200));
+    }
+
+    #[test]
+    fn the_integer_square_root_is_exact() {
+        for n in (0..10_000).chain([u64::from(u32::MAX) - 1, u64::from(u32::MAX)]) {
+            let r = isqrt(n);
+            assert!(r * r <= n && (r + 1) * (r + 1) > n, "{n}");
+        }
     }
 
     #[test]
