@@ -98,7 +98,7 @@ async fn fixed_window_in_redis_counts_from_the_first_request() {
     let d = spend_three_then_check(&limiter).await;
     assert!(d.retry_after_nanos() > 59 * SEC && d.retry_after_nanos() <= 60 * SEC);
     // A rejection wrote nothing: the stored count is still 3.
-    let n: u64 = query(&server, &["GET", &limiter.key_for("k")]).await;
+    let n: u64 = query(&server, &["HGET", &limiter.key_for("k"), "n"]).await;
     assert_eq!(n, 3);
 }
 

@@ -141,12 +141,13 @@ impl<C: Clock> SlidingLog<C> {
         };
         let left = self.limit - log.units;
         if cost <= left {
+            // A peek answers what the check would: as if the entry were recorded.
+            let reset = if cost > 0 { self.window } else { reset(&log) };
             if record && cost > 0 {
                 log.entries.push_back((now, cost));
                 log.units += cost;
             }
-            let left = if record { left - cost } else { left };
-            return Ok(Decision::admitted(self.limit, left, reset(&log)));
+            return Ok(Decision::admitted(self.limit, left - cost, reset));
         }
         // Walk from the oldest entry until enough units would have expired.
         let mut freed = 0;
@@ -200,6 +201,9 @@ mod tests {
         assert_eq!(d.retry_after_nanos(), 70); // the third entry (t=20) expires at 120
         assert!(!log.peek_at(119, 3).unwrap().is_allowed());
         assert!(log.peek_at(120, 3).unwrap().is_allowed());
+        // A peek answers what the check would, and records nothing.
+        let (peeked, checked) = (log.peek_at(120, 3).unwrap(), log.check_at(120, 3).unwrap());
+        assert_eq!(peeked, checked);
         // 120 expired three entries; an earlier time cannot bring them back into play.
         assert!(!log.peek_at(110, 4).unwrap().is_allowed());
     }

@@ -1,0 +1,471 @@
+//! [`RedisLimiter`]: connect, check, peek, stack, reset.
+
+use core::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use portero::{CheckError, Decision};
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
+use redis::{Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Script, Value};
+
+use crate::algorithm::{redis_keys, RedisAlgorithm, RedisQuotaError};
+use crate::clock::RedisClock;
+use crate::outcome::is_outage;
+use crate::stack::{StackVerdict, StackedLimit};
+use crate::{scripts, RedisCheckError, ServedBy, Verdict, WhenDown};
+
+/// The oldest Redis the script runs on.
+const MIN_REDIS_MAJOR: u64 = 5;
+const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// A limit whose state lives in Redis, shared by every instance that uses the same
+/// key prefix and algorithm. Cloning is cheap and shares the connection.
+#[derive(Clone)]
+pub struct RedisLimiter {
+    connection: Connection,
+    algorithm: RedisAlgorithm,
+    script: Arc<Script>,
+    prefix: Arc<str>,
+    timeout: Duration,
+    when_down: WhenDown,
+    clock: Arc<RedisClock>,
+    errors: Arc<AtomicU64>,
+}
+
+impl fmt::Debug for RedisLimiter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisLimiter")
+            .field("algorithm", &self.algorithm)
+            .field("prefix", &self.prefix)
+            .field("timeout", &self.timeout)
+            .field("when_down", &self.when_down)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One server (reconnecting in the background) or a Cluster (following its slots:
+/// `MOVED` and `ASK` are handled by redis-rs's cluster connection).
+#[derive(Clone)]
+enum Connection {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Connection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Self::Single(c) => c.req_packed_command(cmd),
+            Self::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Self::Single(c) => c.req_packed_commands(cmd, offset, count),
+            Self::Cluster(c) => c.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Self::Single(c) => c.get_db(),
+            Self::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+impl Connection {
+    /// A command that concerns no key, on one node (any node of a Cluster).
+    async fn ask_one_node<T: redis::FromRedisValue>(&mut self, cmd: &Cmd) -> Result<T, RedisError> {
+        match self {
+            Self::Single(c) => cmd.query_async(c).await,
+            Self::Cluster(c) => {
+                let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
+                redis::from_redis_value(&c.route_command(cmd, route).await?)
+            }
+        }
+    }
+}
+
+/// One limit as the script sees it: its algorithm, its two keys, its cost.
+pub(crate) struct Call {
+    pub(crate) algorithm: RedisAlgorithm,
+    pub(crate) keys: [String; 2],
+    pub(crate) cost: u64,
+}
+
+/// What the script decided, per limit: the decision, in the limit's own terms.
+type Decided = Vec<Decision>;
+
+impl RedisLimiter {
+    /// Connects to `url` (e.g. `redis://127.0.0.1:6379`). Fails if Redis cannot be
+    /// reached now; afterwards the connection is re-established in the background and
+    /// checks that find it down follow [`WhenDown`] (default: [`WhenDown::FailClosed`]).
+    pub async fn connect(url: &str, algorithm: RedisAlgorithm) -> Result<Self, RedisError> {
+        let client = redis::Client::open(url)?;
+        // No response timeout on the connection: each check bounds its own wait
+        // (`timeout`), so a caller who allows more time gets it.
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(CONNECT_TIMEOUT)
+            .set_number_of_retries(1);
+        let connection = ConnectionManager::new_with_config(client, config).await?;
+        Self::with_connection(Connection::Single(connection), algorithm).await
+    }
+
+    /// Connects to a Redis Cluster through any of its nodes (`redis://host:port`
+    /// each). Each check runs on the node that owns its key's slot; a stack's keys must
+    /// share a slot ([`StackedLimit::in_slot_of`]).
+    pub async fn connect_cluster(
+        nodes: &[&str],
+        algorithm: RedisAlgorithm,
+    ) -> Result<Self, RedisError> {
+        let client = ClusterClient::builder(nodes.iter().copied())
+            .connection_timeout(CONNECT_TIMEOUT)
+            .build()?;
+        let connection = client.get_async_connection().await?;
+        Self::with_connection(Connection::Cluster(connection), algorithm).await
+    }
+
+    async fn with_connection(
+        mut connection: Connection,
+        algorithm: RedisAlgorithm,
+    ) -> Result<Self, RedisError> {
+        let info: String = connection
+            .ask_one_node(redis::cmd("INFO").arg("server"))
+            .await?;
+        check_version(&info)?;
+        let clock = RedisClock::new();
+        let sent = clock.local_us();
+        let (secs, micros): (u64, u64) = connection.ask_one_node(&redis::cmd("TIME")).await?;
+        clock.observe(sent, secs * 1_000_000 + micros);
+        Ok(Self {
+            connection,
+            algorithm,
+            script: Arc::new(Script::new(scripts::LIMITS)),
+            prefix: Arc::from("portero:"),
+            timeout: DEFAULT_TIMEOUT,
+            when_down: WhenDown::FailClosed,
+            clock: Arc::new(clock),
+            errors: Arc::new(AtomicU64::new(0)),
+        })
+    }
+
+    /// Starts every key with `prefix` (default `portero:`), e.g. to keep one
+    /// service's limits apart from another's. Keys never collide across limiters
+    /// whatever the prefixes (see [`key_for`](Self::key_for)), but a prefix may not
+    /// contain `{` or `}`.
+    pub fn prefix(mut self, prefix: &str) -> Result<Self, RedisQuotaError> {
+        if prefix.contains(['{', '}']) {
+            return Err(RedisQuotaError::PrefixHasBrace);
+        }
+        self.prefix = Arc::from(prefix);
+        Ok(self)
+    }
+
+    /// The Redis key that holds `key`'s state:
+    /// `prefix{length:key}:algorithm:quota` (the sliding log adds a second key with
+    /// `:n` appended). The user key is length-prefixed, so no user key can reach
+    /// into the algorithm or quota part, and a prefix without braces cannot reach
+    /// into the user key; the `{…}` hash tag puts all of one user's keys in one
+    /// Redis Cluster slot.
+    pub fn key_for(&self, key: &str) -> String {
+        let [main, _] = redis_keys(&self.prefix, key, &self.algorithm);
+        main
+    }
+
+    /// How many checks Redis answered with an error ([`RedisCheckError::Redis`]).
+    pub fn errors(&self) -> u64 {
+        self.errors.load(Ordering::Relaxed)
+    }
+
+    /// How long a check waits for Redis before the outage policy decides.
+    ///
+    /// The script is sent with a deadline of `timeout` from now on Redis's clock and
+    /// does nothing past it. A request the outage policy answered can still be
+    /// charged in Redis only if its script started within the last stretch of the
+    /// timeout that its answer needed to travel back, plus the error of the clock
+    /// estimate (half the round trip of the answer it came from): a fraction of a
+    /// millisecond on one network, never a stalled queue of scripts.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The outage policy.
+    pub fn when_down(mut self, policy: WhenDown) -> Self {
+        self.when_down = policy;
+        self
+    }
+
+    /// Checks `cost` units for `key`, taking them if admitted (all or nothing).
+    ///
+    /// A cost above the algorithm's capacity is an error, decided before Redis is
+    /// asked. Redis being down is not an error: the [`WhenDown`] policy decides and
+    /// the verdict says so.
+    pub async fn check(&self, key: &str, cost: u64) -> Result<Verdict, RedisCheckError> {
+        self.check_with(key, cost, &self.algorithm).await
+    }
+
+    /// [`check`](Self::check) under another quota for this call: per-key tiers (a
+    /// free and a paid plan) without a limiter per tier. The quota is part of the
+    /// Redis key, so a key that changes tier starts its new quota fresh.
+    pub async fn check_with(
+        &self,
+        key: &str,
+        cost: u64,
+        algorithm: &RedisAlgorithm,
+    ) -> Result<Verdict, RedisCheckError> {
+        let call = self.call(key, cost, algorithm)?;
+        match self.run(&[call], false, 0).await? {
+            Some(mut decided) => Ok(Verdict {
+                decision: decided.remove(0),
+                served_by: ServedBy::Redis,
+            }),
+            None => self.fallback(key, cost, algorithm),
+        }
+    }
+
+    /// What [`check`](Self::check) would answer for `cost` units now, taking nothing
+    /// (cost 0: how many are left and when the key is full again). When Redis does not
+    /// answer in time the outage policy answers, but a local fallback is only asked,
+    /// never charged.
+    pub async fn peek(&self, key: &str, cost: u64) -> Result<Verdict, RedisCheckError> {
+        let call = self.call(key, cost, &self.algorithm)?;
+        match self.run(&[call], true, 0).await? {
+            Some(mut decided) => Ok(Verdict {
+                decision: decided.remove(0),
+                served_by: ServedBy::Redis,
+            }),
+            None => self.fallback_peek(key, cost),
+        }
+    }
+
+    /// Checks several limits — per user, per tenant, global, any algorithms — in one
+    /// script call, all or none: if any refuses, nothing is charged anywhere. See
+    /// [`StackedLimit`] for where the keys live (and what that means in a Cluster).
+    pub async fn check_all(
+        &self,
+        limits: &[StackedLimit<'_>],
+    ) -> Result<StackVerdict, RedisCheckError> {
+        let calls = limits
+            .iter()
+            .map(|l| l.call(&self.prefix))
+            .collect::<Result<Vec<_>, _>>()?;
+        crate::stack::refuse_repeated_keys(&calls)?;
+        match self.run(&calls, false, 0).await? {
+            Some(decisions) => Ok(StackVerdict::new(decisions, ServedBy::Redis)),
+            None => {
+                let first = limits.first().map(|l| (l.key, l.cost, &l.algorithm));
+                let decisions = match first {
+                    Some((key, cost, algorithm)) => {
+                        let d = self.fallback(key, cost, algorithm)?.decision;
+                        vec![d; limits.len()]
+                    }
+                    None => Vec::new(),
+                };
+                Ok(StackVerdict::new(decisions, ServedBy::Fallback))
+            }
+        }
+    }
+
+    /// Forgets `key` in Redis: its next request finds a full limit.
+    pub async fn reset(&self, key: &str) -> Result<(), RedisError> {
+        let mut connection = self.connection.clone();
+        redis::cmd("DEL")
+            .arg(&redis_keys(&self.prefix, key, &self.algorithm)[..])
+            .query_async(&mut connection)
+            .await
+    }
+
+    /// Test support: [`check`](Self::check) or [`peek`](Self::peek) decided at
+    /// `now_us` on the script's time axis instead of Redis's `TIME`, so a test can run
+    /// the script and portero's in-memory model on one clock. Never used by the
+    /// checks above.
+    #[cfg(feature = "testing")]
+    #[doc(hidden)]
+    pub async fn decide_at(
+        &self,
+        key: &str,
+        cost: u64,
+        peek: bool,
+        now_us: u64,
+    ) -> Result<Decision, RedisCheckError> {
+        let call = self.call(key, cost, &self.algorithm)?;
+        let decided = self.run(&[call], peek, now_us.max(1)).await?;
+        Ok(decided.expect("a test's Redis answers").remove(0))
+    }
+
+    fn call(
+        &self,
+        key: &str,
+        cost: u64,
+        algorithm: &RedisAlgorithm,
+    ) -> Result<Call, RedisCheckError> {
+        let capacity = algorithm.capacity();
+        if cost > capacity {
+            return Err(CheckError::CostExceedsCapacity { cost, capacity }.into());
+        }
+        Ok(Call {
+            algorithm: *algorithm,
+            keys: redis_keys(&self.prefix, key, algorithm),
+            cost,
+        })
+    }
+
+    /// Runs the script; `None` when Redis did not decide in time (the caller's outage
+    /// policy decides).
+    async fn run(
+        &self,
+        calls: &[Call],
+        peek: bool,
+        at_us: u64,
+    ) -> Result<Option<Decided>, RedisCheckError> {
+        let mut invocation = self.script.prepare_invoke();
+        for call in calls {
+            invocation.key(&call.keys[0]).key(&call.keys[1]);
+        }
+        let sent = self.clock.local_us();
+        let deadline = if at_us == 0 {
+            self.clock.redis_time_in(sent, self.timeout)
+        } else {
+            0
+        };
+        invocation.arg(deadline).arg(at_us).arg(u8::from(peek));
+        for call in calls {
+            invocation
+                .arg(&call.algorithm.script_args()[..])
+                .arg(call.cost);
+        }
+        let mut connection = self.connection.clone();
+        let answer = tokio::time::timeout(
+            self.timeout,
+            invocation.invoke_async::<Vec<i64>>(&mut connection),
+        )
+        .await;
+        let reply = match answer {
+            Ok(Ok(reply)) => reply,
+            Ok(Err(e)) if !is_outage(&e) => return Err(self.error(calls, e)),
+            // Timed out, or Redis unreachable, loading or failing over.
+            _ => return Ok(None),
+        };
+        let number = |i: usize| reply.get(i).map(|&v| u64::try_from(v).unwrap_or(0));
+        let (Some(status), Some(now)) = (number(0), number(1)) else {
+            return Err(self.error(calls, bad_reply()));
+        };
+        if at_us == 0 {
+            self.clock.observe(sent, now);
+        }
+        if status == 2 {
+            return Ok(None); // too late on Redis's clock: nothing was charged
+        }
+        let mut decided = Vec::with_capacity(calls.len());
+        for (i, call) in calls.iter().enumerate() {
+            let field = |j: usize| number(2 + 4 * i + j);
+            let (Some(outcome), Some(remaining), Some(retry_us), Some(reset_us)) =
+                (field(0), field(1), field(2), field(3))
+            else {
+                return Err(self.error(calls, bad_reply()));
+            };
+            decided.push(Decision::new(
+                outcome == 1,
+                call.algorithm.capacity(),
+                remaining,
+                1,
+                retry_us.saturating_mul(1_000),
+                reset_us.saturating_mul(1_000),
+            ));
+        }
+        Ok(Some(decided))
+    }
+
+    fn error(&self, calls: &[Call], e: RedisError) -> RedisCheckError {
+        self.errors.fetch_add(1, Ordering::Relaxed);
+        let key = calls.first().map_or("", |c| c.keys[0].as_str());
+        tracing::error!(key = %key, error = %e, "portero-redis: Redis answered a check with an error");
+        RedisCheckError::Redis(e)
+    }
+
+    fn fallback(
+        &self,
+        key: &str,
+        cost: u64,
+        algorithm: &RedisAlgorithm,
+    ) -> Result<Verdict, RedisCheckError> {
+        let capacity = algorithm.capacity();
+        let decision = match &self.when_down {
+            WhenDown::FailOpen => Decision::admitted(capacity, capacity - cost, 0),
+            WhenDown::FailClosed => Decision::deny_for(capacity, portero::DENY_FOR_NANOS),
+            WhenDown::Local(local) => local.check_n(key, cost)?,
+        };
+        Ok(Verdict {
+            decision,
+            served_by: ServedBy::Fallback,
+        })
+    }
+
+    fn fallback_peek(&self, key: &str, cost: u64) -> Result<Verdict, RedisCheckError> {
+        if let WhenDown::Local(local) = &self.when_down {
+            let now = portero::Clock::now(local.clock());
+            return Ok(Verdict {
+                decision: local.peek_at(key, now, cost)?,
+                served_by: ServedBy::Fallback,
+            });
+        }
+        self.fallback(key, cost, &self.algorithm)
+    }
+}
+
+fn bad_reply() -> RedisError {
+    RedisError::from((
+        ErrorKind::TypeError,
+        "unexpected reply from the limits script",
+    ))
+}
+
+/// Refuses servers older than Redis 5 (from `INFO server`'s `redis_version`).
+fn check_version(info: &str) -> Result<(), RedisError> {
+    let version = info
+        .lines()
+        .find_map(|l| l.strip_prefix("redis_version:"))
+        .map(str::trim)
+        .unwrap_or("");
+    let major = version
+        .split('.')
+        .next()
+        .and_then(|m| m.parse::<u64>().ok());
+    match major {
+        Some(m) if m >= MIN_REDIS_MAJOR => Ok(()),
+        _ => Err(RedisError::from((
+            ErrorKind::ClientError,
+            "portero-redis needs Redis 5.0 or newer",
+            format!("the server reports version {version:?}"),
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn servers_before_redis_5_are_refused_by_name() {
+        let info = |v: &str| format!("# Server\r\nredis_version:{v}\r\nredis_mode:standalone\r\n");
+        assert!(check_version(&info("7.0.15")).is_ok());
+        assert!(check_version(&info("5.0.0")).is_ok());
+        for old in ["4.0.14", "3.2.12", "garbage", ""] {
+            let e = check_version(&info(old)).unwrap_err();
+            assert!(e.to_string().contains("Redis 5.0 or newer"), "{e}");
+        }
+        assert!(check_version("no version here").is_err());
+    }
+}

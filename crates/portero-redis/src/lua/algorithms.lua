@@ -1,0 +1,153 @@
+-- Each algorithm is a function of (k1, k2, a, b, cost, now, write) returning
+-- {outcome, remaining, retry_after_us, reset_after_us}: outcome 1 admitted, 0 rejected.
+-- With write false it decides exactly as with write true and changes nothing, so a
+-- stack can decide every limit before it charges any.
+
+-- GCRA: k1 holds the TAT (µs). a = interval T, b = burst B.
+local function gcra(k1, _, interval, burst, cost, now, write)
+  local span = interval * burst
+  local tat = tonumber(redis.call('GET', k1) or '0')
+  local limit = now + span - interval * cost
+  if tat > limit then
+    local backlog = tat - now
+    return {0, math.floor(math.max(span - backlog, 0) / interval), tat - limit, backlog}
+  end
+  local new_tat = math.max(tat, now) + interval * cost
+  local ahead = new_tat - now
+  if write and ahead > 0 then
+    redis.call('SET', k1, string.format('%d', new_tat), 'PX', math.ceil(ahead / 1000))
+  end
+  return {1, math.floor((span - ahead) / interval), 0, ahead}
+end
+
+-- Fixed window from a key's first admitted request: k1 is a hash {s: start, n: used}.
+-- a = limit, b = window W (µs).
+local function fixed_window(k1, _, limit, w, cost, now, write)
+  local st = redis.call('HMGET', k1, 's', 'n')
+  local s, used = tonumber(st[1]), tonumber(st[2]) or 0
+  if s == nil or now >= s + w then
+    s, used = nil, 0
+  end
+  -- Full again when the open window ends (an admitted request opens one).
+  local reset = 0
+  if s ~= nil then reset = s + w - now elseif cost > 0 then reset = w end
+  if used + cost > limit then
+    return {0, math.max(limit - used, 0), reset, reset}
+  end
+  if write and cost > 0 then
+    if s == nil then s = now end
+    redis.call('HSET', k1, 's', string.format('%d', s), 'n', string.format('%d', used + cost))
+    redis.call('PEXPIRE', k1, math.ceil((s + w - now) / 1000))
+  end
+  return {1, limit - used - cost, 0, reset}
+end
+
+-- Sliding window counter, windows aligned on the clock: k1 is a hash
+-- {i: window index, p: previous count, c: current count}. a = limit L, b = window W.
+local function sliding_counter(k1, _, l, w, cost, now, write)
+  local index = math.floor(now / w)
+  local st = redis.call('HMGET', k1, 'i', 'p', 'c')
+  local si = tonumber(st[1])
+  local p = tonumber(st[2]) or 0
+  local c = tonumber(st[3]) or 0
+  if si == nil or si < index - 1 then
+    p, c = 0, 0
+  elseif si == index - 1 then
+    p, c = c, 0
+  elseif si > index then
+    -- The clock went back (a failover): the stored window, as at its start.
+    index = si
+  end
+  local start = index * w
+  local elapsed = math.max(now - start, 0)
+  local to_end = start + w - now
+  local weighted = p * (w - elapsed) + c * w
+  local remaining = math.floor(math.max(l * w - weighted, 0) / w)
+  local reset = 0
+  if c > 0 then reset = to_end + w elseif p > 0 then reset = to_end end
+  local k = l + 1 - cost
+  if cost == 0 then
+    return {1, remaining, 0, reset}
+  end
+  if weighted < k * w then
+    c = c + cost
+    if write then
+      redis.call('HSET', k1, 'i', string.format('%d', index), 'p', string.format('%d', p), 'c', string.format('%d', c))
+      redis.call('PEXPIRE', k1, math.ceil((to_end + w) / 1000))
+    end
+    local left = math.floor(math.max(l * w - (p * (w - elapsed) + c * w), 0) / w)
+    return {1, left, 0, to_end + w}
+  end
+  -- Smallest elapsed e >= 0 with prev·(W − e) < kk·W.
+  local function first_fit(prev, kk)
+    local have, lim = prev * w, kk * w
+    if have < lim then return 0 end
+    return math.floor((have - lim) / prev) + 1
+  end
+  local retry = nil
+  if c < k then
+    local e = first_fit(p, k - c)
+    if e < w then retry = to_end - (w - elapsed) + (e - elapsed) end
+  end
+  if retry == nil then retry = to_end + first_fit(c, k) end
+  return {0, remaining, math.max(retry, 1), reset}
+end
+
+-- Sliding log: k1 is a sorted set with one entry per admitted request, scored by its
+-- time, member "time:seq:cost"; k2 a hash {n: live units, s: sequence}.
+-- a = limit L, b = window W. The window is (now − W, now].
+local function sliding_log(k1, k2, l, w, cost, now, write)
+  local function cost_of(member)
+    return tonumber(string.match(member, ':(%d+)$'))
+  end
+  local cut = string.format('%d', now - w)
+  local live = '(' .. cut
+  local used = tonumber(redis.call('HGET', k2, 'n') or '0')
+  local gone = redis.call('ZRANGEBYSCORE', k1, '-inf', cut)
+  if #gone > 0 then
+    for _, m in ipairs(gone) do used = used - cost_of(m) end
+    if used <= 0 or redis.call('ZCARD', k1) == #gone then used = 0 end
+    if write then
+      redis.call('ZREMRANGEBYSCORE', k1, '-inf', cut)
+      if used == 0 then
+        redis.call('DEL', k2)
+      else
+        redis.call('HSET', k2, 'n', string.format('%d', used))
+      end
+    end
+  end
+  -- When the newest live entry expires, the log is empty.
+  local function reset_after()
+    local e = redis.call('ZRANGEBYSCORE', k1, live, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+    local newest = redis.call('ZRANGE', k1, -1, -1, 'WITHSCORES')
+    if #e == 0 or #newest == 0 then return 0 end
+    return tonumber(newest[2]) + w - now
+  end
+  if used + cost > l then
+    -- Walk from the oldest live entry until enough units have expired to fit the cost.
+    local need, freed, offset = used + cost - l, 0, 0
+    while true do
+      local batch = redis.call('ZRANGEBYSCORE', k1, live, '+inf', 'WITHSCORES', 'LIMIT', offset, 64)
+      if #batch == 0 then break end
+      for i = 1, #batch, 2 do
+        freed = freed + cost_of(batch[i])
+        if freed >= need then
+          return {0, math.max(l - used, 0), tonumber(batch[i + 1]) + w - now, reset_after()}
+        end
+      end
+      offset = offset + 64
+    end
+    return {0, math.max(l - used, 0), w, reset_after()}
+  end
+  if cost == 0 or not write then
+    local reset = reset_after()
+    if cost > 0 then reset = w end
+    return {1, l - used - cost, 0, reset}
+  end
+  local seq = redis.call('HINCRBY', k2, 's', 1)
+  redis.call('ZADD', k1, string.format('%d', now), string.format('%d:%d:%d', now, seq, cost))
+  redis.call('HSET', k2, 'n', string.format('%d', used + cost))
+  redis.call('PEXPIRE', k1, math.ceil(w / 1000))
+  redis.call('PEXPIRE', k2, math.ceil(w / 1000))
+  return {1, l - used - cost, 0, w}
+end

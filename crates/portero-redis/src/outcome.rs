@@ -1,0 +1,115 @@
+//! What a check answers: the verdict and who gave it, the outage policy, the errors,
+//! and which Redis errors count as an outage.
+
+use core::fmt;
+use std::sync::Arc;
+
+use portero::{CheckError, Decision, Gcra, KeyedError, KeyedLimiter};
+use redis::{ErrorKind, RedisError};
+
+/// What a check does when Redis does not answer in time (down, unreachable, slow).
+#[derive(Debug, Clone)]
+pub enum WhenDown {
+    /// Admit: availability over protection.
+    FailOpen,
+    /// Deny, with `Retry-After` of one second: protection over availability.
+    FailClosed,
+    /// Decide with a limiter in this instance's memory — an approximate limit (give
+    /// it the quota divided by the number of instances) for the time Redis is away.
+    Local(Arc<KeyedLimiter<str, Gcra>>),
+}
+
+/// Who decided a check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServedBy {
+    /// The shared state in Redis.
+    Redis,
+    /// The [`WhenDown`] policy, because Redis did not answer in time.
+    Fallback,
+}
+
+/// A decision, and who made it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Verdict {
+    /// The decision (times converted from Redis's microseconds to nanoseconds).
+    pub decision: Decision,
+    /// Redis, or the outage policy.
+    pub served_by: ServedBy,
+}
+
+/// Why a check could not be decided.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum RedisCheckError {
+    /// Bad input, found before Redis was asked (a cost above the capacity).
+    Check(CheckError),
+    /// The [`WhenDown::Local`] fallback's table was full: a new key it could not
+    /// track (the layer denies it for a second).
+    LocalTableFull {
+        /// The local table's key cap.
+        max_keys: u64,
+    },
+    /// Redis answered, with an error: a key holding another type, a script error, a
+    /// reply of the wrong shape. Not an outage: the outage policy does not apply.
+    Redis(RedisError),
+    /// One Redis key twice in one stack (it would be decided once, charged twice).
+    RepeatedKey {
+        /// The key.
+        key: String,
+    },
+}
+
+impl fmt::Display for RedisCheckError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Check(e) => e.fmt(f),
+            Self::LocalTableFull { max_keys } => write!(
+                f,
+                "Redis did not answer and the local fallback's table is full ({max_keys} keys)"
+            ),
+            Self::Redis(e) => write!(f, "Redis answered with an error: {e}"),
+            Self::RepeatedKey { key } => {
+                write!(f, "the Redis key {key} appears twice in one stack")
+            }
+        }
+    }
+}
+
+impl std::error::Error for RedisCheckError {}
+
+impl From<CheckError> for RedisCheckError {
+    fn from(e: CheckError) -> Self {
+        Self::Check(e)
+    }
+}
+
+impl From<KeyedError> for RedisCheckError {
+    fn from(e: KeyedError) -> Self {
+        match e {
+            KeyedError::Check(e) => Self::Check(e),
+            KeyedError::KeyTableFull { max_keys } => Self::LocalTableFull { max_keys },
+            // KeyedError is non-exhaustive: a future variant is still a local refusal.
+            _ => Self::LocalTableFull { max_keys: 0 },
+        }
+    }
+}
+
+/// Whether an error means Redis is away (the outage policy decides) rather than an
+/// answer (a wrong-type key, a script error: returned as errors).
+pub(crate) fn is_outage(e: &RedisError) -> bool {
+    e.is_io_error()
+        || e.is_timeout()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || matches!(
+            e.kind(),
+            ErrorKind::BusyLoadingError
+                | ErrorKind::TryAgain
+                | ErrorKind::ClusterDown
+                | ErrorKind::MasterDown
+                | ErrorKind::ReadOnly
+                | ErrorKind::ClusterConnectionNotFound
+        )
+        // A long script holds the server: it will answer, just not in time.
+        || e.code() == Some("BUSY")
+}

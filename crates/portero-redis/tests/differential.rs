@@ -1,0 +1,162 @@
+//! The Lua script decides exactly as portero's in-memory algorithms: random arrival
+//! sequences (gaps, costs, peeks) through the script, given the time, and through the
+//! core's model on the same clock — allowed, remaining, retry-after and reset must
+//! agree to the script's microsecond.
+
+use std::time::Duration;
+
+use portero::SlidingWindowCounter;
+use portero::{FixedWindow, Gcra, ManualClock, Placement, Quota, RateLimiter, SlidingLog};
+use portero_redis::{LocalRedis, RedisAlgorithm, RedisLimiter};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+/// A realistic start: microseconds since 1970 in late 2026.
+const START_US: u64 = 1_795_000_000_000_000;
+
+/// The core's side: decide `cost` at `now` ns (peek: consume nothing).
+type Model = Box<dyn Fn(u64, u64, bool) -> portero::Decision>;
+
+struct Case {
+    name: &'static str,
+    algorithm: RedisAlgorithm,
+    model: fn() -> Model,
+    /// Largest gap between arrivals, µs.
+    max_gap_us: u64,
+    max_cost: u64,
+    /// Arrival times on this grid (µs): the core's first-request fixed window rounds a
+    /// window's start down to a quantum (`W / 1024` here); on the grid it is exact.
+    grid_us: u64,
+}
+
+fn rate_limiter<A: portero::Algorithm + 'static>(a: A) -> Model {
+    let limiter = RateLimiter::with_algorithm_and_clock(a, ManualClock::new());
+    Box::new(move |now, cost, peek| {
+        if peek {
+            limiter.peek_at(now, cost).unwrap()
+        } else {
+            limiter.check_at(now, cost).unwrap()
+        }
+    })
+}
+
+fn cases() -> Vec<Case> {
+    let window = Duration::from_millis(500);
+    vec![
+        Case {
+            name: "gcra",
+            algorithm: RedisAlgorithm::gcra(Quota::per_second(20).unwrap().with_burst(5).unwrap())
+                .unwrap(),
+            model: || {
+                rate_limiter(Gcra::new(
+                    Quota::per_second(20).unwrap().with_burst(5).unwrap(),
+                ))
+            },
+            max_gap_us: 120_000,
+            max_cost: 3,
+            grid_us: 1,
+        },
+        Case {
+            name: "sliding-window-counter",
+            algorithm: RedisAlgorithm::sliding_counter(6, window).unwrap(),
+            model: || {
+                rate_limiter(
+                    SlidingWindowCounter::new(Quota::new(6, Duration::from_millis(500)).unwrap())
+                        .unwrap(),
+                )
+            },
+            max_gap_us: 200_000,
+            max_cost: 3,
+            grid_us: 1,
+        },
+        Case {
+            name: "fixed-window",
+            algorithm: RedisAlgorithm::fixed_window(6, Duration::from_millis(512)).unwrap(),
+            model: || {
+                let q = Quota::new(6, Duration::from_millis(512)).unwrap();
+                rate_limiter(FixedWindow::with_placement(q, Placement::FirstRequest).unwrap())
+            },
+            max_gap_us: 200_000,
+            max_cost: 3,
+            grid_us: 1_000,
+        },
+        Case {
+            name: "sliding-log",
+            algorithm: RedisAlgorithm::sliding_log(6, window).unwrap(),
+            model: || {
+                let log = SlidingLog::with_clock(
+                    Quota::new(6, Duration::from_millis(500)).unwrap(),
+                    ManualClock::new(),
+                );
+                Box::new(move |now, cost, peek| {
+                    if peek {
+                        log.peek_at(now, cost).unwrap()
+                    } else {
+                        log.check_at(now, cost).unwrap()
+                    }
+                })
+            },
+            max_gap_us: 200_000,
+            max_cost: 3,
+            grid_us: 1,
+        },
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_script_decides_exactly_as_the_core_on_random_arrivals() {
+    let server = LocalRedis::start().expect("redis-server for this test");
+    let mut mismatches = Vec::new();
+    for case in cases() {
+        let limiter = RedisLimiter::connect(&server.url(), case.algorithm)
+            .await
+            .unwrap()
+            .timeout(Duration::from_secs(5));
+        for seq in 0..20u64 {
+            let mut rng = StdRng::seed_from_u64(seq);
+            let model = (case.model)();
+            let key = format!("{}-{seq}", case.name);
+            let grid = case.grid_us;
+            let mut now_us = START_US + rng.random_range(0..1_000_000) / grid * grid;
+            for step in 0..60 {
+                // Mostly bursts, sometimes a pause longer than the window.
+                now_us += if rng.random_bool(0.1) {
+                    rng.random_range(0..15 * case.max_gap_us)
+                } else {
+                    rng.random_range(0..case.max_gap_us)
+                } / grid
+                    * grid;
+                let cost = rng.random_range(0..=case.max_cost);
+                let peek = rng.random_bool(0.15);
+                let lua = limiter.decide_at(&key, cost, peek, now_us).await.unwrap();
+                let core = model(now_us * 1_000, cost, peek);
+                // DIFF_TRACE=gcra-3 prints one sequence step by step.
+                if std::env::var("DIFF_TRACE").is_ok_and(|v| v == format!("{}-{seq}", case.name)) {
+                    eprintln!(
+                        "{step} t={} cost {cost} peek {peek}\n  lua {lua:?}\n  core {core:?}",
+                        now_us - START_US
+                    );
+                }
+                // The script counts whole µs: its waits are the core's, rounded up.
+                let as_us = |ns: u64| ns.div_ceil(1_000);
+                let same = lua.is_allowed() == core.is_allowed()
+                    && lua.remaining() == core.remaining()
+                    && as_us(lua.retry_after_nanos()) == as_us(core.retry_after_nanos())
+                    && as_us(lua.reset_after_nanos()) == as_us(core.reset_after_nanos());
+                if !same {
+                    mismatches.push(format!(
+                        "{} seq {seq} step {step} (cost {cost}, peek {peek}): lua {:?} core {:?}",
+                        case.name, lua, core
+                    ));
+                    break; // the sequences diverge from here
+                }
+            }
+        }
+    }
+    assert!(
+        mismatches.is_empty(),
+        "{} mismatches:\n{}",
+        mismatches.len(),
+        mismatches.join("\n")
+    );
+}
