@@ -19,6 +19,10 @@
 //!   and a global limit in one script call, all or none ([`StackedLimit`]);
 //!   [`RedisLimiter::peek`] answers without charging; [`RedisLimiter::check_with`]
 //!   takes the quota per call (plans and tiers without a limiter each).
+//! - **Fewer round trips.** [`RedisLimiter::blocked_key_cache`] answers a key Redis
+//!   has just refused locally until the refusal ends; [`LeasedLimiter`] borrows units
+//!   in batches and spends them locally (its exact bound is in [`LeasedLimiter`]'s
+//!   module). [`RedisLimiter::connect_cluster`] runs on a Redis Cluster.
 //! - **One clock.** The scripts read Redis's `TIME`, not the instance's clock, so
 //!   instances whose clocks disagree still agree on windows and schedules.
 //! - **Bounded.** Keys expire when they would be full again (GCRA) or when their
@@ -71,9 +75,11 @@
 #![deny(missing_docs, missing_debug_implementations)]
 
 mod algorithm;
+mod cache;
 mod clock;
 #[cfg(feature = "tower")]
 mod layer;
+mod lease;
 mod limiter;
 mod local;
 mod outcome;
@@ -83,6 +89,7 @@ mod stack;
 pub use algorithm::{RedisAlgorithm, RedisQuotaError};
 #[cfg(feature = "tower")]
 pub use layer::{RedisRateLimitFuture, RedisRateLimitLayer, RedisRateLimitService};
+pub use lease::LeasedLimiter;
 pub use limiter::RedisLimiter;
 pub use local::{LocalCluster, LocalRedis};
 pub use outcome::{RedisCheckError, ServedBy, Verdict, WhenDown};

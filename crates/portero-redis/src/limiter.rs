@@ -13,6 +13,7 @@ use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Script, Value};
 
 use crate::algorithm::{redis_keys, RedisAlgorithm, RedisQuotaError};
+use crate::cache::BlockedKeys;
 use crate::clock::RedisClock;
 use crate::outcome::is_outage;
 use crate::stack::{StackVerdict, StackedLimit};
@@ -35,6 +36,8 @@ pub struct RedisLimiter {
     when_down: WhenDown,
     clock: Arc<RedisClock>,
     errors: Arc<AtomicU64>,
+    round_trips: Arc<AtomicU64>,
+    cache: Option<Arc<BlockedKeys>>,
 }
 
 impl fmt::Debug for RedisLimiter {
@@ -104,8 +107,20 @@ pub(crate) struct Call {
     pub(crate) cost: u64,
 }
 
-/// What the script decided, per limit: the decision, in the limit's own terms.
-type Decided = Vec<Decision>;
+/// What the script decided, per limit: the decision in the limit's own terms, and
+/// the units it took.
+type Decided = Vec<(Decision, u64)>;
+
+/// What the script is asked to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// Decide every limit, charge all if all admit.
+    Check = 0,
+    /// Decide, charge nothing.
+    Peek = 1,
+    /// One limit: take the most units that fit, up to the cost.
+    Lease = 2,
+}
 
 impl RedisLimiter {
     /// Connects to `url` (e.g. `redis://127.0.0.1:6379`). Fails if Redis cannot be
@@ -157,6 +172,8 @@ impl RedisLimiter {
             when_down: WhenDown::FailClosed,
             clock: Arc::new(clock),
             errors: Arc::new(AtomicU64::new(0)),
+            round_trips: Arc::new(AtomicU64::new(0)),
+            cache: None,
         })
     }
 
@@ -207,6 +224,21 @@ impl RedisLimiter {
         self
     }
 
+    /// Answers keys that Redis has just refused locally until their refusal ends,
+    /// without a round trip ([`ServedBy::Cache`]), remembering at most `max_keys`.
+    /// The cache only refuses — every admission still comes from Redis — so it never
+    /// lets through anything Redis would have refused. Checks of one limiter share it
+    /// (clones included).
+    pub fn blocked_key_cache(mut self, max_keys: usize) -> Self {
+        self.cache = Some(Arc::new(BlockedKeys::new(max_keys)));
+        self
+    }
+
+    /// Script calls sent to Redis so far (by this limiter and its clones).
+    pub fn round_trips(&self) -> u64 {
+        self.round_trips.load(Ordering::Relaxed)
+    }
+
     /// Checks `cost` units for `key`, taking them if admitted (all or nothing).
     ///
     /// A cost above the algorithm's capacity is an error, decided before Redis is
@@ -226,11 +258,26 @@ impl RedisLimiter {
         algorithm: &RedisAlgorithm,
     ) -> Result<Verdict, RedisCheckError> {
         let call = self.call(key, cost, algorithm)?;
-        match self.run(&[call], false, 0).await? {
-            Some(mut decided) => Ok(Verdict {
-                decision: decided.remove(0),
-                served_by: ServedBy::Redis,
-            }),
+        if let Some(wait) = self.cached_refusal(&call.keys[0], cost) {
+            return Ok(Verdict {
+                decision: Decision::rejected(algorithm.capacity(), 0, wait, wait),
+                served_by: ServedBy::Cache,
+            });
+        }
+        match self
+            .run(std::slice::from_ref(&call), Mode::Check, 0)
+            .await?
+        {
+            Some(decided) => {
+                let decision = decided[0].0;
+                if !decision.is_allowed() {
+                    self.remember_refusal(&call.keys[0], cost, decision.retry_after_nanos());
+                }
+                Ok(Verdict {
+                    decision,
+                    served_by: ServedBy::Redis,
+                })
+            }
             None => self.fallback(key, cost, algorithm),
         }
     }
@@ -241,9 +288,9 @@ impl RedisLimiter {
     /// never charged.
     pub async fn peek(&self, key: &str, cost: u64) -> Result<Verdict, RedisCheckError> {
         let call = self.call(key, cost, &self.algorithm)?;
-        match self.run(&[call], true, 0).await? {
-            Some(mut decided) => Ok(Verdict {
-                decision: decided.remove(0),
+        match self.run(&[call], Mode::Peek, 0).await? {
+            Some(decided) => Ok(Verdict {
+                decision: decided[0].0,
                 served_by: ServedBy::Redis,
             }),
             None => self.fallback_peek(key, cost),
@@ -262,8 +309,11 @@ impl RedisLimiter {
             .map(|l| l.call(&self.prefix))
             .collect::<Result<Vec<_>, _>>()?;
         crate::stack::refuse_repeated_keys(&calls)?;
-        match self.run(&calls, false, 0).await? {
-            Some(decisions) => Ok(StackVerdict::new(decisions, ServedBy::Redis)),
+        match self.run(&calls, Mode::Check, 0).await? {
+            Some(decided) => Ok(StackVerdict::new(
+                decided.into_iter().map(|(d, _)| d).collect(),
+                ServedBy::Redis,
+            )),
             None => {
                 let first = limits.first().map(|l| (l.key, l.cost, &l.algorithm));
                 let decisions = match first {
@@ -301,11 +351,34 @@ impl RedisLimiter {
         now_us: u64,
     ) -> Result<Decision, RedisCheckError> {
         let call = self.call(key, cost, &self.algorithm)?;
-        let decided = self.run(&[call], peek, now_us.max(1)).await?;
-        Ok(decided.expect("a test's Redis answers").remove(0))
+        let mode = if peek { Mode::Peek } else { Mode::Check };
+        let decided = self.run(&[call], mode, now_us.max(1)).await?;
+        Ok(decided.expect("a test's Redis answers")[0].0)
     }
 
-    fn call(
+    /// The limiter's own algorithm's capacity.
+    pub(crate) fn capacity(&self) -> u64 {
+        self.algorithm.capacity()
+    }
+
+    /// A call of `cost` units of `key` under the limiter's own algorithm.
+    pub(crate) fn default_call(&self, key: &str, cost: u64) -> Result<Call, RedisCheckError> {
+        self.call(key, cost, &self.algorithm)
+    }
+
+    /// How long the blocked-key cache still refuses `cost` units of a Redis key.
+    pub(crate) fn cached_refusal(&self, redis_key: &str, cost: u64) -> Option<u64> {
+        self.cache.as_deref()?.refused_for(redis_key, cost)
+    }
+
+    /// Tells the blocked-key cache (if any) that Redis refused `cost` units.
+    pub(crate) fn remember_refusal(&self, redis_key: &str, cost: u64, retry_after_ns: u64) {
+        if let Some(cache) = &self.cache {
+            cache.block(redis_key, cost, retry_after_ns);
+        }
+    }
+
+    pub(crate) fn call(
         &self,
         key: &str,
         cost: u64,
@@ -324,10 +397,10 @@ impl RedisLimiter {
 
     /// Runs the script; `None` when Redis did not decide in time (the caller's outage
     /// policy decides).
-    async fn run(
+    pub(crate) async fn run(
         &self,
         calls: &[Call],
-        peek: bool,
+        mode: Mode,
         at_us: u64,
     ) -> Result<Option<Decided>, RedisCheckError> {
         let mut invocation = self.script.prepare_invoke();
@@ -340,13 +413,14 @@ impl RedisLimiter {
         } else {
             0
         };
-        invocation.arg(deadline).arg(at_us).arg(u8::from(peek));
+        invocation.arg(deadline).arg(at_us).arg(mode as u8);
         for call in calls {
             invocation
                 .arg(&call.algorithm.script_args()[..])
                 .arg(call.cost);
         }
         let mut connection = self.connection.clone();
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
         let answer = tokio::time::timeout(
             self.timeout,
             invocation.invoke_async::<Vec<i64>>(&mut connection),
@@ -370,20 +444,21 @@ impl RedisLimiter {
         }
         let mut decided = Vec::with_capacity(calls.len());
         for (i, call) in calls.iter().enumerate() {
-            let field = |j: usize| number(2 + 4 * i + j);
-            let (Some(outcome), Some(remaining), Some(retry_us), Some(reset_us)) =
-                (field(0), field(1), field(2), field(3))
+            let field = |j: usize| number(2 + 5 * i + j);
+            let (Some(outcome), Some(remaining), Some(retry_us), Some(reset_us), Some(taken)) =
+                (field(0), field(1), field(2), field(3), field(4))
             else {
                 return Err(self.error(calls, bad_reply()));
             };
-            decided.push(Decision::new(
+            let decision = Decision::new(
                 outcome == 1,
                 call.algorithm.capacity(),
                 remaining,
                 1,
                 retry_us.saturating_mul(1_000),
                 reset_us.saturating_mul(1_000),
-            ));
+            );
+            decided.push((decision, taken));
         }
         Ok(Some(decided))
     }

@@ -26,6 +26,11 @@ pub enum ServedBy {
     Redis,
     /// The [`WhenDown`] policy, because Redis did not answer in time.
     Fallback,
+    /// The blocked-key cache: Redis refused this key moments ago and its refusal still
+    /// holds ([`RedisLimiter::blocked_key_cache`](crate::RedisLimiter::blocked_key_cache)).
+    Cache,
+    /// Units leased from Redis earlier and spent here ([`LeasedLimiter`](crate::LeasedLimiter)).
+    Lease,
 }
 
 /// A decision, and who made it.
