@@ -1,14 +1,17 @@
 //! portero-redis on loopback: one check (a Lua script on Redis's clock) against the
 //! floor, one plain `INCR` round trip on the same kind of connection; one task, and 64
-//! concurrent tasks sharing one connection (pipelined by redis-rs). Starts its own
-//! redis-server (it must be installed).
+//! concurrent tasks sharing one connection (pipelined by redis-rs); three limits in one
+//! stacked call against three calls; a hot key through the blocked-key cache and
+//! through leases. First prints `redis-benchmark`'s own ceiling for the same script
+//! (`EVALSHA`, 64 clients) on the same server. Starts its own redis-server (it must be
+//! installed, with `redis-benchmark`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use portero::Quota;
-use portero_redis::{LocalRedis, RedisAlgorithm, RedisLimiter};
+use portero_redis::{LeasedLimiter, LocalRedis, RedisAlgorithm, RedisLimiter, StackedLimit};
 use redis::aio::ConnectionManager;
 
 const TASKS: u64 = 64;
@@ -33,6 +36,50 @@ fn redis(c: &mut Criterion) {
             redis::Client::open(server.url()).unwrap(),
         ))
         .unwrap();
+
+    // The ceiling: redis-benchmark driving the very same script (loaded by one check).
+    rt.block_on(limiter.check("warm", 1)).unwrap();
+    let port = server.url().rsplit(':').next().unwrap().to_owned();
+    let ceiling = std::process::Command::new("redis-benchmark")
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-c",
+            "64",
+            "-n",
+            "200000",
+            "-q",
+        ])
+        .args(["EVALSHA", limiter.script_sha(), "2", "bk1", "bk2"])
+        .args(["0", "0", "0", "1", "1", "1073741824", "1"])
+        .output()
+        .expect("redis-benchmark");
+    eprintln!(
+        "redis-benchmark EVALSHA ceiling (64 clients): {}",
+        String::from_utf8_lossy(&ceiling.stdout).trim()
+    );
+    let huge = Duration::from_secs(3600);
+    let stack_algorithms = [
+        RedisAlgorithm::gcra(open).unwrap(),
+        RedisAlgorithm::fixed_window(1 << 40, huge).unwrap(),
+        RedisAlgorithm::sliding_counter(1 << 20, huge).unwrap(),
+    ];
+    let leased = Arc::new(LeasedLimiter::new(
+        (*limiter).clone().blocked_key_cache(1_000),
+        1_000,
+        Duration::from_secs(10),
+        1_000,
+    ));
+    let cached = Arc::new(
+        (*limiter)
+            .clone()
+            .prefix("cached:")
+            .unwrap()
+            .blocked_key_cache(1_000),
+    );
+    let tiny = RedisAlgorithm::gcra(Quota::per_hour(1).unwrap()).unwrap();
 
     let mut g = c.benchmark_group("redis");
     g.bench_function("floor_incr_1_task", |b| {
@@ -86,6 +133,115 @@ fn redis(c: &mut Criterion) {
                 async move {
                     let key = format!("k{t}");
                     assert!(l.check(&key, 1).await.unwrap().decision.is_allowed());
+                }
+            }))
+        })
+    });
+    g.bench_function("portero_gcra_64_tasks_hot_key", |b| {
+        b.iter_custom(|iters| {
+            let limiter = limiter.clone();
+            rt.block_on(in_tasks(iters / TASKS + 1, move |_| {
+                let l = limiter.clone();
+                async move {
+                    assert!(l.check("hot", 1).await.unwrap().decision.is_allowed());
+                }
+            }))
+        })
+    });
+    g.bench_function("portero_stack3_one_call_1_task", |b| {
+        b.iter_custom(|iters| {
+            let l = limiter.clone();
+            rt.block_on(async move {
+                let start = Instant::now();
+                let [a, b, c] = stack_algorithms;
+                for _ in 0..iters {
+                    let stack = [
+                        StackedLimit::new(a, "one", 1),
+                        StackedLimit::new(b, "tenant1", 1),
+                        StackedLimit::new(c, "*1", 1),
+                    ];
+                    assert!(l.check_all(&stack).await.unwrap().is_allowed());
+                }
+                start.elapsed()
+            })
+        })
+    });
+    g.bench_function("portero_three_calls_1_task", |b| {
+        b.iter_custom(|iters| {
+            let l = limiter.clone();
+            rt.block_on(async move {
+                let start = Instant::now();
+                let [a, b, c] = stack_algorithms;
+                for _ in 0..iters {
+                    for (alg, k) in [(a, "one"), (b, "tenant1"), (c, "*1")] {
+                        assert!(l
+                            .check_with(k, 1, &alg)
+                            .await
+                            .unwrap()
+                            .decision
+                            .is_allowed());
+                    }
+                }
+                start.elapsed()
+            })
+        })
+    });
+    g.bench_function("portero_stack3_one_call_64_tasks", |b| {
+        b.iter_custom(|iters| {
+            let limiter = limiter.clone();
+            rt.block_on(in_tasks(iters / TASKS + 1, move |t| {
+                let l = limiter.clone();
+                async move {
+                    let key = format!("s{t}");
+                    let [a, b, c] = stack_algorithms;
+                    let stack = [
+                        StackedLimit::new(a, &key, 1),
+                        StackedLimit::new(b, "tenant", 1),
+                        StackedLimit::new(c, "*", 1),
+                    ];
+                    assert!(l.check_all(&stack).await.unwrap().is_allowed());
+                }
+            }))
+        })
+    });
+    g.bench_function("portero_three_calls_64_tasks", |b| {
+        b.iter_custom(|iters| {
+            let limiter = limiter.clone();
+            rt.block_on(in_tasks(iters / TASKS + 1, move |t| {
+                let l = limiter.clone();
+                async move {
+                    let key = format!("s{t}");
+                    let [a, b, c] = stack_algorithms;
+                    for (alg, k) in [(a, key.as_str()), (b, "tenant"), (c, "*")] {
+                        assert!(l
+                            .check_with(k, 1, &alg)
+                            .await
+                            .unwrap()
+                            .decision
+                            .is_allowed());
+                    }
+                }
+            }))
+        })
+    });
+    g.bench_function("portero_cached_refusals_64_tasks_hot_key", |b| {
+        b.iter_custom(|iters| {
+            let cached = cached.clone();
+            rt.block_on(in_tasks(iters / TASKS + 1, move |_| {
+                let l = cached.clone();
+                async move {
+                    let _ = l.check_with("abuser", 1, &tiny).await.unwrap();
+                }
+            }))
+        })
+    });
+    g.bench_function("portero_leases_64_tasks_hot_key", |b| {
+        b.iter_custom(|iters| {
+            let leased = leased.clone();
+            rt.block_on(in_tasks(iters / TASKS + 1, move |_| {
+                let l = leased.clone();
+                async move {
+                    assert!(l.check("leased", 1).await.unwrap().decision.is_allowed());
                 }
             }))
         })

@@ -63,7 +63,7 @@ impl LeasedLimiter {
 
     /// Admits `cost` units of `key` from its local lease, or leases a new batch.
     pub async fn check(&self, key: &str, cost: u64) -> Result<Verdict, RedisCheckError> {
-        if let Some(verdict) = self.from_lease(key, cost) {
+        if let Some(verdict) = self.spend_from_lease(key, cost) {
             return Ok(verdict);
         }
         if cost > self.batch || !self.room_for(key) {
@@ -71,7 +71,7 @@ impl LeasedLimiter {
         }
         let _leasing = self.leasing.lock().await;
         // Someone may have leased a batch while this request waited.
-        if let Some(verdict) = self.from_lease(key, cost) {
+        if let Some(verdict) = self.spend_from_lease(key, cost) {
             return Ok(verdict);
         }
         let call = self.limiter.default_call(key, self.batch)?;
@@ -121,7 +121,7 @@ impl LeasedLimiter {
         })
     }
 
-    fn from_lease(&self, key: &str, cost: u64) -> Option<Verdict> {
+    fn spend_from_lease(&self, key: &str, cost: u64) -> Option<Verdict> {
         let left = self.spend(key, cost)?;
         Some(Verdict {
             decision: Decision::admitted(self.limiter.capacity(), left, 0),

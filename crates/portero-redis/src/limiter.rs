@@ -234,6 +234,12 @@ impl RedisLimiter {
         self
     }
 
+    /// The script's SHA1, the name `EVALSHA` calls it by (for `SCRIPT EXISTS` checks,
+    /// or to benchmark the script with `redis-benchmark`).
+    pub fn script_sha(&self) -> &str {
+        self.script.get_hash()
+    }
+
     /// Script calls sent to Redis so far (by this limiter and its clones).
     pub fn round_trips(&self) -> u64 {
         self.round_trips.load(Ordering::Relaxed)

@@ -1,10 +1,11 @@
--- Each algorithm is a function of (k1, k2, a, b, cost, now, write) returning
--- {outcome, remaining, retry_after_us, reset_after_us}: outcome 1 admitted, 0 rejected.
--- With write false it decides exactly as with write true and changes nothing, so a
--- stack can decide every limit before it charges any.
+-- Each algorithm is a function of (k1, k2, a, b, cost, now) that only reads, returning
+-- {outcome, remaining, retry_after_us, reset_after_us, commit}: outcome 1 admitted,
+-- 0 rejected; commit, for an admission that changes the state, is a function that
+-- writes it. Deciding is separate from charging, so a stack can decide every limit
+-- before it charges any, without reading anything twice.
 
 -- GCRA: k1 holds the TAT (µs). a = interval T, b = burst B.
-local function gcra(k1, _, interval, burst, cost, now, write)
+local function gcra(k1, _, interval, burst, cost, now)
   local span = interval * burst
   local tat = tonumber(redis.call('GET', k1) or '0')
   local limit = now + span - interval * cost
@@ -14,15 +15,18 @@ local function gcra(k1, _, interval, burst, cost, now, write)
   end
   local new_tat = math.max(tat, now) + interval * cost
   local ahead = new_tat - now
-  if write and ahead > 0 then
-    redis.call('SET', k1, string.format('%d', new_tat), 'PX', math.ceil(ahead / 1000))
+  local commit = nil
+  if ahead > 0 and cost > 0 then
+    commit = function()
+      redis.call('SET', k1, string.format('%d', new_tat), 'PX', math.ceil(ahead / 1000))
+    end
   end
-  return {1, math.floor((span - ahead) / interval), 0, ahead}
+  return {1, math.floor((span - ahead) / interval), 0, ahead, commit}
 end
 
 -- Fixed window from a key's first admitted request: k1 is a hash {s: start, n: used}.
 -- a = limit, b = window W (µs).
-local function fixed_window(k1, _, limit, w, cost, now, write)
+local function fixed_window(k1, _, limit, w, cost, now)
   local st = redis.call('HMGET', k1, 's', 'n')
   local s, used = tonumber(st[1]), tonumber(st[2]) or 0
   if s == nil or now >= s + w then
@@ -34,17 +38,20 @@ local function fixed_window(k1, _, limit, w, cost, now, write)
   if used + cost > limit then
     return {0, math.max(limit - used, 0), reset, reset}
   end
-  if write and cost > 0 then
-    if s == nil then s = now end
-    redis.call('HSET', k1, 's', string.format('%d', s), 'n', string.format('%d', used + cost))
-    redis.call('PEXPIRE', k1, math.ceil((s + w - now) / 1000))
+  local commit = nil
+  if cost > 0 then
+    local start = s or now
+    commit = function()
+      redis.call('HSET', k1, 's', string.format('%d', start), 'n', string.format('%d', used + cost))
+      redis.call('PEXPIRE', k1, math.ceil((start + w - now) / 1000))
+    end
   end
-  return {1, limit - used - cost, 0, reset}
+  return {1, limit - used - cost, 0, reset, commit}
 end
 
 -- Sliding window counter, windows aligned on the clock: k1 is a hash
 -- {i: window index, p: previous count, c: current count}. a = limit L, b = window W.
-local function sliding_counter(k1, _, l, w, cost, now, write)
+local function sliding_counter(k1, _, l, w, cost, now)
   local index = math.floor(now / w)
   local st = redis.call('HMGET', k1, 'i', 'p', 'c')
   local si = tonumber(st[1])
@@ -71,12 +78,12 @@ local function sliding_counter(k1, _, l, w, cost, now, write)
   end
   if weighted < k * w then
     c = c + cost
-    if write then
+    local commit = function()
       redis.call('HSET', k1, 'i', string.format('%d', index), 'p', string.format('%d', p), 'c', string.format('%d', c))
       redis.call('PEXPIRE', k1, math.ceil((to_end + w) / 1000))
     end
     local left = math.floor(math.max(l * w - (p * (w - elapsed) + c * w), 0) / w)
-    return {1, left, 0, to_end + w}
+    return {1, left, 0, to_end + w, commit}
   end
   -- Smallest elapsed e >= 0 with prev·(W − e) < kk·W.
   local function first_fit(prev, kk)
@@ -96,7 +103,7 @@ end
 -- Sliding log: k1 is a sorted set with one entry per admitted request, scored by its
 -- time, member "time:seq:cost"; k2 a hash {n: live units, s: sequence}.
 -- a = limit L, b = window W. The window is (now − W, now].
-local function sliding_log(k1, k2, l, w, cost, now, write)
+local function sliding_log(k1, k2, l, w, cost, now)
   local function cost_of(member)
     return tonumber(string.match(member, ':(%d+)$'))
   end
@@ -107,14 +114,6 @@ local function sliding_log(k1, k2, l, w, cost, now, write)
   if #gone > 0 then
     for _, m in ipairs(gone) do used = used - cost_of(m) end
     if used <= 0 or redis.call('ZCARD', k1) == #gone then used = 0 end
-    if write then
-      redis.call('ZREMRANGEBYSCORE', k1, '-inf', cut)
-      if used == 0 then
-        redis.call('DEL', k2)
-      else
-        redis.call('HSET', k2, 'n', string.format('%d', used))
-      end
-    end
   end
   -- When the newest live entry expires, the log is empty.
   local function reset_after()
@@ -139,15 +138,18 @@ local function sliding_log(k1, k2, l, w, cost, now, write)
     end
     return {0, math.max(l - used, 0), w, reset_after()}
   end
-  if cost == 0 or not write then
-    local reset = reset_after()
-    if cost > 0 then reset = w end
-    return {1, l - used - cost, 0, reset}
+  if cost == 0 then
+    return {1, l - used, 0, reset_after()}
   end
-  local seq = redis.call('HINCRBY', k2, 's', 1)
-  redis.call('ZADD', k1, string.format('%d', now), string.format('%d:%d:%d', now, seq, cost))
-  redis.call('HSET', k2, 'n', string.format('%d', used + cost))
-  redis.call('PEXPIRE', k1, math.ceil(w / 1000))
-  redis.call('PEXPIRE', k2, math.ceil(w / 1000))
-  return {1, l - used - cost, 0, w}
+  local commit = function()
+    -- Expired entries leave with the admission that finds them (a rejection writes
+    -- nothing; the next decision subtracts them again).
+    if #gone > 0 then redis.call('ZREMRANGEBYSCORE', k1, '-inf', cut) end
+    local seq = redis.call('HINCRBY', k2, 's', 1)
+    redis.call('ZADD', k1, string.format('%d', now), string.format('%d:%d:%d', now, seq, cost))
+    redis.call('HSET', k2, 'n', string.format('%d', used + cost))
+    redis.call('PEXPIRE', k1, math.ceil(w / 1000))
+    redis.call('PEXPIRE', k2, math.ceil(w / 1000))
+  end
+  return {1, l - used - cost, 0, w, commit}
 end

@@ -24,31 +24,36 @@ local algorithms = {gcra, fixed_window, sliding_counter, sliding_log}
 local limits = (#ARGV - 3) / 4
 local mode = ARGV[3]
 local out = {1, now}
-local function limit(i, cost, write)
+-- Decides limit i for `cost` units (its own cost if nil), reading only.
+local function decide(i, cost)
   local a = 3 + (i - 1) * 4
-  local decide = algorithms[tonumber(ARGV[a + 1])]
-  local r = decide(KEYS[2 * i - 1], KEYS[2 * i], tonumber(ARGV[a + 2]),
-    tonumber(ARGV[a + 3]), cost or tonumber(ARGV[a + 4]), now, write)
+  local r = algorithms[tonumber(ARGV[a + 1])](KEYS[2 * i - 1], KEYS[2 * i],
+    tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), cost or tonumber(ARGV[a + 4]), now)
   for j = 1, 4 do out[2 + (i - 1) * 5 + j] = r[j] end
   out[2 + (i - 1) * 5 + 5] = 0
-  if write and r[1] == 1 then out[2 + (i - 1) * 5 + 5] = cost or tonumber(ARGV[a + 4]) end
-  return r[1] == 1
+  return r
+end
+-- Charges what decide found (the units taken go in the reply).
+local function charge(i, r, cost)
+  if r[5] then r[5]() end
+  out[2 + (i - 1) * 5 + 5] = cost or tonumber(ARGV[3 + (i - 1) * 4 + 4])
 end
 if mode == '2' then
   -- A lease: the most units up to the cost that fit now (binary search), all taken.
   local lo, hi = 0, tonumber(ARGV[7])
   while lo < hi do
     local mid = math.floor((lo + hi + 1) / 2)
-    if limit(1, mid, false) then lo = mid else hi = mid - 1 end
+    if decide(1, mid)[1] == 1 then lo = mid else hi = mid - 1 end
   end
-  if lo > 0 then limit(1, lo, true) else limit(1, 1, false) end
+  if lo > 0 then charge(1, decide(1, lo), lo) else decide(1, 1) end
   return out
 end
-local all = true
+local decided, all = {}, true
 for i = 1, limits do
-  if not limit(i, nil, false) then all = false end
+  decided[i] = decide(i, nil)
+  if decided[i][1] ~= 1 then all = false end
 end
 if all and mode == '0' then
-  for i = 1, limits do limit(i, nil, true) end
+  for i = 1, limits do charge(i, decided[i], nil) end
 end
 return out
