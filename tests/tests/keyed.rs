@@ -193,6 +193,7 @@ fn eviction_of_a_full_key_never_changes_a_later_decision() {
 }
 
 #[test]
+#[cfg(not(target_os = "wasi"))] // threads
 fn eight_threads_on_shared_keys_admit_exactly_the_burst_per_key() {
     let keyed = Arc::new(KeyedLimiter::with_clock(
         Gcra::new(quota(100, 50)),

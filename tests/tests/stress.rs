@@ -1,4 +1,5 @@
 //! 8 threads × 1,000,000 attempts on a frozen clock: exactly the burst is admitted.
+#![cfg(not(target_os = "wasi"))] // threads
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

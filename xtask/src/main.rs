@@ -9,11 +9,13 @@ const HELP: &str = "\
 cargo xtask <command>
 
   test         everything CI runs: fmt, clippy, tests + doc tests, loom models,
-               the no_std wasm32 build, the wasm package (Node and workerd tests)
+               the no_std wasm32 build, the tests on wasm32-wasip1, the wasm
+               package (Node and workerd tests)
   loom         the loom models (LOOM_MAX_PREEMPTIONS=2); `loom --deep` is unbounded
   wasm         build wasm/pkg: cargo (nightly, build-std), wasm-bindgen, wasm-opt,
                and check the size budget
-  setup        install what the checks need (rust target, components, nightly
+  wasi         the core's unit tests and the property tests on wasm32-wasip1 (Node's WASI)
+  setup        install what the checks need (rust targets, components, nightly
                rust-src, wasm-bindgen-cli, npm packages)
 ";
 
@@ -32,6 +34,7 @@ fn main() {
         Some("loom") => loom(args.iter().any(|a| a == "--deep")),
         Some("setup") => setup(),
         Some("wasm") => setup().and_then(|()| wasm()),
+        Some("wasi") => setup().and_then(|()| wasi()),
         _ => {
             print!("{HELP}");
             Ok(())
@@ -85,11 +88,13 @@ fn rustup_unless(list: &[&str], have: &str, install: &[&str]) -> Step {
 }
 
 fn setup() -> Step {
-    rustup_unless(
-        &["target", "list", "--installed"],
-        "wasm32-unknown-unknown",
-        &["target", "add", "wasm32-unknown-unknown"],
-    )?;
+    for target in ["wasm32-unknown-unknown", "wasm32-wasip1"] {
+        rustup_unless(
+            &["target", "list", "--installed"],
+            target,
+            &["target", "add", target],
+        )?;
+    }
     for c in ["rustfmt", "clippy"] {
         rustup_unless(
             &["component", "list", "--installed"],
@@ -245,6 +250,41 @@ fn loom(deep: bool) -> Step {
     )
 }
 
+/// The core's unit tests and the workspace's property and integration tests on
+/// wasm32-wasip1 (the target of Fastly Compute, Spin and wasmtime), run by Node's WASI
+/// (`xtask/wasi/runner.mjs`). Tests that need threads or tokio's clock are left out
+/// there by `cfg(not(target_os = "wasi"))`.
+fn wasi() -> Step {
+    let runner = format!(
+        "node --no-warnings {}",
+        workspace_root().join("xtask/wasi/runner.mjs").display()
+    );
+    let envs = [("CARGO_TARGET_WASM32_WASIP1_RUNNER", runner.as_str())];
+    let target = ["--target", "wasm32-wasip1"];
+    run(
+        "cargo",
+        &[
+            &[
+                "test",
+                "-p",
+                "portero",
+                "--lib",
+                "--no-default-features",
+                "--features",
+                "std",
+            ][..],
+            &target,
+        ]
+        .concat(),
+        &envs,
+    )?;
+    run(
+        "cargo",
+        &[&["test", "-p", "portero-tests", "--tests"][..], &target].concat(),
+        &envs,
+    )
+}
+
 fn test_all() -> Step {
     setup()?;
     run("cargo", &["fmt", "--all", "--", "--check"], &[])?;
@@ -274,6 +314,7 @@ fn test_all() -> Step {
         &[],
     )?;
     loom(false)?;
+    wasi()?;
     wasm()?;
     run("node", &["--test", "wasm/test/"], &[])?;
     eprintln!("\nxtask: all checks passed");
