@@ -83,3 +83,13 @@ export class KeyedLimiter {
   readonly size: number;
   headers(decision: Decision, policy?: string): Headers;
 }
+
+/** An algorithm and quota without state: you keep each key's state (a BigInt). */
+export declare class Rule {
+  constructor(options: Record<string, unknown>);
+  /** The state of a key that has used nothing. */
+  readonly initialState: bigint;
+  /** `[decision, nextState]`; `take: false` peeks. */
+  decide(state: bigint, now: number, cost?: number, take?: boolean): [Decision, bigint];
+  headers(decision: Decision, policy?: string): Record<string, string>;
+}

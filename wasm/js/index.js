@@ -12,11 +12,13 @@ import initAsync, {
   lastRetryAfterMs,
   lastResetAfterMs,
   lastOutcome,
+  lastState,
   maxKeys as rawMaxKeys,
   algorithmNames,
   outcomeCodes,
   Limiter as RawLimiter,
   Keyed as RawKeyed,
+  Rule as RawRule,
 } from "../pkg/portero_wasm.js";
 
 let ready = false;
@@ -309,6 +311,42 @@ export class KeyedLimiter {
     return this.#raw === null ? 0 : this.#raw.size;
   }
   /** `rateLimitHeaders` with this limiter's quota. */
+  headers(decision, policy = "default") {
+    const { limit, periodMs } = this.#quota;
+    return rateLimitHeaders(decision, { policy, quota: limit, windowSeconds: Math.ceil(periodMs / 1000) });
+  }
+}
+
+/**
+ * An algorithm and quota without state: you keep each key's state (a BigInt) and hand
+ * it in — to persist it, as the Durable Object in `portero/durable` does. Decides
+ * exactly as `KeyedLimiter`.
+ */
+export class Rule {
+  #raw;
+  #quota;
+  constructor(options) {
+    needReady();
+    this.#quota = quotaOf(options);
+    const algorithm = options.algorithm ?? "gcra";
+    if (!ALGORITHMS.includes(algorithm)) fail(`algorithm must be one of ${ALGORITHMS.join(", ")}, got ${String(algorithm)}`);
+    const { limit, periodMs, burst } = this.#quota;
+    this.#raw = guard(() => new RawRule(algorithm, limit, periodMs, burst));
+    /** The state of a key that has used nothing. */
+    this.initialState = this.#raw.initialState();
+  }
+  /**
+   * Decides `cost` units (default 1) at `now` (ms) for a key in `state`; `take: false`
+   * peeks. Returns `[decision, nextState]` (`nextState` is `state` unless admitted).
+   */
+  decide(state, now, cost = 1, take = true) {
+    if (typeof state !== "bigint") fail(`state must be a BigInt, got ${typeof state}`);
+    if (state < 0n || state >= 1n << 64n) fail(`state must be a 64-bit word, got ${state}`);
+    checkArgs(now, cost);
+    const d = decisionOf(this.#raw.decide(state, now, cost, take === true), cost);
+    return [d, lastState()];
+  }
+  /** `rateLimitHeaders` with this rule's quota. */
   headers(decision, policy = "default") {
     const { limit, periodMs } = this.#quota;
     return rateLimitHeaders(decision, { policy, quota: limit, windowSeconds: Math.ceil(periodMs / 1000) });

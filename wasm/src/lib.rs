@@ -261,6 +261,53 @@ impl Limiter {
     }
 }
 
+/// The state word the last [`Rule::decide`] left (its input if nothing changed).
+static LAST_STATE: AtomicU64 = AtomicU64::new(0);
+
+/// The state after the last `Rule.decide` (a BigInt): what to store for the key.
+#[wasm_bindgen(js_name = lastState)]
+pub fn last_state() -> u64 {
+    LAST_STATE.load(Ordering::Relaxed)
+}
+
+/// An algorithm and quota without state: the caller keeps each key's state word (a
+/// BigInt) and hands it in, so it can persist it (a Durable Object's storage) and give
+/// it back after a restart. Decisions are exactly the keyed and single limiters'.
+#[wasm_bindgen]
+pub struct Rule {
+    inner: AnyAlgorithm,
+}
+
+#[wasm_bindgen]
+impl Rule {
+    /// Like [`Limiter::new`].
+    #[wasm_bindgen(constructor)]
+    pub fn new(algorithm: &str, limit: f64, period_ms: f64, burst: f64) -> Result<Rule, JsError> {
+        Ok(Self {
+            inner: algorithm_for(algorithm, quota(limit, period_ms, burst)?)?,
+        })
+    }
+
+    /// The state of a key that has used nothing.
+    #[wasm_bindgen(js_name = initialState)]
+    pub fn initial_state(&self) -> u64 {
+        portero::Algorithm::initial_state(&self.inner)
+    }
+
+    /// Decides `cost` units at `nowMs` for a key in `state`; details in the `last*`
+    /// functions, the state to keep in `lastState` (unchanged by a rejection or a peek).
+    pub fn decide(&self, state: u64, now_ms: f64, cost: f64, take: bool) -> bool {
+        let (now, cost) = args(now_ms, cost);
+        let t = portero::Algorithm::decide(&self.inner, state, now, cost);
+        let next = match &t {
+            Ok(t) if take => t.next.unwrap_or(state),
+            _ => state,
+        };
+        LAST_STATE.store(next, Ordering::Relaxed);
+        answer(t.map(|t| t.decision))
+    }
+}
+
 /// Validated `(now, cost)`, or a thrown Error.
 fn args(now_ms: f64, cost: f64) -> (u64, u64) {
     match (nanos(NOW, now_ms), whole(COST, cost)) {

@@ -1,0 +1,80 @@
+// Latency of a check in workerd: local (per isolate) against exact (through a Durable
+// Object), and ten keys in one call against ten calls. `npm run bench:durable` (after
+// `cargo xtask wasm`). Sequential HTTP requests from Node over loopback; prints the
+// median and p90 per request, and the Durable Object's share (exact − local).
+import { spawn } from "node:child_process";
+import { createServer } from "node:net";
+import { unlinkSync, writeFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+
+const root = fileURLToPath(new URL("..", import.meta.url));
+const binary = `${root}node_modules/@cloudflare/workerd-linux-64/bin/workerd`;
+const N = 2_000;
+
+const port = await new Promise((resolve) => {
+  const srv = createServer().listen(0, "127.0.0.1", () => {
+    const { port } = srv.address();
+    srv.close(() => resolve(port));
+  });
+});
+const config = `${root}.workerd-bench-${process.pid}.capnp`;
+writeFileSync(
+  config,
+  `using Workerd = import "/workerd/workerd.capnp";
+const config :Workerd.Config = (
+  services = [ (name = "main", worker = .w) ],
+  sockets = [ (name = "http", address = "127.0.0.1:${port}", http = (), service = "main") ],
+);
+const w :Workerd.Worker = (
+  modules = [
+    (name = "bench/durable-worker.js", esModule = embed "bench/durable-worker.js"),
+    (name = "js/index.js", esModule = embed "js/index.js"),
+    (name = "js/durable.js", esModule = embed "js/durable.js"),
+    (name = "pkg/portero_wasm.js", esModule = embed "pkg/portero_wasm.js"),
+    (name = "pkg/portero_wasm_bg.wasm", wasm = embed "pkg/portero_wasm_bg.wasm"),
+  ],
+  durableObjectNamespaces = [ (className = "PorteroShard", uniqueKey = "portero-bench") ],
+  durableObjectStorage = (inMemory = void),
+  bindings = [ (name = "LIMITER", durableObjectNamespace = "PorteroShard") ],
+  compatibilityDate = "2026-11-01",
+);
+`,
+);
+const child = spawn(binary, ["serve", config], { stdio: "ignore" });
+try {
+  for (let i = 0; ; i++) {
+    try {
+      await (await fetch(`http://127.0.0.1:${port}/local`)).text();
+      break;
+    } catch {
+      if (i > 300) throw new Error("workerd did not start");
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+  const results = [];
+  for (const [name, path] of [
+    ["1 key, local", "/local"],
+    ["1 key, exact (Durable Object)", "/exact-one-call"],
+    ["10 keys, local", "/local?keys=10"],
+    ["10 keys, exact, one call", "/exact-one-call?keys=10"],
+    ["10 keys, exact, a call each", "/exact-call-each?keys=10"],
+  ]) {
+    const times = [];
+    for (let i = 0; i < N + 200; i++) {
+      const t0 = process.hrtime.bigint();
+      const r = await fetch(`http://127.0.0.1:${port}${path}`);
+      await r.text();
+      if (r.status !== 200) throw new Error(`${path}: ${r.status}`);
+      if (i >= 200) times.push(Number(process.hrtime.bigint() - t0) / 1e3);
+    }
+    times.sort((a, b) => a - b);
+    results.push([name, times[N >> 1], times[Math.floor(N * 0.9)]]);
+  }
+  console.log(`node ${process.version}, workerd from npm, ${N} sequential requests each (after 200 warm-up)`);
+  for (const [name, p50, p90] of results) {
+    console.log(`${name.padEnd(32)} p50 ${p50.toFixed(0).padStart(6)} µs   p90 ${p90.toFixed(0).padStart(6)} µs`);
+  }
+} finally {
+  child.kill("SIGTERM");
+  unlinkSync(config);
+}

@@ -1,0 +1,36 @@
+// An edge Worker with one exact limit per client address across every isolate and
+// location: `PorteroShard` Durable Objects hold the state, `EdgeLimiter` answers what it
+// can locally first. Bind the class as `LIMITER` (see wasm/README.md).
+import wasmModule from "../pkg/portero_wasm_bg.wasm";
+import { initSync } from "../js/index.js";
+import { EdgeLimiter, PorteroShard } from "../js/durable.js";
+
+initSync(wasmModule);
+
+export { PorteroShard };
+
+let limiter = null;
+
+export default {
+  async fetch(request, env) {
+    limiter ??= new EdgeLimiter({
+      namespace: env.LIMITER,
+      rule: { perHour: Number(env.RATE_PER_HOUR ?? 50) },
+      shards: Number(env.SHARDS ?? 16),
+    });
+    // Cloudflare sets CF-Connecting-IP; never trust X-Forwarded-For from the client.
+    const client = request.headers.get("CF-Connecting-IP") ?? "unknown";
+    if (new URL(request.url).pathname === "/__stats") {
+      return Response.json({ ...(await limiter.shardStats(client)), calls: limiter.calls });
+    }
+    const decision = await limiter.check(client, Date.now());
+    const headers = { ...limiter.headers(decision, "per-ip"), "X-Served-By": decision.servedBy };
+    if (!decision.allowed) {
+      return new Response(JSON.stringify({ error: "rate limit exceeded" }), {
+        status: 429,
+        headers: { ...headers, "Content-Type": "application/json" },
+      });
+    }
+    return new Response("ok\n", { status: 200, headers });
+  },
+};

@@ -1,0 +1,36 @@
+import type { Decision } from "./index.js";
+
+/** Options of `new Rule(...)`: a quota and an algorithm name. */
+export type RuleOptions = Record<string, unknown>;
+
+/** The Durable Object: the exact state of one shard of keys. Export it from your Worker. */
+export declare class PorteroShard {
+  constructor(ctx: unknown, env: unknown);
+  checkMany(
+    options: { rule: RuleOptions; maxKeys?: number; durability?: "confirmed" | "fast" },
+    checks: [string, number][],
+  ): Promise<(Decision & { tableFull?: boolean })[]>;
+  alarm(): Promise<void>;
+  stats(): Promise<{ checks: number; batches: number; keys: number }>;
+}
+
+/** A decision from `EdgeLimiter`, and who gave it. */
+export type EdgeDecision = Decision & { tableFull?: boolean; servedBy: "local" | "shard" };
+
+/** The Worker-side client: exact limits through `PorteroShard`, local refusals first. */
+export declare class EdgeLimiter {
+  constructor(options: {
+    namespace: unknown;
+    rule: RuleOptions;
+    shards?: number;
+    maxKeys?: number;
+    durability?: "confirmed" | "fast";
+    localKeys?: number;
+  });
+  /** Calls made to shards by this isolate. */
+  calls: number;
+  check(key: string, now?: number, cost?: number): Promise<EdgeDecision>;
+  checkMany(checks: [string, number?][], now?: number): Promise<EdgeDecision[]>;
+  headers(decision: Decision, policy?: string): Record<string, string>;
+  shardStats(key: string): Promise<{ checks: number; batches: number; keys: number }>;
+}

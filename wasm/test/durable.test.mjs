@@ -1,0 +1,194 @@
+// One exact limit across isolates, in workerd (Cloudflare's open-source Workers runtime,
+// from npm): two Worker services (standing for two isolates, on two loopback sockets)
+// share one Durable Object namespace with on-disk storage. The test starts workerd,
+// restarts it, and stops it by its own process id.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { createServer } from "node:net";
+import { existsSync, mkdtempSync, rmSync, unlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const root = fileURLToPath(new URL("..", import.meta.url));
+const binary = `${root}node_modules/@cloudflare/workerd-linux-64/bin/workerd`;
+const LIMIT = 50; // per hour: nothing comes back during the test, restarts included
+
+let child;
+let ports;
+let config;
+let disk;
+let log = "";
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.on("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+const modules = `[
+    (name = "example/durable-worker.js", esModule = embed "example/durable-worker.js"),
+    (name = "js/index.js", esModule = embed "js/index.js"),
+    (name = "js/durable.js", esModule = embed "js/durable.js"),
+    (name = "pkg/portero_wasm.js", esModule = embed "pkg/portero_wasm.js"),
+    (name = "pkg/portero_wasm_bg.wasm", wasm = embed "pkg/portero_wasm_bg.wasm"),
+  ]`;
+
+function writeConfig() {
+  writeFileSync(
+    config,
+    `using Workerd = import "/workerd/workerd.capnp";
+const config :Workerd.Config = (
+  services = [
+    (name = "main", worker = .main),
+    (name = "other", worker = .other),
+    (name = "do-disk", disk = (path = "${disk}", writable = true)),
+  ],
+  sockets = [
+    (name = "a", address = "127.0.0.1:${ports[0]}", http = (), service = "main"),
+    (name = "b", address = "127.0.0.1:${ports[1]}", http = (), service = "other"),
+  ],
+);
+const main :Workerd.Worker = (
+  modules = ${modules},
+  durableObjectNamespaces = [ (className = "PorteroShard", uniqueKey = "portero-durable-test") ],
+  durableObjectStorage = (localDisk = "do-disk"),
+  bindings = [
+    (name = "LIMITER", durableObjectNamespace = "PorteroShard"),
+    (name = "RATE_PER_HOUR", text = "${LIMIT}"),
+    (name = "SHARDS", text = "4"),
+  ],
+  compatibilityDate = "2026-11-01",
+);
+const other :Workerd.Worker = (
+  modules = ${modules},
+  bindings = [
+    (name = "LIMITER", durableObjectNamespace = (className = "PorteroShard", serviceName = "main")),
+    (name = "RATE_PER_HOUR", text = "${LIMIT}"),
+    (name = "SHARDS", text = "4"),
+  ],
+  compatibilityDate = "2026-11-01",
+);
+`,
+  );
+}
+
+async function start() {
+  log = "";
+  child = spawn(binary, ["serve", config], { stdio: ["ignore", "pipe", "pipe"] });
+  child.stdout.on("data", (d) => (log += d));
+  child.stderr.on("data", (d) => (log += d));
+  const deadline = Date.now() + 30_000;
+  for (const port of ports) {
+    for (;;) {
+      if (child.exitCode !== null) throw new Error(`workerd exited (${child.exitCode}):\n${log}`);
+      try {
+        const r = await fetch(`http://127.0.0.1:${port}/__stats`, { headers: { "CF-Connecting-IP": "192.0.2.1" } });
+        await r.text();
+        break;
+      } catch {
+        if (Date.now() > deadline) throw new Error(`workerd did not start in 30 s:\n${log}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
+  }
+}
+
+async function stop() {
+  if (child && child.exitCode === null && child.signalCode === null) {
+    const exited = new Promise((r) => child.once("exit", r));
+    process.kill(child.pid, "SIGTERM");
+    await Promise.race([exited, new Promise((r) => setTimeout(r, 5_000))]);
+    if (child.exitCode === null && child.signalCode === null) {
+      process.kill(child.pid, "SIGKILL");
+      await exited;
+    }
+  }
+}
+
+before(async () => {
+  assert.ok(existsSync(binary), `workerd binary missing at ${binary}: run npm ci in wasm/`);
+  assert.ok(existsSync(`${root}pkg/portero_wasm_bg.wasm`), "wasm/pkg missing: run cargo xtask wasm");
+  ports = [await freePort(), await freePort()];
+  disk = mkdtempSync(join(tmpdir(), "portero-do-"));
+  config = `${root}.workerd-durable-${process.pid}.capnp`;
+  writeConfig();
+  await start();
+});
+
+after(async () => {
+  await stop();
+  if (config && existsSync(config)) unlinkSync(config);
+  if (disk) rmSync(disk, { recursive: true, force: true });
+});
+
+function get(service, ip, path = "/") {
+  return fetch(`http://127.0.0.1:${ports[service]}${path}`, { headers: { "CF-Connecting-IP": ip } });
+}
+
+async function stats(service, ip) {
+  return (await get(service, ip, "/__stats")).json();
+}
+
+test("400 concurrent requests through two services admit exactly 50 (the race, at the edge)", async () => {
+  const ip = "198.51.100.50";
+  const responses = await Promise.all(Array.from({ length: 400 }, (_, i) => get(i % 2, ip)));
+  const statuses = await Promise.all(responses.map(async (r) => (await r.text(), r.status)));
+  const count = {};
+  for (const s of statuses) count[s] = (count[s] ?? 0) + 1;
+  assert.equal(statuses.filter((s) => s === 200).length, LIMIT, `${JSON.stringify(count)}\n${log}`);
+  assert.equal(statuses.filter((s) => s === 429).length, 400 - LIMIT);
+  const refused = responses.find((r) => r.status === 429);
+  assert.ok(Number(refused.headers.get("Retry-After")) >= 1);
+  assert.equal(refused.headers.get("RateLimit-Policy"), `"per-ip";q=${LIMIT};w=3600`);
+});
+
+test("the local stage answers without calling the Durable Object once a key is over", async () => {
+  const ip = "198.51.100.60";
+  for (let i = 0; i < LIMIT; i++) {
+    const r = await get(0, ip);
+    await r.text();
+    assert.equal(r.status, 200);
+  }
+  const before = await stats(0, ip);
+  for (let i = 0; i < 20; i++) {
+    const r = await get(0, ip);
+    await r.text();
+    assert.equal(r.status, 429);
+    assert.equal(r.headers.get("X-Served-By"), "local");
+  }
+  const later = await stats(0, ip);
+  assert.equal(later.checks, before.checks, "no check reached the Durable Object");
+  // The other service has used nothing of this key locally: it asks the object once,
+  // is refused, and from then on refuses locally until the retry-after.
+  for (let i = 0; i < 5; i++) {
+    const r = await get(1, ip);
+    await r.text();
+    assert.equal(r.status, 429);
+  }
+  assert.equal((await stats(1, ip)).checks, later.checks + 1);
+});
+
+test("a restarted workerd (storage on disk) keeps what keys have used", async () => {
+  const ip = "198.51.100.70";
+  for (let i = 0; i < LIMIT - 1; i++) {
+    const r = await get(1, ip);
+    await r.text();
+    assert.equal(r.status, 200);
+  }
+  await stop();
+  await start();
+  const last = await get(0, ip);
+  await last.text();
+  assert.equal(last.status, 200, "one unit was left");
+  const over = await get(1, ip);
+  await over.text();
+  assert.equal(over.status, 429, "and only one");
+  assert.equal(over.headers.get("X-Served-By"), "shard");
+});
