@@ -10,6 +10,7 @@ initSync(wasmModule);
 export { PorteroShard };
 
 let limiter = null;
+let perSecond = null;
 
 export default {
   async fetch(request, env) {
@@ -20,10 +21,19 @@ export default {
     });
     // Cloudflare sets CF-Connecting-IP; never trust X-Forwarded-For from the client.
     const client = request.headers.get("CF-Connecting-IP") ?? "unknown";
-    if (new URL(request.url).pathname === "/__stats") {
+    const path = new URL(request.url).pathname;
+    if (path === "/__stats") {
       return Response.json({ ...(await limiter.shardStats(client)), calls: limiter.calls });
     }
-    const decision = await limiter.check(client, Date.now());
+    // A second rule on the same keys (its own state): 1 at a time, 10 per second, idle
+    // keys swept every 200 ms.
+    perSecond ??= new EdgeLimiter({
+      namespace: env.LIMITER,
+      rule: { perSecond: 10, burst: 1 },
+      shards: Number(env.SHARDS ?? 16),
+      sweepMs: 200,
+    });
+    const decision = await (path === "/burst" ? perSecond : limiter).check(client, Date.now());
     const headers = { ...limiter.headers(decision, "per-ip"), "X-Served-By": decision.servedBy };
     if (!decision.allowed) {
       return new Response(JSON.stringify({ error: "rate limit exceeded" }), {

@@ -7,7 +7,7 @@ export type RuleOptions = Record<string, unknown>;
 export declare class PorteroShard {
   constructor(ctx: unknown, env: unknown);
   checkMany(
-    options: { rule: RuleOptions; maxKeys?: number; durability?: "confirmed" | "fast" },
+    options: { rule: RuleOptions; maxKeys?: number; durability?: "confirmed" | "fast"; sweepMs?: number },
     checks: [string, number][],
   ): Promise<(Decision & { tableFull?: boolean })[]>;
   alarm(): Promise<void>;
@@ -26,6 +26,7 @@ export declare class EdgeLimiter {
     maxKeys?: number;
     durability?: "confirmed" | "fast";
     localKeys?: number;
+    sweepMs?: number;
   });
   /** Calls made to shards by this isolate. */
   calls: number;

@@ -12,35 +12,44 @@
 // twice. With `durability: "fast"` the answer leaves before the write is confirmed
 // (`allowUnconfirmed`): a crash can lose the admissions of the writes still in flight
 // (the last few milliseconds), and a restarted object may admit those units again.
-// Idle keys (full again) are dropped by an alarm, from memory and from storage.
+// Idle keys (full again) are dropped by an alarm (every `sweepMs`, default a minute),
+// from memory and from storage.
 import { DurableObject } from "cloudflare:workers";
 import { KeyedLimiter, Rule } from "./index.js";
 
-const PREFIX = "k:";
+const STATE = "k:"; // k:<rule id>:<key> -> state (a decimal string)
+const RULE = "r:"; // r:<rule id> -> the rule's options (JSON)
 const SWEEP_MS = 60_000;
 
 /** The Durable Object: the exact state of one shard of keys. */
 export class PorteroShard extends DurableObject {
-  #states = new Map(); // key -> BigInt state
-  #rules = new Map(); // the rule's options, as JSON -> Rule
+  #states = new Map(); // "<rule id>:<key>" -> BigInt state
+  #rules = new Map(); // rule id -> Rule
   #stats = { checks: 0, batches: 0 };
+  #sweepMs = SWEEP_MS;
 
   constructor(ctx, env) {
     super(ctx, env);
     ctx.blockConcurrencyWhile(async () => {
-      const stored = await ctx.storage.list({ prefix: PREFIX });
-      for (const [k, v] of stored) this.#states.set(k.slice(PREFIX.length), BigInt(v));
+      for (const [k, v] of await ctx.storage.list({ prefix: RULE })) {
+        this.#rules.set(k.slice(RULE.length), new Rule(JSON.parse(v)));
+      }
+      for (const [k, v] of await ctx.storage.list({ prefix: STATE })) {
+        this.#states.set(k.slice(STATE.length), BigInt(v));
+      }
     });
   }
 
+  // The rule for `options`, under a short id that keys its states: one key checked under
+  // two rules (two quotas) has two states, never one.
   #rule(options) {
-    const id = JSON.stringify(options);
-    let rule = this.#rules.get(id);
-    if (rule === undefined) {
-      rule = new Rule(options);
-      this.#rules.set(id, rule);
+    const json = JSON.stringify(options);
+    const id = hash(json).toString(36);
+    if (!this.#rules.has(id)) {
+      this.#rules.set(id, new Rule(options));
+      this.ctx.storage.put(RULE + id, json);
     }
-    return rule;
+    return [id, this.#rules.get(id)];
   }
 
   /**
@@ -49,20 +58,22 @@ export class PorteroShard extends DurableObject {
    * active keys and the key is new).
    */
   async checkMany(options, checks) {
-    const rule = this.#rule(options.rule);
+    const [id, rule] = this.#rule(options.rule);
     const maxKeys = options.maxKeys ?? 10_000;
     const now = Date.now();
     const changed = {};
     let dirty = false;
     const out = checks.map(([key, cost]) => {
-      let state = this.#states.get(key);
-      if (state === undefined && this.#states.size >= maxKeys && !this.#dropIdle(rule, now)) {
+      const slot = `${id}:${key}`;
+      const state = this.#states.get(slot);
+      if (state === undefined && this.#states.size >= maxKeys && !this.#dropIdle(now)) {
         return { allowed: false, tableFull: true, limit: 0, remaining: 0, retryAfterMs: 1000, resetAfterMs: 0 };
       }
-      const [decision, next] = rule.decide(state ?? rule.initialState, now, cost);
-      if (next !== (state ?? rule.initialState)) {
-        this.#states.set(key, next);
-        changed[PREFIX + key] = next.toString();
+      const before = state ?? rule.initialState;
+      const [decision, next] = rule.decide(before, now, cost);
+      if (next !== before) {
+        this.#states.set(slot, next);
+        changed[STATE + slot] = next.toString();
         dirty = true;
       }
       return decision;
@@ -71,19 +82,27 @@ export class PorteroShard extends DurableObject {
     this.#stats.batches += 1;
     if (dirty) {
       this.ctx.storage.put(changed, { allowUnconfirmed: options.durability === "fast" });
-      if ((await this.ctx.storage.getAlarm()) === null) {
-        await this.ctx.storage.setAlarm(now + SWEEP_MS);
+      // The shortest sweep any caller asked for.
+      this.#sweepMs = Math.min(this.#sweepMs, options.sweepMs ?? SWEEP_MS);
+      const at = await this.ctx.storage.getAlarm();
+      if (at === null || at > now + this.#sweepMs) {
+        await this.ctx.storage.setAlarm(now + this.#sweepMs);
       }
     }
     return out;
   }
 
+  #idle(slot, state, now) {
+    const rule = this.#rules.get(slot.slice(0, slot.indexOf(":")));
+    return rule !== undefined && rule.decide(state, now, 0, false)[0].resetAfterMs === 0;
+  }
+
   // Drops one key that is full again (it carries no information), to make room.
-  #dropIdle(rule, now) {
-    for (const [key, state] of this.#states) {
-      if (rule.decide(state, now, 0, false)[0].resetAfterMs === 0) {
-        this.#states.delete(key);
-        this.ctx.storage.delete(PREFIX + key);
+  #dropIdle(now) {
+    for (const [slot, state] of this.#states) {
+      if (this.#idle(slot, state, now)) {
+        this.#states.delete(slot);
+        this.ctx.storage.delete(STATE + slot);
         return true;
       }
     }
@@ -93,16 +112,10 @@ export class PorteroShard extends DurableObject {
   /** Drops every idle key; runs again while any key is held. */
   async alarm() {
     const now = Date.now();
-    const gone = [];
-    const [rule] = this.#rules.values();
-    if (rule !== undefined) {
-      for (const [key, state] of this.#states) {
-        if (rule.decide(state, now, 0, false)[0].resetAfterMs === 0) gone.push(key);
-      }
-    }
-    for (const key of gone) this.#states.delete(key);
-    if (gone.length > 0) await this.ctx.storage.delete(gone.map((k) => PREFIX + k));
-    if (this.#states.size > 0) await this.ctx.storage.setAlarm(now + SWEEP_MS);
+    const gone = [...this.#states].filter(([slot, state]) => this.#idle(slot, state, now));
+    for (const [slot] of gone) this.#states.delete(slot);
+    if (gone.length > 0) await this.ctx.storage.delete(gone.map(([slot]) => STATE + slot));
+    if (this.#states.size > 0) await this.ctx.storage.setAlarm(now + this.#sweepMs);
   }
 
   /** Checks answered and batches received since this object started (for tests). */
@@ -111,15 +124,19 @@ export class PorteroShard extends DurableObject {
   }
 }
 
-// FNV-1a over the key's UTF-16 units: spreads keys over shards (load only; every
-// shard decides exactly).
-function shardOf(key, shards) {
+// FNV-1a over a string's UTF-16 units.
+function hash(s) {
   let h = 0x811c9dc5;
-  for (let i = 0; i < key.length; i++) {
-    h ^= key.charCodeAt(i);
+  for (let i = 0; i < s.length; i++) {
+    h ^= s.charCodeAt(i);
     h = Math.imul(h, 0x01000193) >>> 0;
   }
-  return h % shards;
+  return h;
+}
+
+// Spreads keys over shards (load only: every shard decides exactly).
+function shardOf(key, shards) {
+  return hash(key) % shards;
 }
 
 /**
@@ -144,13 +161,22 @@ export class EdgeLimiter {
   /** Calls made to shards by this isolate (for tests and metrics). */
   calls = 0;
 
-  constructor({ namespace, rule, shards = 16, maxKeys = 10_000, durability = "confirmed", localKeys = 10_000 }) {
+  constructor({
+    namespace,
+    rule,
+    shards = 16,
+    maxKeys = 10_000,
+    durability = "confirmed",
+    localKeys = 10_000,
+    sweepMs = 60_000,
+  }) {
     if (!namespace || typeof namespace.idFromName !== "function") fail("namespace must be a Durable Object namespace binding");
     if (!(Number.isInteger(shards) && shards >= 1 && shards <= 1024)) fail(`shards must be a whole number from 1 to 1024, got ${shards}`);
     if (durability !== "confirmed" && durability !== "fast") fail(`durability must be "confirmed" or "fast", got ${durability}`);
     new Rule(rule); // validates the rule here, not in the object
     this.#namespace = namespace;
-    this.#options = { rule, maxKeys, durability };
+    if (!(Number.isInteger(sweepMs) && sweepMs >= 1)) fail(`sweepMs must be a whole number of at least 1, got ${sweepMs}`);
+    this.#options = { rule, maxKeys, durability, sweepMs };
     this.#shards = shards;
     this.#local = new KeyedLimiter({ ...rule, maxKeys: localKeys, evict: true });
   }

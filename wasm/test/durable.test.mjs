@@ -192,3 +192,26 @@ test("a restarted workerd (storage on disk) keeps what keys have used", async ()
   assert.equal(over.status, 429, "and only one");
   assert.equal(over.headers.get("X-Served-By"), "shard");
 });
+
+test("a second rule on the same key has its own state, and idle keys are swept", async () => {
+  const ip = "198.51.100.50"; // used up under the hourly rule by the race above
+  const hourly = await get(0, ip);
+  await hourly.text();
+  assert.equal(hourly.status, 429);
+  const first = await get(0, ip, "/burst");
+  await first.text();
+  assert.equal(first.status, 200, "the per-second rule has its own state");
+  const second = await get(1, ip, "/burst");
+  await second.text();
+  assert.equal(second.status, 429, "burst 1, across services");
+  const held = (await stats(0, ip)).keys;
+  // Full again after 100 ms; the alarm (every 200 ms) drops it.
+  const deadline = Date.now() + 5_000;
+  while ((await stats(0, ip)).keys >= held) {
+    assert.ok(Date.now() < deadline, "the idle key was never swept");
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const hourlyStill = await get(1, ip);
+  await hourlyStill.text();
+  assert.equal(hourlyStill.status, 429, "the hourly state is not idle and stays");
+});
