@@ -47,6 +47,9 @@ const results = [];
   results.push(await time("single key: portero (wasm)", () => {
     for (let i = 0; i < N; i++) p.check(now + i * 1e-3);
   }));
+  results.push(await time("single key: portero allow (wasm)", () => {
+    for (let i = 0; i < N; i++) p.allow(now + i * 1e-3);
+  }));
   results.push(await time("single key: plain JS GCRA", () => {
     for (let i = 0; i < N; i++) plain.check("k", now + i * 1e-3);
   }));
@@ -62,6 +65,9 @@ const results = [];
   results.push(await time("10,000 keys: portero (wasm)", () => {
     for (let i = 0; i < N; i++) p.check(KEYS[i % 10_000], now + i * 1e-3);
   }));
+  results.push(await time("10,000 keys: portero allow (wasm)", () => {
+    for (let i = 0; i < N; i++) p.allow(KEYS[i % 10_000], now + i * 1e-3);
+  }));
   results.push(await time("10,000 keys: plain JS GCRA", () => {
     for (let i = 0; i < N; i++) plain.check(KEYS[i % 10_000], now + i * 1e-3);
   }));
@@ -74,9 +80,11 @@ console.log(`node ${process.version}, ${N} checks per run, best of 5`);
 for (const [name, ns] of results) console.log(`${name.padEnd(40)} ${ns.toFixed(1).padStart(8)} ns/check`);
 const by = Object.fromEntries(results);
 for (const scope of ["single key", "10,000 keys"]) {
-  const p = by[`${scope}: portero (wasm)`];
-  console.log(
-    `${scope}: portero is ${(by[`${scope}: rate-limiter-flexible`] / p).toFixed(1)}x rate-limiter-flexible, ` +
-      `${(by[`${scope}: plain JS GCRA`] / p).toFixed(2)}x plain JS GCRA`,
-  );
+  for (const form of ["portero", "portero allow"]) {
+    const p = by[`${scope}: ${form} (wasm)`];
+    console.log(
+      `${scope}: ${form} is ${(by[`${scope}: rate-limiter-flexible`] / p).toFixed(1)}x rate-limiter-flexible, ` +
+        `${(by[`${scope}: plain JS GCRA`] / p).toFixed(2)}x plain JS GCRA`,
+    );
+  }
 }

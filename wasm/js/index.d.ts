@@ -56,6 +56,8 @@ export function rateLimitHeaders(
 declare class Single {
   check(now: number, cost?: number): Decision;
   peek(now: number, cost?: number): Decision;
+  /** `check` without a decision object: whether it was admitted. */
+  allow(now: number, cost?: number): boolean;
   reset(): void;
   headers(decision: Decision, policy?: string): Headers;
 }
@@ -77,6 +79,8 @@ export class LeakyMeter extends Single {
 export class KeyedLimiter {
   constructor(options: KeyedOptions);
   check(key: string, now: number, cost?: number): KeyedDecision;
+  /** `check` without a decision object: whether `key` was admitted. */
+  allow(key: string, now: number, cost?: number): boolean;
   peek(key: string, now: number, cost?: number): KeyedDecision;
   reset(key: string): void;
   sweep(now: number): number;

@@ -114,6 +114,12 @@ function checkArgs(now, cost) {
 }
 
 
+// A refusal for `allow`: false, unless the refusal was an error (thrown as `check` does).
+function refused(cost) {
+  decisionOf(false, cost);
+  return false;
+}
+
 function decisionOf(allowed, cost) {
   if (!allowed) {
     const outcome = lastOutcome();
@@ -194,6 +200,14 @@ class Single {
   peek(now, cost = 1) {
     checkArgs(now, cost);
     return decisionOf(this.#raw.peek(now, cost), cost);
+  }
+  /**
+   * `check` for callers that need no headers: only whether it was admitted (one call
+   * into wasm, no object built).
+   */
+  allow(now, cost = 1) {
+    checkArgs(now, cost);
+    return this.#raw.check(now, cost) || refused(cost);
   }
   /** Forgets everything admitted. */
   reset() {
@@ -295,6 +309,12 @@ export class KeyedLimiter {
   /** What `check` would answer for `key`, taking nothing. */
   peek(key, now, cost = 1) {
     return this.#run("peek", key, now, cost);
+  }
+  /** `check` for callers that need no headers: only whether `key` was admitted. */
+  allow(key, now, cost = 1) {
+    if (typeof key !== "string") fail(`key must be a string, got ${typeof key}`);
+    checkArgs(now, cost);
+    return this.#table().check(key, now, cost) || refused(cost);
   }
   /** Forgets `key`. */
   reset(key) {

@@ -13,6 +13,7 @@ import {
   LeakyMeter,
   algorithms,
   KeyedLimiter,
+  Rule,
   rateLimitHeaders,
 } from "../js/index.js";
 
@@ -69,6 +70,39 @@ test("fractional milliseconds are kept (performance.now())", () => {
   assert.equal(rl.check(10).allowed, true);
   assert.equal(rl.check(10.4).allowed, false);
   assert.equal(rl.check(10.5).allowed, true);
+});
+
+test("allow answers as check does, without a decision; errors still throw", () => {
+  const t0 = 1_700_000_000_000;
+  const [a, b] = [new Gcra({ perSecond: 10, burst: 3 }), new Gcra({ perSecond: 10, burst: 3 })];
+  const [ka, kb] = [new KeyedLimiter({ perSecond: 10, burst: 3 }), new KeyedLimiter({ perSecond: 10, burst: 3 })];
+  for (let i = 0; i < 20; i++) {
+    const t = t0 + i * 37;
+    assert.equal(a.allow(t), b.check(t).allowed);
+    assert.equal(ka.allow("k", t), kb.check("k", t).allowed);
+  }
+  assert.throws(() => a.allow(t0, 4), /capacity/);
+  assert.throws(() => ka.allow("k", t0, 4), /capacity/);
+  assert.throws(() => a.allow(NaN), /now must be/);
+});
+
+test("a Rule decides as the keyed limiter, on state the caller keeps", () => {
+  const t0 = 1_700_000_000_000;
+  const rule = new Rule({ perSecond: 10, burst: 3, algorithm: "sliding-window-counter" });
+  const keyed = new KeyedLimiter({ perSecond: 10, burst: 3, algorithm: "sliding-window-counter" });
+  let state = rule.initialState;
+  for (let i = 0; i < 40; i++) {
+    const t = t0 + i * 23;
+    const [d, next] = rule.decide(state, t, 1 + (i % 2));
+    assert.deepEqual({ ...keyed.check("k", t, 1 + (i % 2)), tableFull: undefined }, { ...d, tableFull: undefined });
+    if (!d.allowed) assert.equal(next, state, "a refusal keeps the state");
+    state = next;
+  }
+  const [peeked, same] = rule.decide(state, t0 + 5_000, 1, false);
+  assert.ok(peeked.allowed);
+  assert.equal(same, state, "a peek keeps the state");
+  assert.throws(() => rule.decide(-1n, t0), /64-bit/);
+  assert.throws(() => rule.decide(1, t0), /BigInt/);
 });
 
 test("keyed limiter: each key its own share, bounded table", () => {
