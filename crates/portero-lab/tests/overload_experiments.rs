@@ -1,13 +1,13 @@
 //! The overload experiments' numbers: exact where the run is deterministic, bounds over
-//! several seeds where it is random.
+//! several random draws where it is random.
 
 use portero_lab::overload::{breaker, goodput, little, storm, tenants, DEFAULT_SEED};
 
-const SEEDS: [u64; 4] = [DEFAULT_SEED, 1, 2, 3];
+const DRAWS: [u64; 4] = [DEFAULT_SEED, 1, 2, 3];
 
 #[test]
 fn goodput_collapses_without_a_bound_and_holds_at_capacity_with_one() {
-    for seed in SEEDS {
+    for seed in DRAWS {
         let runs = goodput::run(seed);
         let unbounded = &runs[0];
         assert_eq!(unbounded.line, goodput::Line::Unbounded);
@@ -46,7 +46,7 @@ fn fair_shedding_serves_the_small_tenants_in_full() {
         fair.big_served_per_second() >= 55.0,
         "the big one keeps the rest"
     );
-    for seed in SEEDS {
+    for seed in DRAWS {
         let [random, fair] = tenants::run(seed);
         assert!(fair.small_lost_percent() <= 0.1, "seed {seed}");
         assert!(random.small_lost_percent() >= 45.0, "seed {seed}");
@@ -89,7 +89,7 @@ fn the_breaker_keeps_calls_off_a_dead_dependency_and_recovers_on_the_first_probe
 
 #[test]
 fn immediate_retries_quadruple_the_load_and_jitter_breaks_up_the_herd() {
-    for seed in SEEDS {
+    for seed in DRAWS {
         let [immediate, backoff] = storm::amplification(seed);
         assert_eq!(immediate.load_while_down, 400.0);
         assert_eq!(
