@@ -71,6 +71,9 @@ struct RaceArgs {
     /// Requests allowed per minute.
     #[arg(long, default_value_t = 50)]
     limit: u64,
+    /// Run against a throwaway Redis Cluster of three primaries (started here) instead.
+    #[arg(long, conflicts_with = "url")]
+    cluster: bool,
 }
 
 #[derive(Args)]
@@ -146,6 +149,17 @@ fn race(args: RaceArgs) -> Result<()> {
     if args.limit == 0 || args.rounds == 0 || args.requests == 0 {
         return Err("--limit, --rounds and --requests must be above zero".into());
     }
+    if args.cluster {
+        let cluster = portero_redis::LocalCluster::start()?;
+        let runtime = tokio::runtime::Runtime::new()?;
+        let rounds = runtime.block_on(portero_lab::race::run_cluster(
+            &cluster.urls(),
+            args.rounds,
+            args.requests,
+            args.limit,
+        ))?;
+        return print_race(&args, "a local cluster of three primaries", &rounds);
+    }
     let local = match &args.url {
         Some(_) => None,
         None => Some(portero_redis::LocalRedis::start()?),
@@ -162,8 +176,12 @@ fn race(args: RaceArgs) -> Result<()> {
         args.requests,
         args.limit,
     ))?;
+    print_race(&args, &url, &rounds)
+}
+
+fn print_race(args: &RaceArgs, place: &str, rounds: &[portero_lab::race::Round]) -> Result<()> {
     println!(
-        "race: two instances, {} concurrent requests per round, limit {} per minute ({url})",
+        "race: two instances, {} concurrent requests per round, limit {} per minute ({place})",
         args.requests, args.limit
     );
     println!(

@@ -8,6 +8,7 @@ use std::error::Error;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use portero_redis::{RedisAlgorithm, RedisLimiter};
+use redis::aio::ConnectionLike;
 use redis::AsyncCommands;
 
 /// What one round admitted, each way.
@@ -27,24 +28,56 @@ pub async fn run(
     requests: u32,
     limit: u64,
 ) -> Result<Vec<Round>, Box<dyn Error>> {
-    let run_id = SystemTime::now().duration_since(UNIX_EPOCH)?.as_nanos();
     let client = redis::Client::open(url)?;
     let naive = [
         client.get_multiplexed_async_connection().await?,
         client.get_multiplexed_async_connection().await?,
     ];
     let algorithm = RedisAlgorithm::fixed_window(limit, Duration::from_secs(60))?;
-    let prefix = format!("portero-lab:race:{run_id}:");
     let scripted = [
-        RedisLimiter::connect(url, algorithm)
-            .await?
-            .prefix(&prefix)?
-            .timeout(Duration::from_secs(5)),
-        RedisLimiter::connect(url, algorithm)
-            .await?
-            .prefix(&prefix)?
-            .timeout(Duration::from_secs(5)),
+        RedisLimiter::connect(url, algorithm).await?,
+        RedisLimiter::connect(url, algorithm).await?,
     ];
+    race(naive, scripted, rounds, requests, limit).await
+}
+
+/// [`run`] against a Redis Cluster (any of its nodes' URLs): each round's key lives on
+/// the node that owns its slot.
+pub async fn run_cluster(
+    urls: &[String],
+    rounds: u32,
+    requests: u32,
+    limit: u64,
+) -> Result<Vec<Round>, Box<dyn Error>> {
+    let nodes: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let client = redis::cluster::ClusterClient::new(nodes.clone())?;
+    let naive = [
+        client.get_async_connection().await?,
+        client.get_async_connection().await?,
+    ];
+    let algorithm = RedisAlgorithm::fixed_window(limit, Duration::from_secs(60))?;
+    let scripted = [
+        RedisLimiter::connect_cluster(&nodes, algorithm).await?,
+        RedisLimiter::connect_cluster(&nodes, algorithm).await?,
+    ];
+    race(naive, scripted, rounds, requests, limit).await
+}
+
+async fn race<C>(
+    naive: [C; 2],
+    scripted: [RedisLimiter; 2],
+    rounds: u32,
+    requests: u32,
+    limit: u64,
+) -> Result<Vec<Round>, Box<dyn Error>>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    let run_id = SystemTime::now().duration_since(UNIX_EPOCH)?.as_nanos();
+    let prefix = format!("portero-lab:race:{run_id}:");
+    let scripted = scripted.map(|l| l.prefix(&prefix).map(|l| l.timeout(Duration::from_secs(5))));
+    let [a, b] = scripted;
+    let scripted = [a?, b?];
     let mut out = Vec::new();
     for round in 0..rounds {
         let key = format!("portero-lab:race:{run_id}:naive:{round}");

@@ -22,3 +22,19 @@ fn the_atomic_script_admits_exactly_fifty_of_four_hundred_in_every_round() {
         );
     }
 }
+
+/// The same race against a Redis Cluster of three primaries started by the test: every
+/// round's key lives on its own slot's node, and the script still admits exactly 50.
+#[test]
+fn the_race_against_a_cluster_admits_exactly_fifty_in_every_round() {
+    let cluster = portero_redis::LocalCluster::start().expect("a local Redis Cluster");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let rounds = runtime
+        .block_on(portero_lab::race::run_cluster(&cluster.urls(), 5, 400, 50))
+        .unwrap();
+    assert_eq!(rounds.len(), 5);
+    for (i, r) in rounds.iter().enumerate() {
+        assert_eq!(r.script, 50, "round {i}: the Lua script");
+        assert!(r.naive >= 50, "round {i}: naive {}", r.naive);
+    }
+}
