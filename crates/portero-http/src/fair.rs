@@ -178,4 +178,38 @@ mod tests {
             assert!(share.active_tenants() <= 100);
         }
     }
+
+    proptest::proptest! {
+        /// Random acquires and releases over 6 tenants: never more than the capacity in
+        /// flight, the open part open to all, and in the reserve a refusal only for a
+        /// tenant that no other tenant exceeds (the largest takes the cut).
+        #[test]
+        fn the_rule_holds_for_any_sequence(
+            capacity in 1u32..12,
+            reserve_share in 0u32..100,
+            ops in proptest::collection::vec((0u8..6, proptest::bool::ANY), 1..200),
+        ) {
+            let reserve = capacity * reserve_share / 100 % capacity;
+            let share = Arc::new(FairShare::new(capacity, reserve).unwrap());
+            let mut held: Vec<Vec<FairPermit>> = (0..6).map(|_| Vec::new()).collect();
+            for (tenant, acquire) in ops {
+                let t = usize::from(tenant);
+                if !acquire {
+                    held[t].pop();
+                    continue;
+                }
+                let total: usize = held.iter().map(Vec::len).sum();
+                let mine = held[t].len();
+                let others_max = (0..6).filter(|&o| o != t).map(|o| held[o].len()).max().unwrap_or(0);
+                let expect = total < (capacity - reserve) as usize
+                    || (total < capacity as usize && others_max > mine);
+                let got = share.try_acquire(&tenant);
+                proptest::prop_assert_eq!(got.is_some(), expect);
+                if let Some(p) = got {
+                    held[t].push(p);
+                }
+                proptest::prop_assert!(share.in_flight() <= capacity);
+            }
+        }
+    }
 }
