@@ -336,9 +336,18 @@ impl RedisLimiter {
 
     /// Forgets `key` in Redis: its next request finds a full limit.
     pub async fn reset(&self, key: &str) -> Result<(), RedisError> {
+        self.reset_with(key, &self.algorithm).await
+    }
+
+    /// [`reset`](Self::reset) under the quota a [`check_with`](Self::check_with) used.
+    pub async fn reset_with(
+        &self,
+        key: &str,
+        algorithm: &RedisAlgorithm,
+    ) -> Result<(), RedisError> {
         let mut connection = self.connection.clone();
         redis::cmd("DEL")
-            .arg(&redis_keys(&self.prefix, key, &self.algorithm)[..])
+            .arg(&redis_keys(&self.prefix, key, algorithm)[..])
             .query_async(&mut connection)
             .await
     }

@@ -152,6 +152,24 @@ async fn a_peek_takes_nothing_and_quotas_passed_per_call_are_separate_tiers() {
             .decision
             .is_allowed());
     }
+    assert!(!limiter
+        .check_with("carol", 50, &paid)
+        .await
+        .unwrap()
+        .decision
+        .is_allowed());
+    limiter.reset_with("carol", &paid).await.unwrap();
+    assert!(limiter
+        .check_with("carol", 50, &paid)
+        .await
+        .unwrap()
+        .decision
+        .is_allowed());
+    limiter.reset("carol").await.unwrap();
+    assert_eq!(
+        limiter.peek("carol", 0).await.unwrap().decision.remaining(),
+        5
+    );
     // Keys in the slot of a chosen tag carry that tag.
     let in_slot = StackedLimit::new(gcra(5), "carol", 1).in_slot_of("acme");
     let verdict = limiter.check_all(&[in_slot]).await.unwrap();
