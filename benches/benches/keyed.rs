@@ -165,5 +165,43 @@ fn new_keys(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, existing_keys, string_keys, new_keys);
+/// Both on a cached clock: governor's `QuantaUpkeepClock` (its upkeep thread updates
+/// quanta's recent time every 1 ms) and portero's `RecentClock`, which reads the same
+/// recent time. An existing key among 10,000, uniform.
+fn cached_clock(c: &mut Criterion) {
+    let mut g = c.benchmark_group("keyed_existing_cached_clock");
+    let upkeep = governor::clock::QuantaUpkeepClock::from_interval(Duration::from_millis(1))
+        .expect("no other upkeep thread in this benchmark");
+    let n = 10_000u64;
+    let keys = Arc::new(uniform_keys(n, SEQ));
+    let portero = Arc::new(KeyedLimiter::with_clock(
+        Gcra::new(open_quota()),
+        n as usize,
+        portero::RecentClock::new(),
+    ));
+    let governor = Arc::new(governor::RateLimiter::dashmap_with_clock(
+        governor_open_quota(),
+        upkeep,
+    ));
+    for k in 0..n {
+        portero.check(&k);
+        let _ = governor.check_key(&k);
+    }
+    for threads in [1usize, 2] {
+        let label = format!("{n}_uniform_{threads}t");
+        let p = portero.clone();
+        let f = Arc::new(move |k: u64| p.check(&k).is_allowed());
+        g.bench_function(BenchmarkId::new("portero", &label), |b| {
+            b.iter_custom(|i| on_threads(f.clone(), keys.clone(), threads, i))
+        });
+        let gv = governor.clone();
+        let f = Arc::new(move |k: u64| gv.check_key(&k).is_ok());
+        g.bench_function(BenchmarkId::new("governor", &label), |b| {
+            b.iter_custom(|i| on_threads(f.clone(), keys.clone(), threads, i))
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, existing_keys, string_keys, new_keys, cached_clock);
 criterion_main!(benches);

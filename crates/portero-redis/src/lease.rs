@@ -25,7 +25,11 @@ use portero::Decision;
 use crate::limiter::Mode;
 use crate::{RedisCheckError, RedisLimiter, ServedBy, Verdict};
 
-/// A [`RedisLimiter`] that spends leased batches locally; see the [module docs](self).
+/// A [`RedisLimiter`] that leases up to `batch` units per key in one script call and
+/// spends them locally. Never more than the limit across all instances (units are
+/// charged in Redis when leased), counted over any window lengthened by `lease_for`;
+/// at most one unspent batch per key and instance is lost, never over-admitted. Pick it
+/// for hot keys with large limits.
 #[derive(Debug)]
 pub struct LeasedLimiter {
     limiter: RedisLimiter,

@@ -95,7 +95,11 @@ impl core::fmt::Display for AdaptiveConfigError {
 
 impl core::error::Error for AdaptiveConfigError {}
 
-/// A concurrency limit that adapts to latency; see the [module docs](self).
+/// A concurrency limit that follows latency: a no-load baseline is measured with the
+/// limit pinned low, then after every batch of calls the limit moves by
+/// `baseline × (1 + tolerance) / latency` (clamped to ½–2×) plus `√limit`, and the
+/// baseline is measured again every `rebaseline_every` batches. In-flight count and
+/// limit share one atomic word: every admission sees fewer than `limit` in flight.
 ///
 /// ```
 /// use std::{sync::Arc, time::Duration};

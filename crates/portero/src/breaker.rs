@@ -177,7 +177,10 @@ pub struct BreakerOpen {
     pub retry_after: Duration,
 }
 
-/// A circuit breaker; see the [module docs](self).
+/// A circuit breaker: closed until its [`Trip`] rule fires, then open for `open_for`
+/// (calls refused with the time left), then half-open with exactly one probe whose
+/// answer closes or reopens it. The whole state is one atomic word changed by
+/// compare-and-swap.
 ///
 /// ```
 /// use std::time::Duration;

@@ -148,6 +148,57 @@ impl Clock for UnixClock {
     }
 }
 
+/// quanta's cached "recent" time: one atomic load per reading, updated by an upkeep
+/// thread every `interval` (so readings lag by up to that interval — admissions happen
+/// at most `interval` late, never early: time still only moves forward).
+///
+/// Some upkeep thread must run for the time to move: [`RecentClock::start_upkeep`]
+/// starts quanta's (one per process; another library's, such as governor's
+/// `QuantaUpkeepClock`, serves too). Without one the clock stands still, and a limiter
+/// on it admits its burst and then nothing: it never over-admits.
+#[cfg(feature = "quanta")]
+#[derive(Debug, Clone, Copy)]
+pub struct RecentClock {
+    epoch: quanta::Instant,
+}
+
+/// Keeps quanta's upkeep thread running; dropping it stops the thread.
+#[cfg(feature = "quanta")]
+#[derive(Debug)]
+pub struct UpkeepGuard(#[allow(dead_code)] quanta::Handle);
+
+#[cfg(feature = "quanta")]
+impl RecentClock {
+    /// A clock whose epoch is the current recent time.
+    pub fn new() -> Self {
+        Self {
+            epoch: quanta::Instant::recent(),
+        }
+    }
+
+    /// Starts quanta's upkeep thread, updating the recent time every `interval`. Fails
+    /// if one is already running in this process (then that one keeps the time).
+    pub fn start_upkeep(interval: core::time::Duration) -> Result<UpkeepGuard, quanta::Error> {
+        quanta::Upkeep::new(interval).start().map(UpkeepGuard)
+    }
+}
+
+#[cfg(feature = "quanta")]
+impl Default for RecentClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(feature = "quanta")]
+impl Clock for RecentClock {
+    #[inline]
+    fn now(&self) -> u64 {
+        let elapsed = quanta::Instant::recent().saturating_duration_since(self.epoch);
+        u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX)
+    }
+}
+
 /// The TSC clock of the `quanta` crate, counted from the clock's creation.
 ///
 /// Reads the CPU's time-stamp counter and scales it with a calibration done once per
@@ -289,6 +340,24 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(2));
             let b = q.now();
             assert!(b >= a + 1_000_000, "quanta advanced {} ns over 2 ms", b - a);
+        }
+    }
+
+    #[cfg(feature = "quanta")]
+    #[test]
+    fn the_recent_clock_moves_with_its_upkeep_and_never_backwards() {
+        let _upkeep = RecentClock::start_upkeep(std::time::Duration::from_millis(1));
+        let clock = RecentClock::new();
+        let mut last = clock.now();
+        let start = std::time::Instant::now();
+        while clock.now() < 5_000_000 {
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(5),
+                "the time never moved"
+            );
+            let now = clock.now();
+            assert!(now >= last);
+            last = now;
         }
     }
 }

@@ -53,7 +53,8 @@
 //! ## Features
 //! - `std` (default): [`StdClock`], [`CoarseClock`], [`UnixClock`], [`SlidingLog`],
 //!   [`Policies`], [`Striped`], seeded [`KeyedLimiter`] construction.
-//! - `quanta` (default): [`QuantaClock`], the default clock.
+//! - `quanta` (default): [`QuantaClock`], the default clock; [`RecentClock`], quanta's
+//!   cached time (one atomic load a reading; an upkeep thread keeps it).
 //! - `alloc`: [`KeyedLimiter`] without `std` (seed it with `with_hasher`).
 //! - `tokio`: an async wait on the [`LeakyQueue`] shaper.
 //! - `testing`: views of internal state (`raw_state`, `state_of`, `count_slots`) for
@@ -103,11 +104,11 @@ pub use adaptive::{AdaptiveConcurrency, AdaptiveConfig, AdaptiveConfigError, Ada
 pub use any::{AlgorithmName, AnyAlgorithm, AnyAlgorithmError};
 pub use breaker::{BreakerCall, BreakerError, BreakerOpen, CircuitBreaker, Trip, MAX_RATE_WINDOW};
 pub use calendar::{CalendarQuota, Period};
-#[cfg(feature = "quanta")]
-pub use clock::QuantaClock;
 pub use clock::{Clock, DefaultClock, ManualClock};
 #[cfg(feature = "std")]
 pub use clock::{CoarseClock, StdClock, UnixClock};
+#[cfg(feature = "quanta")]
+pub use clock::{QuantaClock, RecentClock, UpkeepGuard};
 #[cfg(feature = "alloc")]
 pub use concurrency::OwnedPermit;
 pub use concurrency::{ConcurrencyLimit, Permit};

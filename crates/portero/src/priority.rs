@@ -42,7 +42,9 @@ impl core::fmt::Display for PriorityError {
 
 impl core::error::Error for PriorityError {}
 
-/// A concurrency limit with a ceiling per priority class; see the [module docs](self).
+/// A concurrency limit with a ceiling per priority class: class `i` takes a permit only
+/// while fewer than its ceiling are in flight (class 0's ceiling is the capacity),
+/// checked and taken in one compare-and-swap on the shared in-flight count.
 ///
 /// ```
 /// use std::sync::Arc;
