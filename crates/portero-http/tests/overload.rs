@@ -341,3 +341,86 @@ async fn a_call_past_its_timeout_fails_and_counts() {
         Err(BreakerCallError::Open(_))
     ));
 }
+
+/// One handler running, for as long as it lives.
+struct Running(Arc<AtomicU32>);
+
+impl Running {
+    fn enter(running: &Arc<AtomicU32>, most: &AtomicU32) -> Self {
+        let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+        most.fetch_max(now, Ordering::SeqCst);
+        Self(running.clone())
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The line's invariant under a storm: 300 requests with random deadlines (some past
+/// before a slot frees, some leaving early) through 3 slots and a line of 20, on a
+/// multi-threaded runtime. Afterwards nothing runs and nothing waits: no slot was lost
+/// to a waiter that left or expired while it was being handed over, and never more
+/// than 3 ran at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn no_slot_is_lost_when_waiters_expire_or_leave_during_hand_over() {
+    let running = Arc::new(AtomicU32::new(0));
+    let most = Arc::new(AtomicU32::new(0));
+    let app = {
+        let (running, most) = (running.clone(), most.clone());
+        Router::new().fallback(move || {
+            let (running, most) = (running.clone(), most.clone());
+            async move {
+                // Counted down on drop too: a client that leaves drops its handler.
+                let _running = Running::enter(&running, &most);
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                "done"
+            }
+        })
+    };
+    let layer = DeadlineQueueLayer::new(3, 20, Duration::from_millis(50))
+        .timeout_header(http::HeaderName::from_static("x-request-timeout-ms"));
+    let app = app.layer(layer.clone());
+    // Four storms: the races are timing-dependent, each storm is another chance.
+    for _storm in 0..4 {
+        let tasks: Vec<_> = (0..300u64)
+            .map(|i| {
+                let app = app.clone();
+                tokio::spawn(async move {
+                    // Spread over ≈ 45 ms, so the line is busy the whole time.
+                    tokio::time::sleep(Duration::from_micros(i * 150)).await;
+                    let budget = (i * 7919 % 30).to_string();
+                    let request = app.oneshot(get_path("/", &[("x-request-timeout-ms", &budget)]));
+                    if i % 5 == 0 {
+                        // This client gives up after 1 ms, whatever the line is doing.
+                        let _ = tokio::time::timeout(Duration::from_millis(1), request).await;
+                    } else {
+                        let status = request.await.unwrap().status();
+                        assert!(
+                            status == StatusCode::OK || status == StatusCode::SERVICE_UNAVAILABLE
+                        );
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while layer.running() + layer.waiting() > 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "slots lost: {} running, {} waiting",
+                layer.running(),
+                layer.waiting()
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    assert!(
+        most.load(Ordering::SeqCst) <= 3,
+        "never more than 3 at once"
+    );
+}
