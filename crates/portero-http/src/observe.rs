@@ -2,9 +2,13 @@
 //! `metrics` and `tracing` this compiles to nothing, and with them and no recorder or
 //! subscriber installed each call is a few loads.
 //!
-//! Metric: `portero_requests_total{policy, outcome}`, a counter; `outcome` is one of
-//! [`Outcome`]'s names. Event (`tracing`, level INFO, target `portero_http`): one per
-//! refused or shadow-refused request, with the policy and the outcome.
+//! Metrics: `portero_requests_total{policy, outcome}`, a counter; `outcome` is one of
+//! [`Outcome`]'s names. `portero_shed_total{layer, reason}`, a counter of requests the
+//! overload layers answered without the inner service: `load_shed` / `over_capacity`,
+//! `deadline_queue` / `queue_full` or `deadline_passed`, `circuit_breaker` /
+//! `circuit_open`. Events (`tracing`, level INFO, target `portero_http`): one per
+//! refused or shadow-refused request, with the policy and the outcome; one per shed
+//! request, with the layer and the reason.
 
 use crate::headers::Policy;
 
@@ -53,4 +57,14 @@ pub(crate) fn record(policy: &Policy, outcome: Outcome) {
         );
     }
     let _ = (policy, outcome);
+}
+
+/// Counts a request an overload layer answered without calling the inner service.
+#[inline]
+pub(crate) fn shed(layer: &'static str, reason: &'static str) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!("portero_shed_total", "layer" => layer, "reason" => reason).increment(1);
+    #[cfg(feature = "tracing")]
+    tracing::info!(layer, reason, "shed");
+    let _ = (layer, reason);
 }

@@ -18,6 +18,10 @@ use portero_http::{BreakerCallError, CircuitBreakerLayer, LoadShedLayer};
 use tokio::sync::Semaphore;
 use tower::{service_fn, Layer, ServiceExt};
 
+mod support {
+    pub mod counters;
+}
+
 /// A handler that counts its calls and holds each request until `open` lets it go.
 fn held(calls: Arc<AtomicU32>, open: Arc<Semaphore>) -> Router {
     Router::new().fallback(move || {
@@ -423,4 +427,61 @@ async fn no_slot_is_lost_when_waiters_expire_or_leave_during_hand_over() {
         most.load(Ordering::SeqCst) <= 3,
         "never more than 3 at once"
     );
+}
+
+/// Requests the overload layers answer without the inner service are counted:
+/// `portero_shed_total{layer, reason}` (decided in `call`, so a local recorder sees them).
+#[tokio::test]
+async fn shed_requests_are_counted_by_layer_and_reason() {
+    use tower::Service;
+    let recorder = support::counters::Counters::default();
+    let held = || {
+        service_fn(|_: Request<Body>| async {
+            std::future::pending::<()>().await;
+            Ok::<_, std::convert::Infallible>(Response::new(Body::empty()))
+        })
+    };
+    let mut shed = LoadShedLayer::new(
+        Arc::new(portero::ConcurrencyLimit::new(1)),
+        Duration::from_secs(1),
+    )
+    .layer(held());
+    let mut queue = DeadlineQueueLayer::new(1, 1, Duration::from_secs(60)).layer(held());
+    let breaker = Arc::new(CircuitBreaker::new(1, Duration::from_secs(30)).unwrap());
+    let mut client = CircuitBreakerLayer::new(breaker.clone()).layer(service_fn(|_: ()| async {
+        Ok::<_, std::convert::Infallible>(
+            Response::builder().status(500).body(String::new()).unwrap(),
+        )
+    }));
+    client.call(()).await.unwrap(); // one failure opens it
+    let mut kept = Vec::new();
+    metrics::with_local_recorder(&recorder, || {
+        for _ in 0..3 {
+            kept.push(shed.call(get_path("/", &[])));
+        }
+        let mut q = Vec::new();
+        for _ in 0..4 {
+            q.push(queue.call(get_path("/", &[])));
+        }
+        drop(q);
+        for _ in 0..2 {
+            drop(client.call(()));
+        }
+    });
+    let get = |layer: &str, reason: &str| {
+        recorder.get(&format!(
+            "portero_shed_total{{layer={layer},reason={reason}}}"
+        ))
+    };
+    assert_eq!(
+        get("load_shed", "over_capacity"),
+        2,
+        "one of three gets the slot"
+    );
+    assert_eq!(
+        get("deadline_queue", "queue_full"),
+        2,
+        "one runs, one waits"
+    );
+    assert_eq!(get("circuit_breaker", "circuit_open"), 2);
 }

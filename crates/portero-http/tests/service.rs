@@ -12,6 +12,11 @@ use portero::{ConcurrencyLimit, Gcra, KeyedLimiter, ManualClock, Quota};
 use portero_http::{LoadShedLayer, Policy, RateLimitLayer, WhenTableFull};
 use tower::ServiceExt;
 
+mod support {
+    pub mod counters;
+}
+use support::counters::Counters;
+
 type Limiter = KeyedLimiter<String, Gcra, Arc<ManualClock>>;
 
 fn client_key(req: &Request<Body>) -> Option<String> {
@@ -275,63 +280,6 @@ async fn a_refused_request_body_is_never_read() {
         let status = app.clone().oneshot(req).await.unwrap().status();
         assert_eq!(status == StatusCode::OK, expect_read);
         assert_eq!(read.load(std::sync::atomic::Ordering::SeqCst), expect_read);
-    }
-}
-
-/// A recorder that keeps each counter by its name and labels.
-#[derive(Default)]
-struct Counters(
-    std::sync::Mutex<std::collections::HashMap<String, Arc<std::sync::atomic::AtomicU64>>>,
-);
-
-impl Counters {
-    fn get(&self, key: &str) -> u64 {
-        let map = self.0.lock().unwrap();
-        map.get(key)
-            .map_or(0, |c| c.load(std::sync::atomic::Ordering::SeqCst))
-    }
-}
-
-impl metrics::Recorder for Counters {
-    fn describe_counter(
-        &self,
-        _: metrics::KeyName,
-        _: Option<metrics::Unit>,
-        _: metrics::SharedString,
-    ) {
-    }
-    fn describe_gauge(
-        &self,
-        _: metrics::KeyName,
-        _: Option<metrics::Unit>,
-        _: metrics::SharedString,
-    ) {
-    }
-    fn describe_histogram(
-        &self,
-        _: metrics::KeyName,
-        _: Option<metrics::Unit>,
-        _: metrics::SharedString,
-    ) {
-    }
-    fn register_counter(&self, key: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Counter {
-        let labels: Vec<String> = key
-            .labels()
-            .map(|l| format!("{}={}", l.key(), l.value()))
-            .collect();
-        let name = format!("{}{{{}}}", key.name(), labels.join(","));
-        let counter = self.0.lock().unwrap().entry(name).or_default().clone();
-        metrics::Counter::from_arc(counter)
-    }
-    fn register_gauge(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Gauge {
-        metrics::Gauge::noop()
-    }
-    fn register_histogram(
-        &self,
-        _: &metrics::Key,
-        _: &metrics::Metadata<'_>,
-    ) -> metrics::Histogram {
-        metrics::Histogram::noop()
     }
 }
 

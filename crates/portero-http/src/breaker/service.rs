@@ -9,6 +9,7 @@ use tower_service::Service;
 
 use super::future::{CircuitBreakerFuture, State};
 use super::{BreakerCallError, CircuitBreakerLayer};
+use crate::observe::shed;
 
 /// The service [`CircuitBreakerLayer`] builds.
 pub struct CircuitBreakerService<S, B, C> {
@@ -55,12 +56,15 @@ where
                 call: Some(call),
                 is_failure: self.layer.is_failure.clone(),
             },
-            Err(open) => State::Open {
-                answer: Some(match &self.layer.fallback {
-                    Some(fallback) => Ok(fallback(open)),
-                    None => Err(open),
-                }),
-            },
+            Err(open) => {
+                shed("circuit_breaker", "circuit_open");
+                State::Open {
+                    answer: Some(match &self.layer.fallback {
+                        Some(fallback) => Ok(fallback(open)),
+                        None => Err(open),
+                    }),
+                }
+            }
         };
         CircuitBreakerFuture { state }
     }

@@ -11,6 +11,7 @@ use tower_service::Service;
 use super::gate::Entry;
 use super::DeadlineQueueLayer;
 use crate::answer::service_unavailable;
+use crate::observe::shed;
 
 /// The response future of a [`DeadlineQueueService`]: boxed, because it waits in line
 /// and then drives a clone of the inner service (the queue is the slow path; the
@@ -45,6 +46,9 @@ where
     fn call(&mut self, request: Request<ReqB>) -> Self::Future {
         let deadline = Instant::now() + self.layer.timeout_of(request.headers());
         let entry = self.layer.gate.enter(deadline);
+        if matches!(entry, Entry::Full) {
+            shed("deadline_queue", "queue_full");
+        }
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let refused = service_unavailable::<ResB>(&self.layer.retry_after);
@@ -55,10 +59,14 @@ where
                 Entry::Wait(line) => match tokio::time::timeout_at(deadline, line).await {
                     Ok(Ok(slot)) => slot,
                     // Past the deadline, or dropped from the line as expired.
-                    _ => return Ok(refused),
+                    _ => {
+                        shed("deadline_queue", "deadline_passed");
+                        return Ok(refused);
+                    }
                 },
             };
             if Instant::now() >= deadline {
+                shed("deadline_queue", "deadline_passed");
                 return Ok(refused); // its client has given up: never run it
             }
             std::future::poll_fn(|cx| inner.poll_ready(cx)).await?;

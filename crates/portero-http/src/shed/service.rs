@@ -9,6 +9,7 @@ use super::admission::Admission;
 use super::future::{LoadShedFuture, State};
 use super::LoadShedLayer;
 use crate::answer::service_unavailable;
+use crate::observe::shed;
 
 /// The service [`LoadShedLayer`] builds.
 #[derive(Debug, Clone)]
@@ -37,9 +38,12 @@ where
                 inner: self.inner.call(request),
                 permit: Some(permit),
             },
-            None => State::Shed {
-                response: Some(service_unavailable(&self.layer.retry_after)),
-            },
+            None => {
+                shed("load_shed", "over_capacity");
+                State::Shed {
+                    response: Some(service_unavailable(&self.layer.retry_after)),
+                }
+            }
         };
         LoadShedFuture { state }
     }
