@@ -165,20 +165,25 @@ fn breaker_lets_exactly_one_probe_through() {
 /// breaker opens.
 #[test]
 fn breaker_loses_no_failure() {
-    loom::model(|| {
-        let breaker = breaker(2, std::time::Duration::from_secs(30));
-        let handles: Vec<_> = (0..2)
-            .map(|_| {
-                let b = breaker.clone();
-                thread::spawn(move || {
-                    b.try_call_at(0).unwrap().failure_at(0);
-                    true
-                })
+    loom::model(|| two_failures_at_once_open(portero::Trip::InARow(2)));
+}
+
+/// Two threads each report a failure at t = 0 on a breaker tripping by `rule` after two:
+/// both are recorded, so it is open afterwards.
+fn two_failures_at_once_open(rule: portero::Trip) {
+    let b = portero::CircuitBreaker::tripping(rule, std::time::Duration::from_secs(30));
+    let breaker = Arc::new(b.unwrap().with_clock(ManualClock::new()));
+    let handles: Vec<_> = (0..2)
+        .map(|_| {
+            let b = breaker.clone();
+            thread::spawn(move || {
+                b.try_call_at(0).unwrap().failure_at(0);
+                true
             })
-            .collect();
-        assert_eq!(admitted(handles), 2);
-        assert!(breaker.try_call_at(0).is_err(), "open after two failures");
-    });
+        })
+        .collect();
+    assert_eq!(admitted(handles), 2);
+    assert!(breaker.try_call_at(0).is_err(), "open after two failures");
 }
 
 /// A breaker on a manual clock, shared between threads.
@@ -226,24 +231,11 @@ fn striped_admits_exactly_the_burst() {
 #[test]
 fn breaker_rate_rule_loses_no_failure() {
     loom::model(|| {
-        let rule = portero::Trip::FailureRate {
+        two_failures_at_once_open(portero::Trip::FailureRate {
             percent: 100,
             window: 2,
             min_calls: 2,
-        };
-        let b = portero::CircuitBreaker::tripping(rule, std::time::Duration::from_secs(30));
-        let breaker = Arc::new(b.unwrap().with_clock(ManualClock::new()));
-        let handles: Vec<_> = (0..2)
-            .map(|_| {
-                let b = breaker.clone();
-                thread::spawn(move || {
-                    b.try_call_at(0).unwrap().failure_at(0);
-                    true
-                })
-            })
-            .collect();
-        assert_eq!(admitted(handles), 2);
-        assert!(breaker.try_call_at(0).is_err(), "open after two failures");
+        })
     });
 }
 
