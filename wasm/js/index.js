@@ -182,6 +182,18 @@ export function rateLimitHeaders(decision, { policy = "default", quota, windowSe
   return headers;
 }
 
+// `rateLimitHeaders` for a limiter's own quota.
+function headersFor({ limit, periodMs }, decision, policy) {
+  return rateLimitHeaders(decision, { policy, quota: limit, windowSeconds: Math.ceil(periodMs / 1000) });
+}
+
+// `options.algorithm` (default "gcra"), one of the module's names.
+function algorithmOf(options) {
+  const algorithm = options.algorithm ?? "gcra";
+  if (!ALGORITHMS.includes(algorithm)) fail(`algorithm must be one of ${ALGORITHMS.join(", ")}, got ${String(algorithm)}`);
+  return algorithm;
+}
+
 class Single {
   #raw;
   #quota;
@@ -215,8 +227,7 @@ class Single {
   }
   /** `rateLimitHeaders` with this limiter's quota. */
   headers(decision, policy = "default") {
-    const { limit, periodMs } = this.#quota;
-    return rateLimitHeaders(decision, { policy, quota: limit, windowSeconds: Math.ceil(periodMs / 1000) });
+    return headersFor(this.#quota, decision, policy);
   }
 }
 
@@ -268,8 +279,7 @@ export class KeyedLimiter {
   constructor(options) {
     needReady();
     this.#quota = quotaOf(options);
-    const algorithm = options.algorithm ?? "gcra";
-    if (!ALGORITHMS.includes(algorithm)) fail(`algorithm must be one of ${ALGORITHMS.join(", ")}, got ${String(algorithm)}`);
+    const algorithm = algorithmOf(options);
     const maxKeys = options.maxKeys ?? 100_000;
     if (!isNumber(maxKeys)) fail(`maxKeys must be a number, got ${String(maxKeys)}`);
     this.#options = { algorithm, maxKeys, evict: options.evict === true };
@@ -332,8 +342,7 @@ export class KeyedLimiter {
   }
   /** `rateLimitHeaders` with this limiter's quota. */
   headers(decision, policy = "default") {
-    const { limit, periodMs } = this.#quota;
-    return rateLimitHeaders(decision, { policy, quota: limit, windowSeconds: Math.ceil(periodMs / 1000) });
+    return headersFor(this.#quota, decision, policy);
   }
 }
 
@@ -348,8 +357,7 @@ export class Rule {
   constructor(options) {
     needReady();
     this.#quota = quotaOf(options);
-    const algorithm = options.algorithm ?? "gcra";
-    if (!ALGORITHMS.includes(algorithm)) fail(`algorithm must be one of ${ALGORITHMS.join(", ")}, got ${String(algorithm)}`);
+    const algorithm = algorithmOf(options);
     const { limit, periodMs, burst } = this.#quota;
     this.#raw = guard(() => new RawRule(algorithm, limit, periodMs, burst));
     /** The state of a key that has used nothing. */
@@ -368,7 +376,6 @@ export class Rule {
   }
   /** `rateLimitHeaders` with this rule's quota. */
   headers(decision, policy = "default") {
-    const { limit, periodMs } = this.#quota;
-    return rateLimitHeaders(decision, { policy, quota: limit, windowSeconds: Math.ceil(periodMs / 1000) });
+    return headersFor(this.#quota, decision, policy);
   }
 }
