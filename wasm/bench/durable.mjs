@@ -2,21 +2,12 @@
 // Object), and ten keys in one call against ten calls. `npm run bench:durable` (after
 // `cargo xtask wasm`). Sequential HTTP requests from Node over loopback; prints the
 // median and p90 per request, and the Durable Object's share (exact − local).
-import { spawn } from "node:child_process";
-import { createServer } from "node:net";
 import { unlinkSync, writeFileSync } from "node:fs";
-import { fileURLToPath } from "node:url";
+import { freePort, root, startWorkerd, stopWorkerd } from "../test/support/workerd.mjs";
 
-const root = fileURLToPath(new URL("..", import.meta.url));
-const binary = `${root}node_modules/@cloudflare/workerd-linux-64/bin/workerd`;
 const N = 2_000;
 
-const port = await new Promise((resolve) => {
-  const srv = createServer().listen(0, "127.0.0.1", () => {
-    const { port } = srv.address();
-    srv.close(() => resolve(port));
-  });
-});
+const port = await freePort();
 const config = `${root}.workerd-bench-${process.pid}.capnp`;
 writeFileSync(
   config,
@@ -40,17 +31,8 @@ const w :Workerd.Worker = (
 );
 `,
 );
-const child = spawn(binary, ["serve", config], { stdio: "ignore" });
+const { child } = await startWorkerd(config, [port], { path: "/local", init: {} });
 try {
-  for (let i = 0; ; i++) {
-    try {
-      await (await fetch(`http://127.0.0.1:${port}/local`)).text();
-      break;
-    } catch {
-      if (i > 300) throw new Error("workerd did not start");
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  }
   const results = [];
   for (const [name, path] of [
     ["1 key, local", "/local"],
@@ -75,6 +57,6 @@ try {
     console.log(`${name.padEnd(32)} p50 ${p50.toFixed(0).padStart(6)} µs   p90 ${p90.toFixed(0).padStart(6)} µs`);
   }
 } finally {
-  child.kill("SIGTERM");
+  await stopWorkerd(child);
   unlinkSync(config);
 }

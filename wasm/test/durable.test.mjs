@@ -4,33 +4,18 @@
 // restarts it, and stops it by its own process id.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
-import { createServer } from "node:net";
 import { existsSync, mkdtempSync, rmSync, unlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { binary, freePort, root, startWorkerd, stopWorkerd } from "./support/workerd.mjs";
 
-const root = fileURLToPath(new URL("..", import.meta.url));
-const binary = `${root}node_modules/@cloudflare/workerd-linux-64/bin/workerd`;
 const LIMIT = 50; // per hour: nothing comes back during the test, restarts included
 
 let child;
 let ports;
 let config;
 let disk;
-let log = "";
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.on("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
-    });
-  });
-}
+let log = () => "";
 
 const modules = `[
     (name = "example/durable-worker.js", esModule = embed "example/durable-worker.js"),
@@ -80,36 +65,16 @@ const other :Workerd.Worker = (
 }
 
 async function start() {
-  log = "";
-  child = spawn(binary, ["serve", config], { stdio: ["ignore", "pipe", "pipe"] });
-  child.stdout.on("data", (d) => (log += d));
-  child.stderr.on("data", (d) => (log += d));
-  const deadline = Date.now() + 30_000;
-  for (const port of ports) {
-    for (;;) {
-      if (child.exitCode !== null) throw new Error(`workerd exited (${child.exitCode}):\n${log}`);
-      try {
-        const r = await fetch(`http://127.0.0.1:${port}/__stats`, { headers: { "CF-Connecting-IP": "192.0.2.1" } });
-        await r.text();
-        break;
-      } catch {
-        if (Date.now() > deadline) throw new Error(`workerd did not start in 30 s:\n${log}`);
-        await new Promise((r) => setTimeout(r, 100));
-      }
-    }
-  }
+  const started = await startWorkerd(config, ports, {
+    path: "/__stats",
+    init: { headers: { "CF-Connecting-IP": "192.0.2.1" } },
+  });
+  child = started.child;
+  log = started.log;
 }
 
 async function stop() {
-  if (child && child.exitCode === null && child.signalCode === null) {
-    const exited = new Promise((r) => child.once("exit", r));
-    process.kill(child.pid, "SIGTERM");
-    await Promise.race([exited, new Promise((r) => setTimeout(r, 5_000))]);
-    if (child.exitCode === null && child.signalCode === null) {
-      process.kill(child.pid, "SIGKILL");
-      await exited;
-    }
-  }
+  await stopWorkerd(child);
 }
 
 before(async () => {
@@ -142,7 +107,7 @@ test("400 concurrent requests through two services admit exactly 50 (the race, a
   const statuses = await Promise.all(responses.map(async (r) => (await r.text(), r.status)));
   const count = {};
   for (const s of statuses) count[s] = (count[s] ?? 0) + 1;
-  assert.equal(statuses.filter((s) => s === 200).length, LIMIT, `${JSON.stringify(count)}\n${log}`);
+  assert.equal(statuses.filter((s) => s === 200).length, LIMIT, `${JSON.stringify(count)}\n${log()}`);
   assert.equal(statuses.filter((s) => s === 429).length, 400 - LIMIT);
   const refused = responses.find((r) => r.status === 429);
   assert.ok(Number(refused.headers.get("Retry-After")) >= 1);

@@ -3,30 +3,14 @@
 // exactly the allowed number pass and the rest get 429 with the right headers.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
-import { createServer } from "node:net";
 import { existsSync, unlinkSync, writeFileSync } from "node:fs";
-import { fileURLToPath } from "node:url";
+import { binary, freePort, root, startWorkerd, stopWorkerd } from "./support/workerd.mjs";
 
-const root = fileURLToPath(new URL("..", import.meta.url));
-const binary = `${root}node_modules/@cloudflare/workerd-linux-64/bin/workerd`;
 const RATE = 5; // per minute, burst 5: no token comes back during the test
 
 let child;
 let port;
 let config;
-let log = "";
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.on("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 before(async () => {
   assert.ok(existsSync(binary), `workerd binary missing at ${binary}: run npm ci in wasm/`);
@@ -52,30 +36,14 @@ const w :Workerd.Worker = (
 );
 `,
   );
-  // Started directly, so child.pid is workerd's own PID.
-  child = spawn(binary, ["serve", config], { stdio: ["ignore", "pipe", "pipe"] });
-  child.stdout.on("data", (d) => (log += d));
-  child.stderr.on("data", (d) => (log += d));
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`workerd exited (${child.exitCode}):\n${log}`);
-    try {
-      await fetch(`http://127.0.0.1:${port}/`, { headers: { "CF-Connecting-IP": "192.0.2.250" } });
-      break;
-    } catch {
-      if (Date.now() > deadline) throw new Error(`workerd did not start in 30 s:\n${log}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  }
+  ({ child } = await startWorkerd(config, [port], {
+    path: "/",
+    init: { headers: { "CF-Connecting-IP": "192.0.2.250" } },
+  }));
 });
 
 after(async () => {
-  if (child && child.exitCode === null) {
-    const exited = new Promise((r) => child.once("exit", r));
-    process.kill(child.pid, "SIGTERM");
-    await Promise.race([exited, new Promise((r) => setTimeout(r, 5_000))]);
-    if (child.exitCode === null && child.signalCode === null) process.kill(child.pid, "SIGKILL");
-  }
+  await stopWorkerd(child);
   if (config && existsSync(config)) unlinkSync(config);
 });
 

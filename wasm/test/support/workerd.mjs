@@ -1,0 +1,62 @@
+// Starting and stopping workerd (from npm) for tests and benchmarks: a free loopback
+// port, the binary started directly (so its process id is workerd's own), a wait until
+// it answers, and a stop by that process id.
+import { spawn } from "node:child_process";
+import { createServer } from "node:net";
+import { fileURLToPath } from "node:url";
+
+/** The package's root directory (`wasm/`), with a trailing slash. */
+export const root = fileURLToPath(new URL("../..", import.meta.url));
+
+/** The workerd binary npm installed. */
+export const binary = `${root}node_modules/@cloudflare/workerd-linux-64/bin/workerd`;
+
+/** A loopback port that was free a moment ago. */
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.on("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+/**
+ * Serves `config` and waits (up to 30 s) until every port answers `probe` (a path and
+ * request options). Returns the child process and a function giving its output so far.
+ */
+export async function startWorkerd(config, ports, probe = { path: "/", init: {} }) {
+  let log = "";
+  const child = spawn(binary, ["serve", config], { stdio: ["ignore", "pipe", "pipe"] });
+  child.stdout.on("data", (d) => (log += d));
+  child.stderr.on("data", (d) => (log += d));
+  const deadline = Date.now() + 30_000;
+  for (const port of ports) {
+    for (;;) {
+      if (child.exitCode !== null) throw new Error(`workerd exited (${child.exitCode}):\n${log}`);
+      try {
+        await (await fetch(`http://127.0.0.1:${port}${probe.path}`, probe.init)).text();
+        break;
+      } catch {
+        if (Date.now() > deadline) throw new Error(`workerd did not start in 30 s:\n${log}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
+  }
+  return { child, log: () => log };
+}
+
+/** Stops `child` by its process id: SIGTERM, then SIGKILL after 5 s. */
+export async function stopWorkerd(child) {
+  if (child && child.exitCode === null && child.signalCode === null) {
+    const exited = new Promise((r) => child.once("exit", r));
+    process.kill(child.pid, "SIGTERM");
+    await Promise.race([exited, new Promise((r) => setTimeout(r, 5_000))]);
+    if (child.exitCode === null && child.signalCode === null) {
+      process.kill(child.pid, "SIGKILL");
+      await exited;
+    }
+  }
+}
