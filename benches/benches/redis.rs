@@ -113,7 +113,7 @@ fn redis(c: &mut Criterion) {
     g.bench_function("floor_incr_64_tasks", |b| {
         b.iter_custom(|iters| {
             let floor = floor.clone();
-            rt.block_on(in_tasks(iters / TASKS + 1, move |_| {
+            rt.block_on(in_tasks(TASKS, iters / TASKS + 1, move |_| {
                 let mut con = floor.clone();
                 async move {
                     let _: u64 = redis::cmd("INCR")
@@ -128,7 +128,7 @@ fn redis(c: &mut Criterion) {
     g.bench_function("portero_gcra_64_tasks", |b| {
         b.iter_custom(|iters| {
             let limiter = limiter.clone();
-            rt.block_on(in_tasks(iters / TASKS + 1, move |t| {
+            rt.block_on(in_tasks(TASKS, iters / TASKS + 1, move |t| {
                 let l = limiter.clone();
                 async move {
                     let key = format!("k{t}");
@@ -140,7 +140,7 @@ fn redis(c: &mut Criterion) {
     g.bench_function("portero_gcra_64_tasks_hot_key", |b| {
         b.iter_custom(|iters| {
             let limiter = limiter.clone();
-            rt.block_on(in_tasks(iters / TASKS + 1, move |_| {
+            rt.block_on(in_tasks(TASKS, iters / TASKS + 1, move |_| {
                 let l = limiter.clone();
                 async move {
                     assert!(l.check("hot", 1).await.unwrap().decision.is_allowed());
@@ -148,86 +148,56 @@ fn redis(c: &mut Criterion) {
             }))
         })
     });
-    g.bench_function("portero_stack3_one_call_1_task", |b| {
-        b.iter_custom(|iters| {
-            let l = limiter.clone();
-            rt.block_on(async move {
-                let start = Instant::now();
-                let [a, b, c] = stack_algorithms;
-                for _ in 0..iters {
-                    let stack = [
-                        StackedLimit::new(a, "one", 1),
-                        StackedLimit::new(b, "tenant1", 1),
-                        StackedLimit::new(c, "*1", 1),
-                    ];
-                    assert!(l.check_all(&stack).await.unwrap().is_allowed());
-                }
-                start.elapsed()
-            })
-        })
-    });
-    g.bench_function("portero_three_calls_1_task", |b| {
-        b.iter_custom(|iters| {
-            let l = limiter.clone();
-            rt.block_on(async move {
-                let start = Instant::now();
-                let [a, b, c] = stack_algorithms;
-                for _ in 0..iters {
-                    for (alg, k) in [(a, "one"), (b, "tenant1"), (c, "*1")] {
-                        assert!(l
-                            .check_with(k, 1, &alg)
-                            .await
-                            .unwrap()
-                            .decision
-                            .is_allowed());
+    // The same three limits in one stacked call, and as three calls; each task count
+    // on its own tenant and global keys.
+    for (tasks, label) in [(1, "1_task"), (TASKS, "64_tasks")] {
+        g.bench_function(format!("portero_stack3_one_call_{label}"), |b| {
+            b.iter_custom(|iters| {
+                let limiter = limiter.clone();
+                rt.block_on(in_tasks(tasks, iters.div_ceil(tasks), move |t| {
+                    let l = limiter.clone();
+                    async move {
+                        let user = format!("s{t}");
+                        let keys = [
+                            user.as_str(),
+                            &format!("tenant{tasks}"),
+                            &format!("*{tasks}"),
+                        ];
+                        let stack = stack_algorithms
+                            .iter()
+                            .zip(keys)
+                            .map(|(&alg, key)| StackedLimit::new(alg, key, 1))
+                            .collect::<Vec<_>>();
+                        assert!(l.check_all(&stack).await.unwrap().is_allowed());
                     }
-                }
-                start.elapsed()
+                }))
             })
-        })
-    });
-    g.bench_function("portero_stack3_one_call_64_tasks", |b| {
-        b.iter_custom(|iters| {
-            let limiter = limiter.clone();
-            rt.block_on(in_tasks(iters / TASKS + 1, move |t| {
-                let l = limiter.clone();
-                async move {
-                    let key = format!("s{t}");
-                    let [a, b, c] = stack_algorithms;
-                    let stack = [
-                        StackedLimit::new(a, &key, 1),
-                        StackedLimit::new(b, "tenant", 1),
-                        StackedLimit::new(c, "*", 1),
-                    ];
-                    assert!(l.check_all(&stack).await.unwrap().is_allowed());
-                }
-            }))
-        })
-    });
-    g.bench_function("portero_three_calls_64_tasks", |b| {
-        b.iter_custom(|iters| {
-            let limiter = limiter.clone();
-            rt.block_on(in_tasks(iters / TASKS + 1, move |t| {
-                let l = limiter.clone();
-                async move {
-                    let key = format!("s{t}");
-                    let [a, b, c] = stack_algorithms;
-                    for (alg, k) in [(a, key.as_str()), (b, "tenant"), (c, "*")] {
-                        assert!(l
-                            .check_with(k, 1, &alg)
-                            .await
-                            .unwrap()
-                            .decision
-                            .is_allowed());
+        });
+        g.bench_function(format!("portero_three_calls_{label}"), |b| {
+            b.iter_custom(|iters| {
+                let limiter = limiter.clone();
+                rt.block_on(in_tasks(tasks, iters.div_ceil(tasks), move |t| {
+                    let l = limiter.clone();
+                    async move {
+                        let user = format!("s{t}");
+                        let keys = [
+                            user.as_str(),
+                            &format!("tenant{tasks}"),
+                            &format!("*{tasks}"),
+                        ];
+                        for (alg, key) in stack_algorithms.iter().zip(keys) {
+                            let d = l.check_with(key, 1, alg).await.unwrap().decision;
+                            assert!(d.is_allowed());
+                        }
                     }
-                }
-            }))
-        })
-    });
+                }))
+            })
+        });
+    }
     g.bench_function("portero_cached_refusals_64_tasks_hot_key", |b| {
         b.iter_custom(|iters| {
             let cached = cached.clone();
-            rt.block_on(in_tasks(iters / TASKS + 1, move |_| {
+            rt.block_on(in_tasks(TASKS, iters / TASKS + 1, move |_| {
                 let l = cached.clone();
                 async move {
                     let _ = l.check_with("abuser", 1, &tiny).await.unwrap();
@@ -238,7 +208,7 @@ fn redis(c: &mut Criterion) {
     g.bench_function("portero_leases_64_tasks_hot_key", |b| {
         b.iter_custom(|iters| {
             let leased = leased.clone();
-            rt.block_on(in_tasks(iters / TASKS + 1, move |_| {
+            rt.block_on(in_tasks(TASKS, iters / TASKS + 1, move |_| {
                 let l = leased.clone();
                 async move {
                     assert!(l.check("leased", 1).await.unwrap().decision.is_allowed());
@@ -249,14 +219,14 @@ fn redis(c: &mut Criterion) {
     g.finish();
 }
 
-/// `TASKS` tasks, task `t` awaiting `call(t)` `per` times; the wall time for all.
-async fn in_tasks<F, Fut>(per: u64, call: F) -> Duration
+/// `tasks` tasks, task `t` awaiting `call(t)` `per` times; the wall time for all.
+async fn in_tasks<F, Fut>(tasks: u64, per: u64, call: F) -> Duration
 where
     F: Fn(u64) -> Fut + Clone + Send + 'static,
     Fut: std::future::Future<Output = ()> + Send,
 {
     let start = Instant::now();
-    let tasks: Vec<_> = (0..TASKS)
+    let tasks: Vec<_> = (0..tasks)
         .map(|t| {
             let call = call.clone();
             tokio::spawn(async move {
