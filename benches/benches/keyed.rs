@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use criterion::measurement::WallTime;
+use criterion::{criterion_group, criterion_main, BenchmarkGroup, BenchmarkId, Criterion};
 use portero::{Gcra, KeyedLimiter};
 use portero_benches::{governor_open_quota, open_quota, uniform_keys, zipf_keys};
 
@@ -47,6 +48,21 @@ fn on_threads<F: Fn(u64) -> bool + Sync + Send + 'static>(
     start.elapsed()
 }
 
+/// One benchmark `name/label`: `f(key)` over the key sequence on `threads` threads.
+fn bench_on<F: Fn(u64) -> bool + Sync + Send + 'static>(
+    g: &mut BenchmarkGroup<'_, WallTime>,
+    name: &str,
+    label: &str,
+    keys: &Arc<Vec<u64>>,
+    threads: usize,
+    f: F,
+) {
+    let f = Arc::new(f);
+    g.bench_function(BenchmarkId::new(name, label), |b| {
+        b.iter_custom(|i| on_threads(f.clone(), keys.clone(), threads, i))
+    });
+}
+
 fn existing_keys(c: &mut Criterion) {
     let mut g = c.benchmark_group("keyed_existing");
     for (n, dist) in [
@@ -75,30 +91,25 @@ fn existing_keys(c: &mut Criterion) {
         for threads in [1usize, 2] {
             let label = format!("{n}_{dist}_{threads}t");
             let p = portero.clone();
-            let f = Arc::new(move |k: u64| p.check(&k).is_allowed());
-            g.bench_function(BenchmarkId::new("portero", &label), |b| {
-                b.iter_custom(|i| on_threads(f.clone(), keys.clone(), threads, i))
+            bench_on(&mut g, "portero", &label, &keys, threads, move |k| {
+                p.check(&k).is_allowed()
             });
             let gv = governor.clone();
-            let f = Arc::new(move |k: u64| gv.check_key(&k).is_ok());
-            g.bench_function(BenchmarkId::new("governor", &label), |b| {
-                b.iter_custom(|i| on_threads(f.clone(), keys.clone(), threads, i))
+            bench_on(&mut g, "governor", &label, &keys, threads, move |k| {
+                gv.check_key(&k).is_ok()
             });
             if n == 10_000 {
                 let d = dash.clone();
-                let f = Arc::new(move |k: u64| d.get(&k).is_some_and(|s| bump(&s)));
-                g.bench_function(BenchmarkId::new("map_dashmap", &label), |b| {
-                    b.iter_custom(|i| on_threads(f.clone(), keys.clone(), threads, i))
+                bench_on(&mut g, "map_dashmap", &label, &keys, threads, move |k| {
+                    d.get(&k).is_some_and(|s| bump(&s))
                 });
                 let p = papaya.clone();
-                let f = Arc::new(move |k: u64| p.pin().get(&k).is_some_and(bump));
-                g.bench_function(BenchmarkId::new("map_papaya", &label), |b| {
-                    b.iter_custom(|i| on_threads(f.clone(), keys.clone(), threads, i))
+                bench_on(&mut g, "map_papaya", &label, &keys, threads, move |k| {
+                    p.pin().get(&k).is_some_and(bump)
                 });
                 let s = scc.clone();
-                let f = Arc::new(move |k: u64| s.read(&k, |_, v| bump(v)).unwrap_or(false));
-                g.bench_function(BenchmarkId::new("map_scc", &label), |b| {
-                    b.iter_custom(|i| on_threads(f.clone(), keys.clone(), threads, i))
+                bench_on(&mut g, "map_scc", &label, &keys, threads, move |k| {
+                    s.read(&k, |_, v| bump(v)).unwrap_or(false)
                 });
             }
         }
@@ -190,14 +201,12 @@ fn cached_clock(c: &mut Criterion) {
     for threads in [1usize, 2] {
         let label = format!("{n}_uniform_{threads}t");
         let p = portero.clone();
-        let f = Arc::new(move |k: u64| p.check(&k).is_allowed());
-        g.bench_function(BenchmarkId::new("portero", &label), |b| {
-            b.iter_custom(|i| on_threads(f.clone(), keys.clone(), threads, i))
+        bench_on(&mut g, "portero", &label, &keys, threads, move |k| {
+            p.check(&k).is_allowed()
         });
         let gv = governor.clone();
-        let f = Arc::new(move |k: u64| gv.check_key(&k).is_ok());
-        g.bench_function(BenchmarkId::new("governor", &label), |b| {
-            b.iter_custom(|i| on_threads(f.clone(), keys.clone(), threads, i))
+        bench_on(&mut g, "governor", &label, &keys, threads, move |k| {
+            gv.check_key(&k).is_ok()
         });
     }
     g.finish();
