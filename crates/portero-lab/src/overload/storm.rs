@@ -128,16 +128,7 @@ pub fn herd(seed: u64) -> Herd {
             }
         }
         times.sort_unstable();
-        // The most retries in any window [t, t + WINDOW) that starts at a retry.
-        let mut best = 0;
-        let mut lo = 0;
-        for hi in 0..times.len() {
-            while times[hi] - times[lo] >= WINDOW {
-                lo += 1;
-            }
-            best = best.max(hi - lo + 1);
-        }
-        best as u64
+        crate::sim::max_in_window(&times, WINDOW)
     };
     Herd {
         peak_without_jitter: peak(false),
