@@ -24,6 +24,22 @@ fn esc(s: &str) -> String {
         .replace('>', "&gt;")
 }
 
+/// An SVG document `W` wide and `height` high: white background, `title` on top.
+fn document(height: f64, title: &str) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{height}" viewBox="0 0 {W} {height}" font-family="sans-serif" font-size="13">"#
+    );
+    let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    let _ = writeln!(
+        s,
+        r#"<text x="20" y="28" font-size="18" font-weight="bold">{}</text>"#,
+        esc(title)
+    );
+    s
+}
+
 /// Renders the chart for `scenario` and its `outcomes` as an SVG document.
 pub fn render(scenario: &Scenario, outcomes: &[Outcome]) -> String {
     let first = *scenario.arrivals.first().unwrap_or(&0);
@@ -46,17 +62,7 @@ pub fn render(scenario: &Scenario, outcomes: &[Outcome]) -> String {
     let height = bars_top + outcomes.len() as f64 * (bar_h + 10.0) + 60.0;
     let secs = |ns: u64| ns as f64 / 1e9;
 
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{height}" viewBox="0 0 {W} {height}" font-family="sans-serif" font-size="13">"#
-    );
-    let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
-    let _ = writeln!(
-        s,
-        r#"<text x="20" y="28" font-size="18" font-weight="bold">{}</text>"#,
-        esc(scenario.description)
-    );
+    let mut s = document(height, scenario.description);
     let _ = writeln!(
         s,
         r##"<text x="20" y="50" fill="#555">limit {} per {} s · ticks: arrivals (grey), admitted / released (colour)</text>"##,
@@ -171,17 +177,7 @@ pub fn lines(title: &str, x_label: &str, y_label: &str, series: &[(&str, Vec<f64
         * 1.1;
     let x = |i: usize| LEFT + i as f64 / len as f64 * (W - LEFT - RIGHT);
     let y = |v: f64| H - BOTTOM - v / top * (H - BOTTOM - TOP);
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="13">"#
-    );
-    let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
-    let _ = writeln!(
-        s,
-        r#"<text x="20" y="28" font-size="18" font-weight="bold">{}</text>"#,
-        esc(title)
-    );
+    let mut s = document(H, title);
     let (x0, x1, y0) = (x(0), x(len), y(0.0));
     let _ = writeln!(
         s,
