@@ -157,15 +157,10 @@ fn redis(c: &mut Criterion) {
                 rt.block_on(in_tasks(tasks, iters.div_ceil(tasks), move |t| {
                     let l = limiter.clone();
                     async move {
-                        let user = format!("s{t}");
-                        let keys = [
-                            user.as_str(),
-                            &format!("tenant{tasks}"),
-                            &format!("*{tasks}"),
-                        ];
+                        let keys = stack_keys(t, tasks);
                         let stack = stack_algorithms
                             .iter()
-                            .zip(keys)
+                            .zip(&keys)
                             .map(|(&alg, key)| StackedLimit::new(alg, key, 1))
                             .collect::<Vec<_>>();
                         assert!(l.check_all(&stack).await.unwrap().is_allowed());
@@ -179,13 +174,8 @@ fn redis(c: &mut Criterion) {
                 rt.block_on(in_tasks(tasks, iters.div_ceil(tasks), move |t| {
                     let l = limiter.clone();
                     async move {
-                        let user = format!("s{t}");
-                        let keys = [
-                            user.as_str(),
-                            &format!("tenant{tasks}"),
-                            &format!("*{tasks}"),
-                        ];
-                        for (alg, key) in stack_algorithms.iter().zip(keys) {
+                        let keys = stack_keys(t, tasks);
+                        for (alg, key) in stack_algorithms.iter().zip(&keys) {
                             let d = l.check_with(key, 1, alg).await.unwrap().decision;
                             assert!(d.is_allowed());
                         }
@@ -217,6 +207,15 @@ fn redis(c: &mut Criterion) {
         })
     });
     g.finish();
+}
+
+/// The stack benchmarks' user, tenant and global keys for task `t` of `tasks`.
+fn stack_keys(t: u64, tasks: u64) -> [String; 3] {
+    [
+        format!("s{t}"),
+        format!("tenant{tasks}"),
+        format!("*{tasks}"),
+    ]
 }
 
 /// `tasks` tasks, task `t` awaiting `call(t)` `per` times; the wall time for all.
