@@ -271,8 +271,32 @@ impl<C: Clock> CircuitBreaker<C> {
     /// period ends; then the first caller becomes the one probe (half-open) and everyone
     /// else is refused until the probe reports.
     pub fn try_call_at(&self, now: u64) -> Result<BreakerCall<'_, C>, BreakerOpen> {
+        let probe = self.enter(now)?;
+        Ok(BreakerCall {
+            breaker: Handle::Borrowed(self),
+            probe,
+            reported: false,
+        })
+    }
+
+    /// [`try_call`](Self::try_call) for a shared breaker: the call keeps the breaker
+    /// alive and may move to another task (a request's future).
+    #[cfg(feature = "alloc")]
+    pub fn try_call_owned(
+        self: &alloc::sync::Arc<Self>,
+    ) -> Result<BreakerCall<'static, C>, BreakerOpen> {
+        let probe = self.enter(self.clock.now())?;
+        Ok(BreakerCall {
+            breaker: Handle::Shared(self.clone()),
+            probe,
+            reported: false,
+        })
+    }
+
+    /// Lets a call in at `now` (ns), or refuses it; `true` when it is the probe.
+    fn enter(&self, now: u64) -> Result<bool, BreakerOpen> {
         let now_ms = now.min(crate::MAX_TIME_NANOS) / NANOS_PER_MS;
-        let probe = self.word.apply(|w| {
+        self.word.apply(|w| {
             Ok(match Word::decode(w) {
                 Word::Closed(_) => Transition::keep(false),
                 Word::Open { until_ms } if now_ms >= until_ms => {
@@ -290,27 +314,6 @@ impl<C: Clock> CircuitBreaker<C> {
                     })
                 }
             })
-        })?;
-        Ok(BreakerCall {
-            breaker: Handle::Borrowed(self),
-            probe,
-            reported: false,
-        })
-    }
-
-    /// [`try_call`](Self::try_call) for a shared breaker: the call keeps the breaker
-    /// alive and may move to another task (a request's future).
-    #[cfg(feature = "alloc")]
-    pub fn try_call_owned(
-        self: &alloc::sync::Arc<Self>,
-    ) -> Result<BreakerCall<'static, C>, BreakerOpen> {
-        let call = self.try_call()?;
-        let probe = call.probe;
-        core::mem::forget(call); // the same call, held through the Arc instead
-        Ok(BreakerCall {
-            breaker: Handle::Shared(self.clone()),
-            probe,
-            reported: false,
         })
     }
 
