@@ -27,6 +27,7 @@ export class PorteroShard extends DurableObject {
   #rules = new Map(); // rule id -> Rule
   #stats = { checks: 0, batches: 0 };
   #sweepMs = SWEEP_MS;
+  #alarmAt = null; // when the sweep alarm is set for (kept here: no storage read per check)
 
   constructor(ctx, env) {
     super(ctx, env);
@@ -37,6 +38,7 @@ export class PorteroShard extends DurableObject {
       for (const [k, v] of await ctx.storage.list({ prefix: STATE })) {
         this.#states.set(k.slice(STATE.length), BigInt(v));
       }
+      this.#alarmAt = await ctx.storage.getAlarm();
     });
   }
 
@@ -84,9 +86,9 @@ export class PorteroShard extends DurableObject {
       this.ctx.storage.put(changed, { allowUnconfirmed: options.durability === "fast" });
       // The shortest sweep any caller asked for.
       this.#sweepMs = Math.min(this.#sweepMs, options.sweepMs ?? SWEEP_MS);
-      const at = await this.ctx.storage.getAlarm();
-      if (at === null || at > now + this.#sweepMs) {
-        await this.ctx.storage.setAlarm(now + this.#sweepMs);
+      if (this.#alarmAt === null || this.#alarmAt > now + this.#sweepMs) {
+        this.#alarmAt = now + this.#sweepMs;
+        await this.ctx.storage.setAlarm(this.#alarmAt);
       }
     }
     return out;
@@ -115,7 +117,11 @@ export class PorteroShard extends DurableObject {
     const gone = [...this.#states].filter(([slot, state]) => this.#idle(slot, state, now));
     for (const [slot] of gone) this.#states.delete(slot);
     if (gone.length > 0) await this.ctx.storage.delete(gone.map(([slot]) => STATE + slot));
-    if (this.#states.size > 0) await this.ctx.storage.setAlarm(now + this.#sweepMs);
+    this.#alarmAt = null;
+    if (this.#states.size > 0) {
+      this.#alarmAt = now + this.#sweepMs;
+      await this.ctx.storage.setAlarm(this.#alarmAt);
+    }
   }
 
   /** Checks answered and batches received since this object started (for tests). */
