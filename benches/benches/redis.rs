@@ -16,6 +16,11 @@ use redis::aio::ConnectionManager;
 
 const TASKS: u64 = 64;
 
+/// The least any stacked check must do in Redis: read and write each limit's key.
+const FLOOR_SCRIPT: &str = "redis.call('TIME') for i = 1, #KEYS do \
+    redis.call('GET', KEYS[i]) redis.call('SET', KEYS[i], '1700000000000000', 'PX', 60000) \
+    end return {1, 2}";
+
 fn redis(c: &mut Criterion) {
     let server = LocalRedis::start().expect("redis-server for this benchmark");
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -183,6 +188,41 @@ fn redis(c: &mut Criterion) {
                 }))
             })
         });
+    }
+    // The floor under any stack: a script that only reads and writes each limit's key
+    // (`GET`, `SET … PX`, after one `TIME`), for three keys in one call and in three.
+    let floor_script: String = rt
+        .block_on(
+            redis::cmd("SCRIPT")
+                .arg("LOAD")
+                .arg(FLOOR_SCRIPT)
+                .query_async(&mut floor.clone()),
+        )
+        .unwrap();
+    for (calls, keys_per_call) in [(1, 3), (3, 1)] {
+        g.bench_function(
+            format!("floor_get_set_3_keys_in_{calls}_calls_64_tasks"),
+            |b| {
+                b.iter_custom(|iters| {
+                    let (floor, sha) = (floor.clone(), floor_script.clone());
+                    rt.block_on(in_tasks(TASKS, iters.div_ceil(TASKS), move |t| {
+                        let (mut con, sha) = (floor.clone(), sha.clone());
+                        async move {
+                            let keys = stack_keys(t, TASKS);
+                            for chunk in keys.chunks(keys_per_call) {
+                                let _: Vec<u64> = redis::cmd("EVALSHA")
+                                    .arg(&sha)
+                                    .arg(chunk.len())
+                                    .arg(chunk)
+                                    .query_async(&mut con)
+                                    .await
+                                    .unwrap();
+                            }
+                        }
+                    }))
+                })
+            },
+        );
     }
     g.bench_function("portero_cached_refusals_64_tasks_hot_key", |b| {
         b.iter_custom(|iters| {
