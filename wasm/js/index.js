@@ -13,6 +13,7 @@ import initAsync, {
   lastResetAfterMs,
   lastOutcome,
   lastState,
+  lastFingerprintLow,
   maxKeys as rawMaxKeys,
   algorithmNames,
   outcomeCodes,
@@ -267,6 +268,41 @@ export function algorithms() {
   return [...ALGORITHMS];
 }
 
+// The fingerprint cache of a KeyedLimiter: hot keys' 64-bit fingerprints, so that
+// checking them again copies no string into wasm and hashes nothing there (a Map
+// lookup on a JS string reuses the hash V8 keeps in the string). Two generations of
+// at most FINGERPRINT_CACHE keys each: when the young one is full it becomes the old
+// one and the old one is dropped, and a key found in the old one moves back to the
+// young one. Keys longer than FINGERPRINT_CACHE_KEY_LENGTH are never kept, so the
+// cache holds at most 2 x 16,384 keys of at most 64 characters (a few MB at worst,
+// whatever keys clients send). Only a cache: a key's fingerprint is fixed by the
+// table's seed, so a dropped entry is computed again, identically.
+const FINGERPRINT_CACHE = 16_384;
+const FINGERPRINT_CACHE_KEY_LENGTH = 64;
+
+class Fingerprints {
+  #young = new Map();
+  #old = new Map();
+  /** `key`'s `[high, low]` fingerprint words in `table`, or undefined for a long key. */
+  of(key, table) {
+    return this.#young.get(key) ?? this.#miss(key, table);
+  }
+  #miss(key, table) {
+    if (key.length > FINGERPRINT_CACHE_KEY_LENGTH) return undefined;
+    let words = this.#old.get(key);
+    if (words === undefined) {
+      const high = table.fingerprint(key);
+      words = [high, lastFingerprintLow()];
+    }
+    if (this.#young.size >= FINGERPRINT_CACHE) {
+      this.#old = this.#young;
+      this.#young = new Map();
+    }
+    this.#young.set(key, words);
+    return words;
+  }
+}
+
 /**
  * One limiter per string key (client address, API key…) in a table of at most
  * `maxKeys` keys (default 100,000); memory is fixed when it is created. When every key
@@ -276,6 +312,7 @@ export class KeyedLimiter {
   #raw = null;
   #options;
   #quota;
+  #fingerprints = new Fingerprints();
   constructor(options) {
     needReady();
     this.#quota = quotaOf(options);
@@ -306,8 +343,7 @@ export class KeyedLimiter {
   #run(method, key, now, cost) {
     if (typeof key !== "string") fail(`key must be a string, got ${typeof key}`);
     checkArgs(now, cost);
-    const raw = this.#table();
-    const ok = method === "check" ? raw.check(key, now, cost) : raw.peek(key, now, cost);
+    const ok = method === "check" ? this.#check(key, now, cost) : this.#table().peek(key, now, cost);
     const d = decisionOf(ok, cost);
     d.tableFull = !ok && lastOutcome() === TABLE_FULL;
     return d;
@@ -324,7 +360,13 @@ export class KeyedLimiter {
   allow(key, now, cost = 1) {
     if (typeof key !== "string") fail(`key must be a string, got ${typeof key}`);
     checkArgs(now, cost);
-    return this.#table().check(key, now, cost) || refused(cost);
+    return this.#check(key, now, cost) || refused(cost);
+  }
+  // A check through the fingerprint cache (a long key is copied in).
+  #check(key, now, cost) {
+    const table = this.#table();
+    const f = this.#fingerprints.of(key, table);
+    return f === undefined ? table.check(key, now, cost) : table.checkFingerprint(f[0], f[1], now, cost);
   }
   /** Forgets `key`. */
   reset(key) {

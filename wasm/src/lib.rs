@@ -15,12 +15,12 @@
 //! during a request, so a limiter must never read time itself.
 #![deny(missing_docs)]
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use portero::keyed::RandomState;
 use portero::{
-    AlgorithmName, AnyAlgorithm, AnyAlgorithmError, CheckError, Decision, KeyedError, KeyedLimiter,
-    ManualClock, Overflow, Quota, QuotaError, RateLimiter, MAX_TIME_NANOS,
+    AlgorithmName, AnyAlgorithm, AnyAlgorithmError, CheckError, Decision, Fingerprint, KeyedError,
+    KeyedLimiter, ManualClock, Overflow, Quota, QuotaError, RateLimiter, MAX_TIME_NANOS,
 };
 use wasm_bindgen::prelude::*;
 
@@ -316,6 +316,15 @@ fn args(now_ms: f64, cost: f64) -> (u64, u64) {
     }
 }
 
+/// The low 32 bits of the last [`Keyed::fingerprint`].
+static LAST_FINGERPRINT_LOW: AtomicU32 = AtomicU32::new(0);
+
+/// The low 32 bits of the fingerprint the last `fingerprint` call returned.
+#[wasm_bindgen(js_name = lastFingerprintLow)]
+pub fn last_fingerprint_low() -> u32 {
+    LAST_FINGERPRINT_LOW.load(Ordering::Relaxed)
+}
+
 /// A limiter per string key (client address, API key…) in a bounded table.
 #[wasm_bindgen]
 pub struct Keyed {
@@ -323,6 +332,13 @@ pub struct Keyed {
 }
 
 impl Keyed {
+    /// Both `check` forms: one copy of the table's hot path in the module.
+    #[inline(never)]
+    fn check_key(&self, f: Fingerprint, now_ms: f64, cost: f64) -> bool {
+        let (now, cost) = args(now_ms, cost);
+        self.answer(self.inner.check_fingerprint_at(f, now, cost))
+    }
+
     /// [`answer`], with the table's own decision for a full table (denied, the
     /// limit, retry after one second).
     fn answer(&self, r: Result<Decision, KeyedError>) -> bool {
@@ -384,8 +400,23 @@ impl Keyed {
 
     /// Checks `cost` units for `key` at `nowMs`; details in the `last*` functions.
     pub fn check(&self, key: &str, now_ms: f64, cost: f64) -> bool {
-        let (now, cost) = args(now_ms, cost);
-        self.answer(self.inner.check_at(key, now, cost))
+        self.check_key(self.inner.fingerprint_of(key), now_ms, cost)
+    }
+
+    /// `key`'s fingerprint under this table's seed: its high 32 bits, the low 32 in
+    /// `lastFingerprintLow`. The JS wrapper keeps it for hot keys, so checking them
+    /// again copies and hashes nothing.
+    pub fn fingerprint(&self, key: &str) -> u32 {
+        let bits = self.inner.fingerprint_of(key).to_bits();
+        LAST_FINGERPRINT_LOW.store(bits as u32, Ordering::Relaxed);
+        (bits >> 32) as u32
+    }
+
+    /// `check` for the key whose fingerprint is `high`:`low`.
+    #[wasm_bindgen(js_name = checkFingerprint)]
+    pub fn check_fingerprint(&self, high: u32, low: u32, now_ms: f64, cost: f64) -> bool {
+        let f = Fingerprint::from_bits((u64::from(high) << 32) | u64::from(low));
+        self.check_key(f, now_ms, cost)
     }
 
     /// What `check` would answer for `key`, taking nothing.

@@ -126,6 +126,22 @@ test("keyed limiter: each key its own share, bounded table", () => {
   rl.reset("b");
 });
 
+test("the fingerprint cache: a key decides the same after it leaves the cache, and long keys too", () => {
+  // Three times the two cache generations: every key leaves the cache before it
+  // comes back, and is then found by its recomputed fingerprint.
+  const keys = 100_000;
+  const rl = new KeyedLimiter({ perHour: 1, maxKeys: keys + 1 });
+  const t0 = 1_700_000_000_000;
+  const long = "k".repeat(65);
+  for (let i = 0; i < keys; i++) assert.equal(rl.allow(`c${i}`, t0), true, `first request of c${i}`);
+  for (let i = 0; i < keys; i++) assert.equal(rl.allow(`c${i}`, t0 + 1), false, `second request of c${i}`);
+  assert.equal(rl.check(`c${keys - 1}`, t0 + 2).allowed, false);
+  assert.equal(rl.peek("c0", t0 + 2).allowed, false);
+  assert.equal(rl.allow(long, t0), true);
+  assert.equal(rl.check(long, t0).allowed, false);
+  assert.equal(rl.size, keys + 1);
+});
+
 test("a full table asks for one second, with the limit, and its headers say so", () => {
   const rl = new KeyedLimiter({ perMinute: 5, maxKeys: 1 });
   rl.check("a", 0);

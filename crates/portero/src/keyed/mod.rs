@@ -4,7 +4,7 @@
 //! # Layout
 //!
 //! The table is an array of 16-byte slots, grouped in buckets of 8 slots (two cache
-//! lines), plus one 64-bit hint word per bucket holding the top byte of each
+//! lines), plus one 64-bit hint word per bucket holding the low byte of each
 //! slot's fingerprint, so a lookup loads one hint word and then, almost always, only
 //! the one slot it wants. Each slot is one 128-bit atomic word:
 //!
@@ -278,6 +278,37 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
         Decision::deny_for(self.algorithm.load().capacity(), crate::DENY_FOR_NANOS)
     }
 
+    /// `key`'s fingerprint under this table's seed: what identifies it in the table.
+    /// A caller that checks the same key often and pays for hashing it (a string
+    /// copied across an FFI boundary, say) can keep it and call
+    /// [`check_fingerprint_at`](Self::check_fingerprint_at) instead.
+    ///
+    /// ```
+    /// use portero::{Gcra, KeyedLimiter, ManualClock, Quota};
+    /// let per_user = KeyedLimiter::with_clock(Gcra::new(Quota::per_second(1)?), 100, ManualClock::new());
+    /// let alice = per_user.fingerprint_of("alice");
+    /// assert!(per_user.check_fingerprint_at(alice, 0, 1)?.is_allowed());
+    /// assert!(!per_user.check_at("alice", 0, 1)?.is_allowed()); // the same key
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn fingerprint_of(&self, key: &K) -> Fingerprint {
+        Fingerprint::from_bits(self.hasher.hash_one(key))
+    }
+
+    /// [`check_at`](Self::check_at) for the key `fingerprint` identifies (from
+    /// [`fingerprint_of`](Self::fingerprint_of) on this limiter: under another seed it
+    /// names some other key).
+    #[inline(always)]
+    pub fn check_fingerprint_at(
+        &self,
+        fingerprint: Fingerprint,
+        now: u64,
+        cost: u64,
+    ) -> Result<Decision, KeyedError> {
+        self.check_tag(fingerprint.0, now, cost)
+    }
+
     /// What [`check_at`](Self::check_at) would answer, consuming nothing.
     pub fn peek_at(&self, key: &K, now: u64, cost: u64) -> Result<Decision, CheckError> {
         let algorithm = self.algorithm.load();
@@ -330,10 +361,26 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
 
     #[inline]
     fn fingerprint(&self, key: &K) -> u64 {
-        match self.hasher.hash_one(key) {
-            0 => 1, // 0 marks an empty slot
-            h => h,
-        }
+        self.fingerprint_of(key).0
+    }
+}
+
+/// A key's 64-bit fingerprint under one [`KeyedLimiter`]'s seed (never 0, which marks
+/// an empty slot). Keep it to check the same key again without hashing it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Fingerprint(u64);
+
+impl Fingerprint {
+    /// The fingerprint as 64 bits, to carry it where Rust types do not go (JavaScript,
+    /// say).
+    pub fn to_bits(self) -> u64 {
+        self.0
+    }
+
+    /// A fingerprint from [`to_bits`](Self::to_bits). Any value is safe: 0 (the empty
+    /// slot's mark) becomes 1, as a hash of 0 does.
+    pub fn from_bits(bits: u64) -> Self {
+        Self(bits.max(1))
     }
 }
 

@@ -32,7 +32,7 @@ pub(crate) struct Probe {
 
 pub(crate) struct Table {
     slots: Box<[Slot]>,
-    /// One word per bucket: the top byte of each slot's fingerprint (a hint).
+    /// One word per bucket: the low byte of each slot's fingerprint (a hint).
     hints: Box<[AtomicU64]>,
     locks: Box<[SpinLock]>,
     buckets: usize,
@@ -82,12 +82,15 @@ impl Table {
             + self.locks.len() * core::mem::size_of::<SpinLock>()
     }
 
-    /// `tag`'s two candidate buckets, from independent bits of the fingerprint.
+    /// `tag`'s two candidate buckets, from independent bits of the fingerprint: the
+    /// first from its top bits, the second from bits 31 down (both by multiply-shift
+    /// range reduction, exact for up to 2^32 buckets); the hint byte comes from the
+    /// low 8 bits, which neither uses below 2^24 buckets. (A hint drawn from the bits
+    /// that chose the bucket would be the same for every key there, and useless.)
     #[inline]
     pub(crate) fn probe(&self, tag: u64) -> Probe {
-        let n = self.buckets as u128;
-        let b1 = ((tag as u128 * n) >> 64) as usize;
-        let b2 = (((tag.rotate_left(32) ^ 0x9E37_79B9_7F4A_7C15) as u128 * n) >> 64) as usize;
+        let b1 = reduce(tag, self.buckets);
+        let b2 = reduce(tag.rotate_left(32) ^ 0x9E37_79B9_7F4A_7C15, self.buckets);
         let b2 = if b2 == b1 {
             (b1 + 1) % self.buckets
         } else {
@@ -313,10 +316,20 @@ fn filled<T>(n: usize, make: impl Fn() -> T) -> Result<Box<[T]>, TryReserveError
     Ok(v.into_boxed_slice())
 }
 
-/// The hint byte of a fingerprint: its top 8 bits.
+/// The hint byte of a fingerprint: its low 8 bits (see [`Table::probe`]).
 #[inline]
 fn hint_of(tag: u64) -> u8 {
-    (tag >> 56) as u8
+    tag as u8
+}
+
+/// `x`'s top bits scaled to `0..n`: `⌊x · n / 2^64⌋`, with a 64-bit multiply of the top
+/// 32 bits when `n` fits in 32 bits (32-bit targets have no cheap 128-bit product).
+#[inline]
+fn reduce(x: u64, n: usize) -> usize {
+    match u32::try_from(n) {
+        Ok(n) => (((x >> 32) * u64::from(n)) >> 32) as usize,
+        Err(_) => ((u128::from(x) * n as u128) >> 64) as usize,
+    }
 }
 
 /// A mask with bit 7 of every byte of `word` that may equal `byte` (SWAR "has zero
@@ -339,4 +352,41 @@ fn matching_bytes(word: u64, byte: u8) -> u64 {
 fn is_idle<A: Algorithm>(a: &A, state: u64, now: u64) -> bool {
     a.decide(state, now, 0)
         .is_ok_and(|t| t.decision.reset_after_nanos() == 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Gcra, Quota};
+
+    /// A lookup loads, besides the hint words, the slots whose hint byte matches: about
+    /// one per key. (When the hint came from the same bits as the first bucket, every
+    /// key in a bucket had the same hint, and a lookup loaded the whole bucket.)
+    #[test]
+    fn a_lookup_loads_about_one_slot() {
+        let gcra = Gcra::new(Quota::per_second(1).unwrap());
+        let table = Table::try_new(10_000).unwrap();
+        let hasher = ahash::RandomState::with_seeds(1, 2, 3, 4);
+        let probes: Vec<Probe> = (0..10_000u64)
+            .map(|k| table.probe(hasher.hash_one(k).max(1)))
+            .collect();
+        for p in &probes {
+            let first = gcra.decide(gcra.initial_state(), 0, 1).unwrap();
+            table.insert(&gcra, p, (0, 1), first).unwrap();
+        }
+        let loads: u32 = probes
+            .iter()
+            .map(|p| {
+                p.buckets
+                    .iter()
+                    .map(|&b| {
+                        matching_bytes(table.hints[b].load(Ordering::Relaxed), hint_of(p.tag))
+                            .count_ones()
+                    })
+                    .sum::<u32>()
+            })
+            .sum();
+        let per_key = f64::from(loads) / probes.len() as f64;
+        assert!(per_key < 1.2, "{per_key} slot loads per lookup");
+    }
 }
