@@ -121,14 +121,17 @@ function refused(cost) {
   return false;
 }
 
+// The decision object. An admission reads three numbers (its retry-after is 0); only a
+// refusal asks why, and how long to wait.
 function decisionOf(allowed, cost) {
-  if (!allowed) {
-    const outcome = lastOutcome();
-    if (outcome === COST_EXCEEDS_CAPACITY) {
-      fail(`cost exceeds the limiter's capacity: it can never be admitted (cost ${cost}, capacity ${lastLimit()})`);
-    }
-    if (outcome === TIME_OUT_OF_RANGE) fail("now is past the supported time range");
+  if (allowed) {
+    return { allowed, limit: lastLimit(), remaining: lastRemaining(), retryAfterMs: 0, resetAfterMs: lastResetAfterMs() };
   }
+  const outcome = lastOutcome();
+  if (outcome === COST_EXCEEDS_CAPACITY) {
+    fail(`cost exceeds the limiter's capacity: it can never be admitted (cost ${cost}, capacity ${lastLimit()})`);
+  }
+  if (outcome === TIME_OUT_OF_RANGE) fail("now is past the supported time range");
   return {
     allowed,
     limit: lastLimit(),

@@ -61,12 +61,14 @@ fn whole(msg: &'static str, v: f64) -> Result<u64, JsError> {
     Ok(v as u64)
 }
 
-/// Milliseconds → nanoseconds, within portero's time range; `msg` names the argument.
+/// Milliseconds → nanoseconds (to the nearest, ties to even: one wasm instruction),
+/// within portero's time range; `msg` names the argument. NaN fails both comparisons.
 fn nanos(msg: &'static str, ms: f64) -> Result<u64, JsError> {
-    if ms.is_nan() || ms < 0.0 || !ms.is_finite() || (ms * 1e6).round() > MAX_TIME_NANOS as f64 {
+    let ns = (ms * 1e6).round_ties_even();
+    if !(ms >= 0.0 && ns <= MAX_TIME_NANOS as f64) {
         return Err(err(msg));
     }
-    Ok((ms * 1e6).round() as u64)
+    Ok(ns as u64)
 }
 
 /// The most keys one `Keyed` table may hold: 1,048,576, a table of about 32 MiB (≈ 31
@@ -125,13 +127,13 @@ fn algorithm_for(name: &str, q: Quota) -> Result<AnyAlgorithm, JsError> {
     })
 }
 
-/// The last decision, as five f64 values that the JS wrapper reads right after each
-/// call through the `last*` functions: `[limit, remaining, retryAfterMs, resetAfterMs,
-/// outcome]`, outcome being one of the `OUTCOME_*` codes. No objects are built, and no
-/// exception is thrown through wasm (which would skip the glue that frees a key
+/// The last decision, which the JS wrapper reads right after each call through the
+/// `last*` functions: `[limit, remaining, retry-after ns, reset-after ns, outcome]`
+/// (the outcome one of the `OUTCOME_*` codes, as f64 bits). No objects are built, and
+/// no exception is thrown through wasm (which would skip the glue that frees a key
 /// string). Free functions are the cheapest way out: a `Float64Array` over linear
-/// memory measured slower in V8 (the buffer can grow). Stored as `AtomicU64` bit
-/// patterns, so no `unsafe` is needed for a static.
+/// memory measured slower in V8 (the buffer can grow). `AtomicU64`, so no `unsafe` is
+/// needed for a static.
 static LAST: [AtomicU64; 5] = [
     AtomicU64::new(0),
     AtomicU64::new(0),
@@ -157,13 +159,15 @@ pub fn outcome_codes() -> Vec<f64> {
     ]
 }
 
+// Stores the decision nearly as it is: the conversions to milliseconds happen in the
+// `last*` getters, which callers of the boolean `allow` never call.
 fn publish(d: &Decision, outcome: f64) {
-    let put = |i: usize, v: f64| LAST[i].store(v.to_bits(), Ordering::Relaxed);
-    put(0, d.limit() as f64);
-    put(1, d.remaining() as f64);
-    put(2, ceil_ms(d.retry_after_nanos()));
-    put(3, ceil_ms(d.reset_after_nanos()));
-    put(4, outcome);
+    let put = |i: usize, v: u64| LAST[i].store(v, Ordering::Relaxed);
+    put(0, d.limit());
+    put(1, d.remaining());
+    put(2, d.retry_after_nanos());
+    put(3, d.reset_after_nanos());
+    put(4, outcome.to_bits());
 }
 
 /// Publishes a check's outcome and returns whether it was admitted.
@@ -184,39 +188,39 @@ fn ceil_ms(ns: u64) -> f64 {
     ns.div_ceil(1_000_000) as f64
 }
 
-fn last(i: usize) -> f64 {
-    f64::from_bits(LAST[i].load(Ordering::Relaxed))
+fn last(i: usize) -> u64 {
+    LAST[i].load(Ordering::Relaxed)
 }
 
 /// The last decision's limit (burst or window limit).
 #[wasm_bindgen(js_name = lastLimit)]
 pub fn last_limit() -> f64 {
-    last(0)
+    last(0) as f64
 }
 
 /// Units left after the last decision.
 #[wasm_bindgen(js_name = lastRemaining)]
 pub fn last_remaining() -> f64 {
-    last(1)
+    last(1) as f64
 }
 
 /// Milliseconds (rounded up) until the last request would be admitted; 0 if it was.
 #[wasm_bindgen(js_name = lastRetryAfterMs)]
 pub fn last_retry_after_ms() -> f64 {
-    last(2)
+    ceil_ms(last(2))
 }
 
 /// Milliseconds (rounded up) until the last limiter checked is full again.
 #[wasm_bindgen(js_name = lastResetAfterMs)]
 pub fn last_reset_after_ms() -> f64 {
-    last(3)
+    ceil_ms(last(3))
 }
 
 /// The last check's outcome code: 0 decided, 1 key table full, 2 cost above capacity,
 /// 3 time out of range.
 #[wasm_bindgen(js_name = lastOutcome)]
 pub fn last_outcome() -> f64 {
-    last(4)
+    f64::from_bits(last(4))
 }
 
 /// One limiter (one client, or one global limit).

@@ -35,7 +35,8 @@ pub struct Decision {
 
 impl Decision {
     /// A decision from its parts. `remaining = slack / unit` (`unit` 0 is taken as 1).
-    /// `retry_after` and `reset_after` are nanoseconds.
+    /// `retry_after` and `reset_after` are nanoseconds; an admission's `retry_after`
+    /// is always 0 (whatever is passed), so readers may rely on it.
     #[inline]
     pub const fn new(
         allowed: bool,
@@ -52,7 +53,7 @@ impl Decision {
             // Branch-free: 0 becomes 1, every other unit stays (the hot path's units
             // are emission intervals, never 0).
             unit: unit + (unit == 0) as u64,
-            retry_after,
+            retry_after: retry_after * !allowed as u64,
             reset_after,
             delay: 0,
         }
@@ -228,4 +229,15 @@ pub(crate) fn check_range(now: u64, cost: u64, capacity: u64) -> Result<(), Chec
         return Err(CheckError::CostExceedsCapacity { cost, capacity });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Decision;
+
+    #[test]
+    fn an_admission_never_asks_to_wait() {
+        assert_eq!(Decision::new(true, 5, 1, 1, 7, 3).retry_after_nanos(), 0);
+        assert_eq!(Decision::new(false, 5, 1, 1, 7, 3).retry_after_nanos(), 7);
+    }
 }

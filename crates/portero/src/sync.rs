@@ -157,3 +157,45 @@ pub(crate) fn prefetch<T>(p: *const T) {
     #[cfg(not(all(target_arch = "x86_64", not(loom))))]
     let _ = p;
 }
+
+/// A value read on every check and replaced as a whole now and then (a keyed table's
+/// algorithm configuration): crossbeam's `AtomicCell` (a seqlock for values wider
+/// than a native atomic), a plain cell on single-threaded wasm (where the seqlock is
+/// dead weight: 1.3 KB of the edge module).
+pub(crate) struct ConfigCell<T: Copy> {
+    #[cfg(not(single_threaded_wasm))]
+    value: crossbeam_utils::atomic::AtomicCell<T>,
+    #[cfg(single_threaded_wasm)]
+    value: core::cell::Cell<T>,
+}
+
+// SAFETY: as for `AtomicU128` above: no two accesses can overlap without threads.
+#[cfg(single_threaded_wasm)]
+#[allow(unsafe_code)]
+unsafe impl<T: Copy + Send> Sync for ConfigCell<T> {}
+
+impl<T: Copy> ConfigCell<T> {
+    pub(crate) fn new(value: T) -> Self {
+        Self {
+            #[cfg(not(single_threaded_wasm))]
+            value: crossbeam_utils::atomic::AtomicCell::new(value),
+            #[cfg(single_threaded_wasm)]
+            value: core::cell::Cell::new(value),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn load(&self) -> T {
+        #[cfg(not(single_threaded_wasm))]
+        return self.value.load();
+        #[cfg(single_threaded_wasm)]
+        return self.value.get();
+    }
+
+    pub(crate) fn store(&self, value: T) {
+        #[cfg(not(single_threaded_wasm))]
+        self.value.store(value);
+        #[cfg(single_threaded_wasm)]
+        self.value.set(value);
+    }
+}

@@ -54,7 +54,7 @@ mod table;
 use core::hash::Hash;
 use core::marker::PhantomData;
 
-use crossbeam_utils::atomic::AtomicCell;
+use crate::sync::ConfigCell;
 
 use crate::{Algorithm, CheckError, Clock, Decision, DefaultClock, KeyedError};
 use table::Table;
@@ -94,7 +94,7 @@ pub enum Overflow {
 /// ```
 pub struct KeyedLimiter<K: ?Sized, A: Copy, C = DefaultClock> {
     table: Table,
-    algorithm: AtomicCell<A>,
+    algorithm: ConfigCell<A>,
     hasher: RandomState,
     clock: C,
     _key: PhantomData<fn(&K)>,
@@ -148,7 +148,7 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
     ) -> Result<Self, alloc::collections::TryReserveError> {
         Ok(Self {
             table: Table::try_new(max_keys)?,
-            algorithm: AtomicCell::new(algorithm),
+            algorithm: ConfigCell::new(algorithm),
             hasher,
             clock,
             _key: PhantomData,
