@@ -117,7 +117,7 @@ function checkArgs(now, cost) {
 
 // A refusal for `allow`: false, unless the refusal was an error (thrown as `check` does).
 function refused(cost) {
-  decisionOf(false, cost);
+  refusal(cost);
   return false;
 }
 
@@ -127,11 +127,7 @@ function decisionOf(allowed, cost) {
   if (allowed) {
     return { allowed, limit: lastLimit(), remaining: lastRemaining(), retryAfterMs: 0, resetAfterMs: lastResetAfterMs() };
   }
-  const outcome = lastOutcome();
-  if (outcome === COST_EXCEEDS_CAPACITY) {
-    fail(`cost exceeds the limiter's capacity: it can never be admitted (cost ${cost}, capacity ${lastLimit()})`);
-  }
-  if (outcome === TIME_OUT_OF_RANGE) fail("now is past the supported time range");
+  refusal(cost);
   return {
     allowed,
     limit: lastLimit(),
@@ -139,6 +135,40 @@ function decisionOf(allowed, cost) {
     retryAfterMs: lastRetryAfterMs(),
     resetAfterMs: lastResetAfterMs(),
   };
+}
+
+// `decisionOf` with `tableFull`, built whole (a property added afterwards changes the
+// object's shape on every call).
+function keyedDecisionOf(allowed, cost) {
+  if (allowed) {
+    return {
+      allowed,
+      limit: lastLimit(),
+      remaining: lastRemaining(),
+      retryAfterMs: 0,
+      resetAfterMs: lastResetAfterMs(),
+      tableFull: false,
+    };
+  }
+  const tableFull = refusal(cost) === TABLE_FULL;
+  return {
+    allowed,
+    limit: lastLimit(),
+    remaining: lastRemaining(),
+    retryAfterMs: lastRetryAfterMs(),
+    resetAfterMs: lastResetAfterMs(),
+    tableFull,
+  };
+}
+
+// A refusal's outcome code; throws for the refusals that are errors.
+function refusal(cost) {
+  const outcome = lastOutcome();
+  if (outcome === COST_EXCEEDS_CAPACITY) {
+    fail(`cost exceeds the limiter's capacity: it can never be admitted (cost ${cost}, capacity ${lastLimit()})`);
+  }
+  if (outcome === TIME_OUT_OF_RANGE) fail("now is past the supported time range");
+  return outcome;
 }
 
 const TOKEN = /^[A-Za-z*][A-Za-z0-9!#$%&'*+\-.^_`|~:/]*$/;
@@ -347,9 +377,7 @@ export class KeyedLimiter {
     if (typeof key !== "string") fail(`key must be a string, got ${typeof key}`);
     checkArgs(now, cost);
     const ok = method === "check" ? this.#check(key, now, cost) : this.#table().peek(key, now, cost);
-    const d = decisionOf(ok, cost);
-    d.tableFull = !ok && lastOutcome() === TABLE_FULL;
-    return d;
+    return keyedDecisionOf(ok, cost);
   }
   /** Checks `cost` units (default 1) for `key` at `now` (ms). */
   check(key, now, cost = 1) {
