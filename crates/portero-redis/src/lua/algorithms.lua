@@ -1,6 +1,7 @@
 -- Each algorithm is a function of (k1, k2, a, b, cost, now) that only reads, returning
--- {outcome, remaining, retry_after_us, reset_after_us, commit}: outcome 1 admitted,
--- 0 rejected; commit, for an admission that changes the state, is a function that
+-- outcome, remaining, retry_after_us, reset_after_us, commit (five values, not a
+-- table: a table per limit cost more than the arithmetic): outcome 1 admitted, 0
+-- rejected; commit, for an admission that changes the state, is a function that
 -- writes it. Deciding is separate from charging, so a stack can decide every limit
 -- before it charges any, without reading anything twice.
 
@@ -11,7 +12,7 @@ local function gcra(k1, _, interval, burst, cost, now)
   local limit = now + span - interval * cost
   if tat > limit then
     local backlog = tat - now
-    return {0, math.floor(math.max(span - backlog, 0) / interval), tat - limit, backlog}
+    return 0, math.floor(math.max(span - backlog, 0) / interval), tat - limit, backlog
   end
   local new_tat = math.max(tat, now) + interval * cost
   local ahead = new_tat - now
@@ -21,7 +22,7 @@ local function gcra(k1, _, interval, burst, cost, now)
       redis.call('SET', k1, string.format('%d', new_tat), 'PX', math.ceil(ahead / 1000))
     end
   end
-  return {1, math.floor((span - ahead) / interval), 0, ahead, commit}
+  return 1, math.floor((span - ahead) / interval), 0, ahead, commit
 end
 
 -- Fixed window from a key's first admitted request: k1 is a hash {s: start, n: used}.
@@ -36,7 +37,7 @@ local function fixed_window(k1, _, limit, w, cost, now)
   local reset = 0
   if s ~= nil then reset = s + w - now elseif cost > 0 then reset = w end
   if used + cost > limit then
-    return {0, math.max(limit - used, 0), reset, reset}
+    return 0, math.max(limit - used, 0), reset, reset
   end
   local commit = nil
   if cost > 0 then
@@ -46,7 +47,7 @@ local function fixed_window(k1, _, limit, w, cost, now)
       redis.call('PEXPIRE', k1, math.ceil((start + w - now) / 1000))
     end
   end
-  return {1, limit - used - cost, 0, reset, commit}
+  return 1, limit - used - cost, 0, reset, commit
 end
 
 -- Sliding window counter, windows aligned on the clock: k1 is a hash
@@ -74,7 +75,7 @@ local function sliding_counter(k1, _, l, w, cost, now)
   if c > 0 then reset = to_end + w elseif p > 0 then reset = to_end end
   local k = l + 1 - cost
   if cost == 0 then
-    return {1, remaining, 0, reset}
+    return 1, remaining, 0, reset
   end
   if weighted < k * w then
     c = c + cost
@@ -83,7 +84,7 @@ local function sliding_counter(k1, _, l, w, cost, now)
       redis.call('PEXPIRE', k1, math.ceil((to_end + w) / 1000))
     end
     local left = math.floor(math.max(l * w - (p * (w - elapsed) + c * w), 0) / w)
-    return {1, left, 0, to_end + w, commit}
+    return 1, left, 0, to_end + w, commit
   end
   -- Smallest elapsed e >= 0 with prev·(W − e) < kk·W.
   local function first_fit(prev, kk)
@@ -97,7 +98,7 @@ local function sliding_counter(k1, _, l, w, cost, now)
     if e < w then retry = to_end - (w - elapsed) + (e - elapsed) end
   end
   if retry == nil then retry = to_end + first_fit(c, k) end
-  return {0, remaining, math.max(retry, 1), reset}
+  return 0, remaining, math.max(retry, 1), reset
 end
 
 -- Sliding log: k1 is a sorted set with one entry per admitted request, scored by its
@@ -131,15 +132,15 @@ local function sliding_log(k1, k2, l, w, cost, now)
       for i = 1, #batch, 2 do
         freed = freed + cost_of(batch[i])
         if freed >= need then
-          return {0, math.max(l - used, 0), tonumber(batch[i + 1]) + w - now, reset_after()}
+          return 0, math.max(l - used, 0), tonumber(batch[i + 1]) + w - now, reset_after()
         end
       end
       offset = offset + 64
     end
-    return {0, math.max(l - used, 0), w, reset_after()}
+    return 0, math.max(l - used, 0), w, reset_after()
   end
   if cost == 0 then
-    return {1, l - used, 0, reset_after()}
+    return 1, l - used, 0, reset_after()
   end
   local commit = function()
     -- Expired entries leave with the admission that finds them (a rejection writes
@@ -151,5 +152,5 @@ local function sliding_log(k1, k2, l, w, cost, now)
     redis.call('PEXPIRE', k1, math.ceil(w / 1000))
     redis.call('PEXPIRE', k2, math.ceil(w / 1000))
   end
-  return {1, l - used - cost, 0, w, commit}
+  return 1, l - used - cost, 0, w, commit
 end

@@ -24,18 +24,20 @@ local algorithms = {gcra, fixed_window, sliding_counter, sliding_log}
 local limits = (#ARGV - 3) / 4
 local mode = ARGV[3]
 local out = {1, now}
--- Decides limit i for `cost` units (its own cost if nil), reading only.
+-- Decides limit i for `cost` units (its own cost if nil), reading only; its four
+-- figures go in the reply (units taken: 0 until charged). Returns whether it admits,
+-- and its commit.
 local function decide(i, cost)
-  local a = 3 + (i - 1) * 4
-  local r = algorithms[tonumber(ARGV[a + 1])](KEYS[2 * i - 1], KEYS[2 * i],
-    tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), cost or tonumber(ARGV[a + 4]), now)
-  for j = 1, 4 do out[2 + (i - 1) * 5 + j] = r[j] end
-  out[2 + (i - 1) * 5 + 5] = 0
-  return r
+  local a, o = 3 + (i - 1) * 4, 2 + (i - 1) * 5
+  local ok, remaining, retry, reset, commit = algorithms[tonumber(ARGV[a + 1])](
+    KEYS[2 * i - 1], KEYS[2 * i], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]),
+    cost or tonumber(ARGV[a + 4]), now)
+  out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = ok, remaining, retry, reset, 0
+  return ok == 1, commit
 end
 -- Charges what decide found (the units taken go in the reply).
-local function charge(i, r, cost)
-  if r[5] then r[5]() end
+local function charge(i, commit, cost)
+  if commit then commit() end
   out[2 + (i - 1) * 5 + 5] = cost or tonumber(ARGV[3 + (i - 1) * 4 + 4])
 end
 if mode == '2' then
@@ -43,17 +45,23 @@ if mode == '2' then
   local lo, hi = 0, tonumber(ARGV[7])
   while lo < hi do
     local mid = math.floor((lo + hi + 1) / 2)
-    if decide(1, mid)[1] == 1 then lo = mid else hi = mid - 1 end
+    if decide(1, mid) then lo = mid else hi = mid - 1 end
   end
-  if lo > 0 then charge(1, decide(1, lo), lo) else decide(1, 1) end
+  if lo > 0 then
+    local _, commit = decide(1, lo)
+    charge(1, commit, lo)
+  else
+    decide(1, 1)
+  end
   return out
 end
-local decided, all = {}, true
+local commits, all = {}, true
 for i = 1, limits do
-  decided[i] = decide(i, nil)
-  if decided[i][1] ~= 1 then all = false end
+  local ok, commit = decide(i, nil)
+  commits[i] = commit or false
+  all = all and ok
 end
 if all and mode == '0' then
-  for i = 1, limits do charge(i, decided[i], nil) end
+  for i = 1, limits do charge(i, commits[i], nil) end
 end
 return out
