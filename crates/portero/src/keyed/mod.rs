@@ -379,6 +379,12 @@ impl Fingerprint {
 
     /// A fingerprint from [`to_bits`](Self::to_bits). Any value is safe: 0 (the empty
     /// slot's mark) becomes 1, as a hash of 0 does.
+    ///
+    /// ```
+    /// use portero::Fingerprint;
+    /// assert_eq!(Fingerprint::from_bits(0), Fingerprint::from_bits(1));
+    /// assert_eq!(Fingerprint::from_bits(u64::MAX).to_bits(), u64::MAX);
+    /// ```
     pub fn from_bits(bits: u64) -> Self {
         Self(bits.max(1))
     }
