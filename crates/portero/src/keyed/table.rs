@@ -87,7 +87,7 @@ impl Table {
     /// range reduction, exact for up to 2^32 buckets); the hint byte comes from the
     /// low 8 bits, which neither uses below 2^24 buckets. (A hint drawn from the bits
     /// that chose the bucket would be the same for every key there, and useless.)
-    #[inline]
+    #[inline(always)]
     pub(crate) fn probe(&self, tag: u64) -> Probe {
         let b1 = reduce(tag, self.buckets);
         let b2 = reduce(tag.rotate_left(32) ^ 0x9E37_79B9_7F4A_7C15, self.buckets);
@@ -106,8 +106,8 @@ impl Table {
     /// inserts fill a bucket from its start, so at the table's load (≈ 4.4 keys per
     /// bucket) the key is usually in one of those two lines, and the two cache misses
     /// overlap instead of following each other.
-    #[inline]
-    pub(crate) fn prefetch(&self, p: &Probe) {
+    #[inline(always)]
+    pub(crate) fn prefetch(&self, p: Probe) {
         for b in p.buckets {
             prefetch(&self.slots[b * BUCKET]);
         }
@@ -116,8 +116,8 @@ impl Table {
     /// Finds `tag`'s slot: one load of each bucket's hint word, then a full load only
     /// of the slots whose hint byte matches (a stale or colliding hint costs one wasted
     /// load; the fingerprint in the slot itself decides).
-    #[inline]
-    pub(crate) fn find(&self, p: &Probe) -> Option<(usize, u128)> {
+    #[inline(always)]
+    pub(crate) fn find(&self, p: Probe) -> Option<(usize, u128)> {
         let h = hint_of(p.tag);
         for b in p.buckets {
             let mut candidates = matching_bytes(self.hints[b].load(Ordering::Acquire), h);
@@ -135,7 +135,7 @@ impl Table {
 
     /// The state held for `tag`, if any.
     pub(crate) fn state_of(&self, tag: u64) -> Option<u64> {
-        self.find(&self.probe(tag)).map(|(_, w)| unpack(w).1)
+        self.find(self.probe(tag)).map(|(_, w)| unpack(w).1)
     }
 
     /// Records slot `i`'s hint (only under its bucket's insert lock).
@@ -163,7 +163,7 @@ impl Table {
     pub(crate) fn update_existing<A: Algorithm>(
         &self,
         a: &A,
-        p: &Probe,
+        p: Probe,
         now: u64,
         cost: u64,
     ) -> Result<Option<Decision>, KeyedError> {
@@ -193,7 +193,7 @@ impl Table {
     pub(crate) fn insert<A: Algorithm>(
         &self,
         a: &A,
-        p: &Probe,
+        p: Probe,
         (now, cost): (u64, u64),
         first: Transition,
     ) -> Result<Decision, KeyedError> {
@@ -263,7 +263,7 @@ impl Table {
     /// Forgets `tag`.
     pub(crate) fn remove(&self, tag: u64) {
         let p = self.probe(tag);
-        while let Some((i, w)) = self.find(&p) {
+        while let Some((i, w)) = self.find(p) {
             if self.slots[i].cas(w, 0).is_ok() {
                 self.keys.fetch_sub(1, Ordering::Relaxed);
                 return;
@@ -274,7 +274,7 @@ impl Table {
     /// Gives back `cost` units to `tag` (see [`Algorithm::refund`]).
     pub(crate) fn refund<A: Algorithm>(&self, a: &A, tag: u64, now: u64, cost: u64) {
         let p = self.probe(tag);
-        while let Some((i, w)) = self.find(&p) {
+        while let Some((i, w)) = self.find(p) {
             let Some(next) = a.refund(unpack(w).1, now, cost) else {
                 return;
             };
@@ -372,7 +372,7 @@ mod tests {
             .collect();
         for p in &probes {
             let first = gcra.decide(gcra.initial_state(), 0, 1).unwrap();
-            table.insert(&gcra, p, (0, 1), first).unwrap();
+            table.insert(&gcra, *p, (0, 1), first).unwrap();
         }
         let loads: u32 = probes
             .iter()
