@@ -128,13 +128,15 @@ fn algorithm_for(name: &str, q: Quota) -> Result<AnyAlgorithm, JsError> {
 }
 
 /// The last decision, which the JS wrapper reads right after each call through the
-/// `last*` functions: `[limit, remaining, retry-after ns, reset-after ns, outcome]`
-/// (the outcome one of the `OUTCOME_*` codes, as f64 bits). No objects are built, and
+/// `last*` functions: `[limit, slack, retry-after ns, reset-after ns, outcome, unit]`
+/// (remaining = slack / unit, divided only when read; the outcome one of the
+/// `OUTCOME_*` codes, as f64 bits). No objects are built, and
 /// no exception is thrown through wasm (which would skip the glue that frees a key
 /// string). Free functions are the cheapest way out: a `Float64Array` over linear
 /// memory measured slower in V8 (the buffer can grow). `AtomicU64`, so no `unsafe` is
 /// needed for a static.
-static LAST: [AtomicU64; 5] = [
+static LAST: [AtomicU64; 6] = [
+    AtomicU64::new(0),
     AtomicU64::new(0),
     AtomicU64::new(0),
     AtomicU64::new(0),
@@ -159,15 +161,18 @@ pub fn outcome_codes() -> Vec<f64> {
     ]
 }
 
-// Stores the decision nearly as it is: the conversions to milliseconds happen in the
-// `last*` getters, which callers of the boolean `allow` never call.
+// Stores the decision nearly as it is: the division for `remaining` and the
+// conversions to milliseconds happen in the `last*` getters, which callers of the
+// boolean `allow` never call.
 fn publish(d: &Decision, outcome: f64) {
     let put = |i: usize, v: u64| LAST[i].store(v, Ordering::Relaxed);
+    let (slack, unit) = d.remaining_fraction();
     put(0, d.limit());
-    put(1, d.remaining());
+    put(1, slack);
     put(2, d.retry_after_nanos());
     put(3, d.reset_after_nanos());
     put(4, outcome.to_bits());
+    put(5, unit);
 }
 
 /// Publishes a check's outcome and returns whether it was admitted.
@@ -201,7 +206,7 @@ pub fn last_limit() -> f64 {
 /// Units left after the last decision.
 #[wasm_bindgen(js_name = lastRemaining)]
 pub fn last_remaining() -> f64 {
-    last(1) as f64
+    (last(1) / last(5)) as f64
 }
 
 /// Milliseconds (rounded up) until the last request would be admitted; 0 if it was.

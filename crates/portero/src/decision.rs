@@ -122,6 +122,21 @@ impl Decision {
         self.slack / self.unit
     }
 
+    /// [`remaining`](Self::remaining) as the fraction it is read from, `(slack,
+    /// unit)` with `remaining() == slack / unit`: for a caller that stores decisions
+    /// and divides only when someone reads them (a 64-bit division is the dearest
+    /// step of building a decision).
+    ///
+    /// ```
+    /// use portero::Decision;
+    /// let d = Decision::new(true, 10, 7_500, 1_000, 0, 0);
+    /// let (slack, unit) = d.remaining_fraction();
+    /// assert_eq!(slack / unit, d.remaining());
+    /// ```
+    pub const fn remaining_fraction(&self) -> (u64, u64) {
+        (self.slack, self.unit)
+    }
+
     /// How long until this same request would be admitted (zero when it was).
     pub const fn retry_after(&self) -> Duration {
         Duration::from_nanos(self.retry_after)
