@@ -16,6 +16,7 @@ import {
   Rule,
   rateLimitHeaders,
 } from "../js/index.js";
+import { Keyed as RawKeyed } from "../pkg/portero_wasm.js";
 
 test("a limiter before init says what to do", () => {
   assert.throws(() => new Gcra({ perSecond: 1 }), /call initSync/);
@@ -140,6 +141,32 @@ test("the fingerprint cache: a key decides the same after it leaves the cache, a
   assert.equal(rl.allow(long, t0), true);
   assert.equal(rl.check(long, t0).allowed, false);
   assert.equal(rl.size, keys + 1);
+});
+
+test("the fingerprint cache is bounded: 2 x 16,384 keys, whatever keys clients send", () => {
+  // Counted through the module's own fingerprint call: with 40,000 keys cycled twice,
+  // a bounded cache must compute at least 40,000 - 32,768 of them again.
+  const rl = new KeyedLimiter({ perSecond: 1e9, burst: 1e9, maxKeys: 50_000 });
+  rl.allow("warm", 0);
+  let computed = 0;
+  const original = RawKeyed.prototype.fingerprint;
+  RawKeyed.prototype.fingerprint = function (key) {
+    computed++;
+    return original.call(this, key);
+  };
+  try {
+    const keys = Array.from({ length: 40_000 }, (_, i) => `client-${i}`);
+    for (const k of keys) rl.allow(k, 1);
+    assert.equal(computed, 40_000);
+    computed = 0;
+    for (const k of keys) rl.allow(k, 2);
+    assert.ok(computed >= 40_000 - 2 * 16_384, `only ${computed} recomputed: the cache held more than its bound`);
+    computed = 0;
+    for (let i = 0; i < 1_000; i++) rl.allow(keys[39_999], 3);
+    assert.equal(computed, 0, "a hot key is computed once");
+  } finally {
+    RawKeyed.prototype.fingerprint = original;
+  }
 });
 
 test("a full table asks for one second, with the limit, and its headers say so", () => {
