@@ -122,43 +122,19 @@ function refused(cost) {
 }
 
 // The decision object. An admission reads three numbers (its retry-after is 0); only a
-// refusal asks why, and how long to wait.
+// refusal asks why (`refusal` throws for the refusals that are errors), and how long
+// to wait.
 function decisionOf(allowed, cost) {
-  if (allowed) {
-    return { allowed, limit: lastLimit(), remaining: lastRemaining(), retryAfterMs: 0, resetAfterMs: lastResetAfterMs() };
-  }
-  refusal(cost);
-  return {
-    allowed,
-    limit: lastLimit(),
-    remaining: lastRemaining(),
-    retryAfterMs: lastRetryAfterMs(),
-    resetAfterMs: lastResetAfterMs(),
-  };
+  const retryAfterMs = allowed ? 0 : (refusal(cost), lastRetryAfterMs());
+  return { allowed, limit: lastLimit(), remaining: lastRemaining(), retryAfterMs, resetAfterMs: lastResetAfterMs() };
 }
 
 // `decisionOf` with `tableFull`, built whole (a property added afterwards changes the
 // object's shape on every call).
 function keyedDecisionOf(allowed, cost) {
-  if (allowed) {
-    return {
-      allowed,
-      limit: lastLimit(),
-      remaining: lastRemaining(),
-      retryAfterMs: 0,
-      resetAfterMs: lastResetAfterMs(),
-      tableFull: false,
-    };
-  }
-  const tableFull = refusal(cost) === TABLE_FULL;
-  return {
-    allowed,
-    limit: lastLimit(),
-    remaining: lastRemaining(),
-    retryAfterMs: lastRetryAfterMs(),
-    resetAfterMs: lastResetAfterMs(),
-    tableFull,
-  };
+  const tableFull = !allowed && refusal(cost) === TABLE_FULL;
+  const retryAfterMs = allowed ? 0 : lastRetryAfterMs();
+  return { allowed, limit: lastLimit(), remaining: lastRemaining(), retryAfterMs, resetAfterMs: lastResetAfterMs(), tableFull };
 }
 
 // A refusal's outcome code; throws for the refusals that are errors.
@@ -334,7 +310,8 @@ class Fingerprints {
       high = table.fingerprint(key);
       low = lastFingerprintLow();
     } else {
-      [high, low] = [this.#oldWords[2 * old], this.#oldWords[2 * old + 1]];
+      high = this.#oldWords[2 * old];
+      low = this.#oldWords[2 * old + 1];
     }
     if (this.#young.size >= FINGERPRINT_CACHE) {
       [this.#old, this.#oldWords, this.words] = [this.#young, this.words, this.#oldWords];
