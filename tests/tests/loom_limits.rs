@@ -104,10 +104,20 @@ fn keyed_model(
     policy: portero::Overflow,
     model: impl Fn(Arc<KeyedLimiter<u64, Gcra, ManualClock>>) + Send + Sync + 'static,
 ) {
+    keyed_model_with_burst(max_keys, policy, 1, model)
+}
+
+/// [`keyed_model`] with a burst of `burst`.
+fn keyed_model_with_burst(
+    max_keys: usize,
+    policy: portero::Overflow,
+    burst: u64,
+    model: impl Fn(Arc<KeyedLimiter<u64, Gcra, ManualClock>>) + Send + Sync + 'static,
+) {
     let mut builder = loom::model::Builder::new();
     builder.max_branches = 100_000;
     builder.check(move || {
-        let q = Quota::from_nanos(1, T).unwrap().with_burst(1).unwrap();
+        let q = Quota::from_nanos(1, T).unwrap().with_burst(burst).unwrap();
         let keyed =
             KeyedLimiter::with_hasher(Gcra::new(q), max_keys, ManualClock::new(), ahash_seed());
         model(Arc::new(keyed.overflow(policy)));
@@ -131,6 +141,27 @@ fn keyed_eviction_leaves_the_new_key_findable() {
         assert_eq!(admitted, 1, "burst 1 for the new key");
         assert_eq!(keyed.len(), 1);
         assert!(keyed.state_of(&7u64).is_some());
+    });
+}
+
+/// The evicting policy always tracks a new key, even when the key it chose to evict
+/// is checked at that moment (its CAS then fails; the insert must choose again, not
+/// refuse the new key as a full table would).
+#[test]
+fn keyed_evicting_insert_never_refuses_while_its_victim_is_checked() {
+    keyed_model_with_burst(1, portero::Overflow::EvictSoonestFull, 2, |keyed| {
+        assert!(keyed.check_at(&1u64, 100, 1).unwrap().is_allowed());
+        let handles: Vec<_> = [1u64, 7]
+            .into_iter()
+            .map(|key| {
+                let k = keyed.clone();
+                thread::spawn(move || k.check_at(&key, 100, 1).map(|d| d.is_allowed()))
+            })
+            .collect();
+        for h in handles {
+            assert_eq!(h.join().unwrap(), Ok(true));
+        }
+        assert_eq!(keyed.len(), 1);
     });
 }
 

@@ -207,50 +207,65 @@ impl Table {
             return Ok(decision);
         };
         let fresh = pack(p.tag, state);
-        // Room under the cap: the emptier bucket's first free slot.
-        if self.keys.fetch_add(1, Ordering::Relaxed) < self.max_keys {
-            let (emptier, other) = if self.free_in(buckets[0]) >= self.free_in(buckets[1]) {
-                (buckets[0], buckets[1])
-            } else {
-                (buckets[1], buckets[0])
-            };
-            for b in [emptier, other] {
-                for i in b * BUCKET..(b + 1) * BUCKET {
-                    // Only inserts fill empty slots, and we hold both buckets' locks.
-                    if self.claim(i, 0, fresh) {
-                        return Ok(decision);
+        // Checks of the keys held go on without the locks: a slot chosen below can
+        // change before it is claimed. Each retry follows another thread's successful
+        // write, so the loop ends when they do.
+        loop {
+            // Room under the cap: the emptier bucket's first free slot.
+            if self.keys.fetch_add(1, Ordering::Relaxed) < self.max_keys {
+                let (emptier, other) = if self.free_in(buckets[0]) >= self.free_in(buckets[1]) {
+                    (buckets[0], buckets[1])
+                } else {
+                    (buckets[1], buckets[0])
+                };
+                for b in [emptier, other] {
+                    for i in b * BUCKET..(b + 1) * BUCKET {
+                        // Only inserts fill empty slots, and we hold both buckets' locks.
+                        if self.claim(i, 0, fresh) {
+                            return Ok(decision);
+                        }
                     }
                 }
             }
-        }
-        self.keys.fetch_sub(1, Ordering::Relaxed);
-        // No room: replace an idle key in place (the count is unchanged).
-        let mut soonest: Option<(usize, u128, u64)> = None;
-        for b in buckets {
-            for i in b * BUCKET..(b + 1) * BUCKET {
-                let w = self.slots[i].load();
-                let (t, s) = unpack(w);
-                if t == 0 {
-                    continue;
-                }
-                let reset = a
-                    .decide(s, now, 0)
-                    .map_or(u64::MAX, |t| t.decision.reset_after_nanos());
-                if reset == 0 && self.claim(i, w, fresh) {
-                    return Ok(decision);
-                }
-                if soonest.is_none_or(|(_, _, r)| reset < r) {
-                    soonest = Some((i, w, reset));
+            self.keys.fetch_sub(1, Ordering::Relaxed);
+            // No room: replace an idle key in place (the count is unchanged).
+            let mut soonest: Option<(usize, u128, u64)> = None;
+            let mut raced = false;
+            for b in buckets {
+                for i in b * BUCKET..(b + 1) * BUCKET {
+                    let w = self.slots[i].load();
+                    let (t, s) = unpack(w);
+                    if t == 0 {
+                        continue;
+                    }
+                    let reset = a
+                        .decide(s, now, 0)
+                        .map_or(u64::MAX, |t| t.decision.reset_after_nanos());
+                    if reset == 0 {
+                        if self.claim(i, w, fresh) {
+                            return Ok(decision);
+                        }
+                        raced = true;
+                    } else if soonest.is_none_or(|(_, _, r)| reset < r) {
+                        soonest = Some((i, w, reset));
+                    }
                 }
             }
-        }
-        match (self.overflow, soonest) {
-            (Overflow::EvictSoonestFull, Some((i, w, _))) if self.claim(i, w, fresh) => {
-                Ok(decision)
+            match (self.overflow, soonest) {
+                (Overflow::EvictSoonestFull, Some((i, w, _))) => {
+                    if self.claim(i, w, fresh) {
+                        return Ok(decision);
+                    }
+                    // The key chosen was checked (or reset) meanwhile: choose again.
+                }
+                // A slot changed while we looked (a key emptied or charged): look again.
+                _ if raced => {}
+                _ => {
+                    return Err(KeyedError::KeyTableFull {
+                        max_keys: self.max_keys as u64,
+                    })
+                }
             }
-            _ => Err(KeyedError::KeyTableFull {
-                max_keys: self.max_keys as u64,
-            }),
         }
     }
 
