@@ -4,7 +4,9 @@
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::sync::Arc;
 use loom::thread;
-use portero::{stack, ConcurrencyLimit, Gcra, KeyedLimiter, ManualClock, Quota, RateLimiter};
+use portero::{
+    stack, ConcurrencyLimit, Gcra, KeyedLimiter, ManualClock, Quota, RateLimiter, SlotHint,
+};
 
 const T: u64 = 10;
 
@@ -162,6 +164,46 @@ fn keyed_evicting_insert_never_refuses_while_its_victim_is_checked() {
             assert_eq!(h.join().unwrap(), Ok(true));
         }
         assert_eq!(keyed.len(), 1);
+    });
+}
+
+/// A hinted check races an insert that evicts its key and gives the slot to another
+/// key in the very same state (both one unit used at one instant, burst 2, a table of
+/// one key). Whatever the order, exactly one key is held afterwards with exactly one
+/// unit used: the hinted check's update never lands in the other key's slot (its CAS
+/// covers the fingerprint; a CAS over the state alone would succeed there) and never
+/// takes the slot over.
+#[test]
+fn keyed_hinted_check_never_updates_a_reclaimed_slot() {
+    keyed_model_with_burst(1, portero::Overflow::EvictSoonestFull, 2, |keyed| {
+        let one_used = {
+            assert!(keyed.check_at(&9u64, 100, 1).unwrap().is_allowed());
+            let s = keyed.state_of(&9u64).unwrap();
+            keyed.reset(&9u64);
+            s
+        };
+        let first = keyed.fingerprint_of(&1u64);
+        let mut hint = SlotHint::NONE;
+        assert!(keyed
+            .check_hinted_at(first, &mut hint, 100, 1)
+            .unwrap()
+            .is_allowed());
+        let hinted = {
+            let k = keyed.clone();
+            thread::spawn(move || {
+                k.check_hinted_at(first, &mut hint, 100, 1)
+                    .unwrap()
+                    .is_allowed()
+            })
+        };
+        let other = {
+            let k = keyed.clone();
+            thread::spawn(move || k.check_at(&7u64, 100, 1).unwrap().is_allowed())
+        };
+        assert_eq!(admitted(vec![hinted, other]), 2);
+        assert_eq!(keyed.len(), 1);
+        let held: Vec<_> = [1u64, 7].iter().filter_map(|k| keyed.state_of(k)).collect();
+        assert_eq!(held, [one_used], "one key, one unit");
     });
 }
 

@@ -116,7 +116,7 @@ pub use decision::{CheckError, Decision, KeyedError, DENY_FOR_NANOS};
 pub use fixed_window::{FixedWindow, Placement};
 pub use gcra::Gcra;
 #[cfg(feature = "alloc")]
-pub use keyed::{Fingerprint, KeyedLimit, KeyedLimiter, Overflow};
+pub use keyed::{Fingerprint, KeyedLimit, KeyedLimiter, Overflow, SlotHint};
 pub use leaky_bucket::{LeakyMeter, LeakyQueue};
 pub use limiter::{Algorithm, RateLimiter, Transition};
 #[cfg(feature = "std")]

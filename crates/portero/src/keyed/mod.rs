@@ -47,9 +47,12 @@
 //! bucket insert locks (`locks`); all synchronisation comes from the crate's one loom
 //! shim.
 
+mod fingerprint;
 mod locks;
 mod slot;
 mod table;
+
+pub use fingerprint::{Fingerprint, SlotHint};
 
 use core::hash::Hash;
 use core::marker::PhantomData;
@@ -314,7 +317,64 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
         now: u64,
         cost: u64,
     ) -> Result<Decision, KeyedError> {
-        self.check_tag(fingerprint.0, now, cost)
+        self.check_tag(fingerprint.to_bits(), now, cost)
+    }
+
+    /// [`check_fingerprint_at`](Self::check_fingerprint_at), looking first in the slot
+    /// `hint` names, and leaving in `hint` where the key is held afterwards (or
+    /// [`SlotHint::NONE`]). A caller that keeps each hot key's fingerprint can keep its
+    /// hint beside it and skip the table's lookup on the next check.
+    ///
+    /// Only a hint: the slot's fingerprint is compared before its state is read, and
+    /// the compare-and-swap covers the fingerprint, so a stale, wrong or made-up hint
+    /// costs an ordinary lookup and never decides on another key's state.
+    ///
+    /// ```
+    /// use portero::{Gcra, KeyedLimiter, ManualClock, Quota, SlotHint};
+    /// let per_user = KeyedLimiter::with_clock(Gcra::new(Quota::per_second(2)?), 100, ManualClock::new());
+    /// let alice = per_user.fingerprint_of("alice");
+    /// let mut hint = SlotHint::NONE;
+    /// assert!(per_user.check_hinted_at(alice, &mut hint, 0, 1)?.is_allowed());
+    /// assert_ne!(hint, SlotHint::NONE); // where "alice" is held now
+    /// assert!(per_user.check_hinted_at(alice, &mut hint, 0, 1)?.is_allowed());
+    /// assert!(!per_user.check_at("alice", 0, 1)?.is_allowed()); // the same key: 2 used
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline(always)]
+    pub fn check_hinted_at(
+        &self,
+        fingerprint: Fingerprint,
+        hint: &mut SlotHint,
+        now: u64,
+        cost: u64,
+    ) -> Result<Decision, KeyedError> {
+        let algorithm = self.algorithm.load();
+        let tag = fingerprint.to_bits();
+        match self
+            .table
+            .update_at(&algorithm, hint.index(), tag, now, cost)?
+        {
+            Some(d) => Ok(d),
+            None => {
+                let (d, found) = self.check_and_find(tag, now, cost);
+                *hint = found;
+                d
+            }
+        }
+    }
+
+    /// A hinted check whose hint missed: the ordinary check, then where the key is.
+    /// (The hint goes out by value: passed in by reference, it would live in memory
+    /// on every check, not only on this path.)
+    #[inline(never)]
+    fn check_and_find(
+        &self,
+        tag: u64,
+        now: u64,
+        cost: u64,
+    ) -> (Result<Decision, KeyedError>, SlotHint) {
+        let d = self.check_tag(tag, now, cost);
+        (d, SlotHint::at(self.table.slot_of(tag)))
     }
 
     /// What [`check_at`](Self::check_at) would answer, consuming nothing.
@@ -369,32 +429,7 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
 
     #[inline]
     fn fingerprint(&self, key: &K) -> u64 {
-        self.fingerprint_of(key).0
-    }
-}
-
-/// A key's 64-bit fingerprint under one [`KeyedLimiter`]'s seed (never 0, which marks
-/// an empty slot). Keep it to check the same key again without hashing it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Fingerprint(u64);
-
-impl Fingerprint {
-    /// The fingerprint as 64 bits, to carry it where Rust types do not go (JavaScript,
-    /// say).
-    pub fn to_bits(self) -> u64 {
-        self.0
-    }
-
-    /// A fingerprint from [`to_bits`](Self::to_bits). Any value is safe: 0 (the empty
-    /// slot's mark) becomes 1, as a hash of 0 does.
-    ///
-    /// ```
-    /// use portero::Fingerprint;
-    /// assert_eq!(Fingerprint::from_bits(0), Fingerprint::from_bits(1));
-    /// assert_eq!(Fingerprint::from_bits(u64::MAX).to_bits(), u64::MAX);
-    /// ```
-    pub fn from_bits(bits: u64) -> Self {
-        Self(bits.max(1))
+        self.fingerprint_of(key).to_bits()
     }
 }
 

@@ -167,25 +167,73 @@ impl Table {
         now: u64,
         cost: u64,
     ) -> Result<Option<Decision>, KeyedError> {
-        let tag = p.tag;
-        'lookup: loop {
-            let Some((i, mut w)) = self.find(p) else {
+        loop {
+            let Some((i, w)) = self.find(p) else {
                 return Ok(None);
             };
-            loop {
-                let t = a.decide(unpack(w).1, now, cost)?;
-                let Some(next) = t.next else {
-                    return Ok(Some(t.decision));
-                };
-                match self.slots[i].cas(w, pack(tag, next)) {
-                    Ok(()) => return Ok(Some(t.decision)),
-                    // Still ours (another thread updated it): decide again.
-                    Err(actual) if unpack(actual).0 == tag => w = actual,
-                    // The slot was reclaimed in between: look the key up again.
-                    Err(_) => continue 'lookup,
+            if let Some(d) = self.decide_in(a, i, w, p.tag, now, cost)? {
+                return Ok(Some(d));
+            }
+            // The slot was reclaimed in between: look the key up again.
+        }
+    }
+
+    /// [`update_existing`](Self::update_existing) at slot `i`, where the caller last
+    /// saw `tag`: `None` if `i` is out of range or holds another key (or none), and the
+    /// caller looks the key up. Only a hint: the slot's fingerprint is compared before
+    /// its state is used, as `find` compares it.
+    #[inline(always)]
+    pub(crate) fn update_at<A: Algorithm>(
+        &self,
+        a: &A,
+        i: usize,
+        tag: u64,
+        now: u64,
+        cost: u64,
+    ) -> Result<Option<Decision>, KeyedError> {
+        match self.slots.get(i) {
+            Some(slot) => {
+                let w = slot.load();
+                if unpack(w).0 != tag {
+                    return Ok(None);
                 }
+                self.decide_in(a, i, w, tag, now, cost)
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// Decides for `tag` on slot `i`, last read as `w` (holding `tag`), and publishes
+    /// the transition with one CAS over (fingerprint, state), deciding again while
+    /// other threads update the same key. `None` if the slot is taken over by another
+    /// key (or emptied) before the CAS lands: nothing was written.
+    #[inline(always)]
+    fn decide_in<A: Algorithm>(
+        &self,
+        a: &A,
+        i: usize,
+        mut w: u128,
+        tag: u64,
+        now: u64,
+        cost: u64,
+    ) -> Result<Option<Decision>, KeyedError> {
+        loop {
+            let t = a.decide(unpack(w).1, now, cost)?;
+            let Some(next) = t.next else {
+                return Ok(Some(t.decision));
+            };
+            match self.slots[i].cas(w, pack(tag, next)) {
+                Ok(()) => return Ok(Some(t.decision)),
+                // Still ours (another thread updated it): decide again.
+                Err(actual) if unpack(actual).0 == tag => w = actual,
+                Err(_) => return Ok(None),
             }
         }
+    }
+
+    /// The slot holding `tag`, if any.
+    pub(crate) fn slot_of(&self, tag: u64) -> Option<usize> {
+        self.find(self.probe(tag)).map(|(i, _)| i)
     }
 
     /// Inserts `tag` with the state `state` its first request left (`decision`), or
