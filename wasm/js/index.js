@@ -277,58 +277,66 @@ export function algorithms() {
   return [...ALGORITHMS];
 }
 
-// The fingerprint cache of a KeyedLimiter: hot keys' 64-bit fingerprints, so that
-// checking them again copies no string into wasm and hashes nothing there (a Map
-// lookup on a JS string reuses the hash V8 keeps in the string). Two generations of
-// at most FINGERPRINT_CACHE keys each: when the young one is full it becomes the old
-// one and the old one is dropped, and a key found in the old one moves back to the
-// young one. Keys longer than FINGERPRINT_CACHE_KEY_LENGTH are never kept, so the
-// cache holds at most 2 x 16,384 keys of at most 64 characters whatever keys clients
-// send: 2.8 MB of JS heap measured after 200,000 distinct 64-character ASCII keys, 3.6
-// MB with two-byte characters. Only a cache: a key's fingerprint is fixed by the
-// table's seed, so a dropped entry is computed again, identically.
+// The fingerprint cache of a KeyedLimiter: hot keys' 64-bit fingerprints and slot
+// hints, so that checking them again copies no string into wasm, hashes nothing there
+// and goes straight to the key's slot (a Map lookup on a JS string reuses the hash V8
+// keeps in the string). Two generations of at most FINGERPRINT_CACHE keys each: when
+// the young one is full it becomes the old one and the old one is dropped, and a key
+// found in the old one moves back to the young one. Keys longer than
+// FINGERPRINT_CACHE_KEY_LENGTH are never kept, so the cache holds at most 2 x 16,384
+// keys of at most 64 characters whatever keys clients send: 2.3 MB of JS heap measured
+// after 200,000 distinct 64-character ASCII keys, 3.8 MB with two-byte characters.
+// Only a cache: a key's fingerprint is fixed by the table's seed, so a dropped entry is
+// computed again, identically, and wasm compares a hint's slot with the fingerprint
+// before using it, so a stale hint (the key evicted, reset or moved) costs a lookup.
 const FINGERPRINT_CACHE = 16_384;
 const FINGERPRINT_CACHE_KEY_LENGTH = 64;
+// A slot hint that names no slot (the first check of a key looks it up).
+const NO_HINT = 0xffff_ffff;
 
 class Fingerprints {
-  // Each generation: key -> slot i in its `words`, which hold the fingerprint's high
-  // and low 32 bits at 2i and 2i + 1 (a dense typed array: no object per key to chase).
+  // Each generation: key -> entry i in its `words`, which hold the fingerprint's high
+  // and low 32 bits and the slot hint at 3i, 3i + 1 and 3i + 2 (a dense typed array:
+  // no object per key to chase).
   #young = new Map();
   #old = new Map();
   #oldWords = new Uint32Array(0);
   /** The young generation's words: `of`'s slot i holds `[words[2i], words[2i + 1]]`. */
-  words = new Uint32Array(64);
-  /** `key`'s slot in `words` (read them after the call), or -1 for a long key. */
+  words = new Uint32Array(0);
+  /** `key`'s entry in `words` (read them after the call), or -1 for a long key. */
   of(key, table) {
     return this.#young.get(key) ?? this.#miss(key, table);
   }
   #miss(key, table) {
     if (key.length > FINGERPRINT_CACHE_KEY_LENGTH) return -1;
     const old = this.#old.get(key);
-    let high, low;
+    let high, low, hint;
     if (old === undefined) {
       high = table.fingerprint(key);
       low = lastFingerprintLow();
+      hint = NO_HINT;
     } else {
-      high = this.#oldWords[2 * old];
-      low = this.#oldWords[2 * old + 1];
+      high = this.#oldWords[3 * old];
+      low = this.#oldWords[3 * old + 1];
+      hint = this.#oldWords[3 * old + 2];
     }
     if (this.#young.size >= FINGERPRINT_CACHE) {
       [this.#old, this.#oldWords, this.words] = [this.#young, this.words, this.#oldWords];
       this.#young = new Map();
     }
-    const slot = this.#young.size;
-    if (2 * slot + 1 >= this.words.length) {
+    const entry = this.#young.size;
+    if (3 * entry + 2 >= this.words.length) {
       // Grown as keys come (a limiter with few keys keeps a small array), doubling up to
       // the generation's size.
-      const grown = new Uint32Array(Math.min(Math.max(64, 2 * this.words.length), 2 * FINGERPRINT_CACHE));
+      const grown = new Uint32Array(Math.min(Math.max(3 * 32, 2 * this.words.length), 3 * FINGERPRINT_CACHE));
       grown.set(this.words);
       this.words = grown;
     }
-    this.#young.set(key, slot);
-    this.words[2 * slot] = high;
-    this.words[2 * slot + 1] = low;
-    return slot;
+    this.#young.set(key, entry);
+    this.words[3 * entry] = high;
+    this.words[3 * entry + 1] = low;
+    this.words[3 * entry + 2] = hint;
+    return entry;
   }
 }
 
@@ -396,7 +404,10 @@ export class KeyedLimiter {
     const i = fingerprints.of(key, table);
     if (i < 0) return table.check(key, now, cost);
     const words = fingerprints.words;
-    return table.checkFingerprint(words[2 * i], words[2 * i + 1], now, cost);
+    // One number back: the key's slot hint for next time, and whether it was admitted.
+    const r = table.checkFingerprint(words[3 * i], words[3 * i + 1], words[3 * i + 2], now, cost);
+    words[3 * i + 2] = r >>> 1;
+    return (r & 1) === 1;
   }
   /** Forgets `key`. */
   reset(key) {

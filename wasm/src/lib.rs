@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use portero::keyed::RandomState;
 use portero::{
     AlgorithmName, AnyAlgorithm, AnyAlgorithmError, CheckError, Decision, Fingerprint, KeyedError,
-    KeyedLimiter, ManualClock, Overflow, Quota, QuotaError, RateLimiter, MAX_TIME_NANOS,
+    KeyedLimiter, ManualClock, Overflow, Quota, QuotaError, RateLimiter, SlotHint, MAX_TIME_NANOS,
 };
 use wasm_bindgen::prelude::*;
 
@@ -341,11 +341,15 @@ pub struct Keyed {
 }
 
 impl Keyed {
-    /// Both `check` forms: one copy of the table's hot path in the module.
+    /// Both `check` forms: one copy of the table's hot path in the module. Looks in
+    /// the slot `hint` names first; returns `hint' * 2 + admitted`, where `hint'` is
+    /// where the key is held now.
     #[inline(never)]
-    fn check_key(&self, f: Fingerprint, now_ms: f64, cost: f64) -> bool {
+    fn check_key(&self, f: Fingerprint, hint: u32, now_ms: f64, cost: f64) -> u32 {
         let (now, cost) = args(now_ms, cost);
-        self.answer(self.inner.check_fingerprint_at(f, now, cost))
+        let mut hint = SlotHint::from_bits(hint);
+        let admitted = self.answer(self.inner.check_hinted_at(f, &mut hint, now, cost));
+        (hint.to_bits() << 1) | u32::from(admitted)
     }
 
     /// [`answer`], with the table's own decision for a full table (denied, the
@@ -409,23 +413,29 @@ impl Keyed {
 
     /// Checks `cost` units for `key` at `nowMs`; details in the `last*` functions.
     pub fn check(&self, key: &str, now_ms: f64, cost: f64) -> bool {
-        self.check_key(self.inner.fingerprint_of(key), now_ms, cost)
+        let f = self.inner.fingerprint_of(key);
+        self.check_key(f, SlotHint::NONE.to_bits(), now_ms, cost) & 1 == 1
     }
 
     /// `key`'s fingerprint under this table's seed: its high 32 bits, the low 32 in
-    /// `lastFingerprintLow`. The JS wrapper keeps it for hot keys, so checking them
-    /// again copies and hashes nothing.
+    /// `lastFingerprintLow`. The JS wrapper keeps it for hot keys, with the slot hint
+    /// `checkFingerprint` returns, so checking them again copies and hashes nothing
+    /// and looks nothing up.
     pub fn fingerprint(&self, key: &str) -> u32 {
         let bits = self.inner.fingerprint_of(key).to_bits();
         LAST_FINGERPRINT_LOW.store(bits as u32, Ordering::Relaxed);
         (bits >> 32) as u32
     }
 
-    /// `check` for the key whose fingerprint is `high`:`low`.
+    /// `check` for the key whose fingerprint is `high`:`low`, looking first in the
+    /// slot `hint` names (any value is safe: a wrong one costs a lookup). Returns
+    /// `hint' * 2 + admitted`, where `hint'` is the hint for the next check (where the
+    /// key is held now; `0x7FFF_FFFF` if nowhere): one number, so an admitted check
+    /// makes no other call.
     #[wasm_bindgen(js_name = checkFingerprint)]
-    pub fn check_fingerprint(&self, high: u32, low: u32, now_ms: f64, cost: f64) -> bool {
+    pub fn check_fingerprint(&self, high: u32, low: u32, hint: u32, now_ms: f64, cost: f64) -> u32 {
         let f = Fingerprint::from_bits((u64::from(high) << 32) | u64::from(low));
-        self.check_key(f, now_ms, cost)
+        self.check_key(f, hint, now_ms, cost)
     }
 
     /// What `check` would answer for `key`, taking nothing.

@@ -169,6 +169,40 @@ test("the fingerprint cache is bounded: 2 x 16,384 keys, whatever keys clients s
   }
 });
 
+test("slot hints: keys evicted, reset and inserted again decide as looked up, never on another key's state", () => {
+  // The wrapper (fingerprints and slot hints kept in JS) against a twin table with the
+  // same seed checked by key (looked up every time): 12 keys through a table of 4 that
+  // evicts, with resets, so kept hints keep going stale.
+  const seeds = new Uint32Array([11, 22, 33, 44]);
+  const original = crypto.getRandomValues;
+  crypto.getRandomValues = (array) => {
+    array.set(seeds);
+    return array;
+  };
+  try {
+    const options = { perSecond: 10, burst: 3, maxKeys: 4, evict: true };
+    const rl = new KeyedLimiter(options);
+    const twin = new RawKeyed("gcra", 10, 1000, 3, 4, seeds, true);
+    let seed = 7;
+    const next = (n) => ((seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) % n);
+    let now = 1_000;
+    for (let i = 0; i < 5_000; i++) {
+      const key = `k${next(12)}`;
+      now += next(4) * 20;
+      if (next(10) === 0) {
+        rl.reset(key);
+        twin.reset(key);
+      }
+      const cost = next(3);
+      const want = twin.check(key, now, cost);
+      const got = next(2) === 0 ? rl.allow(key, now, cost) : rl.check(key, now, cost).allowed;
+      assert.equal(got, want, `check ${i}: ${key} at ${now} ms, cost ${cost}`);
+    }
+  } finally {
+    crypto.getRandomValues = original;
+  }
+});
+
 test("a full table asks for one second, with the limit, and its headers say so", () => {
   const rl = new KeyedLimiter({ perMinute: 5, maxKeys: 1 });
   rl.check("a", 0);
