@@ -20,9 +20,12 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use portero::keyed::RandomState;
 use portero::{
     AlgorithmName, AnyAlgorithm, AnyAlgorithmError, CheckError, Decision, Fingerprint, KeyedError,
-    KeyedLimiter, ManualClock, Overflow, Quota, QuotaError, RateLimiter, SlotHint, MAX_TIME_NANOS,
+    KeyedLimiter, ManualClock, Overflow, Quota, QuotaError, SlotHint, MAX_TIME_NANOS,
 };
 use wasm_bindgen::prelude::*;
+
+mod single;
+use single::Single;
 
 /// The largest integer a JavaScript number holds exactly.
 const MAX_SAFE: f64 = 9_007_199_254_740_991.0;
@@ -114,13 +117,14 @@ pub fn algorithm_names() -> String {
     EDGE.map(AlgorithmName::as_str).join(",")
 }
 
+const UNKNOWN_ALGORITHM: &str =
+    "unknown algorithm: use gcra, token-bucket, fixed-window, sliding-window-counter or leaky-meter";
+
 /// The algorithm `name` for `q`, if this binding offers it.
 fn algorithm_for(name: &str, q: Quota) -> Result<AnyAlgorithm, JsError> {
     let name = AlgorithmName::parse(name)
         .filter(|n| EDGE.contains(n))
-        .ok_or_else(|| {
-            err("unknown algorithm: use gcra, token-bucket, fixed-window, sliding-window-counter or leaky-meter")
-        })?;
+        .ok_or_else(|| err(UNKNOWN_ALGORITHM))?;
     AnyAlgorithm::new(name, q).map_err(|e| match e {
         AnyAlgorithmError::Quota(e) => quota_err(e),
         _ => err("not a one-word algorithm"),
@@ -231,7 +235,7 @@ pub fn last_outcome() -> f64 {
 /// One limiter (one client, or one global limit).
 #[wasm_bindgen]
 pub struct Limiter {
-    inner: RateLimiter<AnyAlgorithm, ManualClock>,
+    inner: Single,
 }
 
 #[wasm_bindgen]
@@ -247,7 +251,7 @@ impl Limiter {
     ) -> Result<Limiter, JsError> {
         let kind = algorithm_for(algorithm, quota(limit, period_ms, burst)?)?;
         Ok(Self {
-            inner: RateLimiter::with_algorithm_and_clock(kind, ManualClock::new()),
+            inner: Single::new(kind).ok_or_else(|| err(UNKNOWN_ALGORITHM))?,
         })
     }
 
