@@ -23,7 +23,9 @@
 //!   algorithm's transition and publishes it with one 128-bit compare-and-swap over
 //!   fingerprint *and* state. Because the CAS covers the fingerprint, a slot that was
 //!   reclaimed and reused by another key in between can never receive this key's update.
-//!   Nothing is allocated.
+//!   Nothing is allocated. A caller that keeps a key's [`Fingerprint`] and [`SlotHint`]
+//!   (the JavaScript binding does, for hot keys) skips the hashing and the scan: the
+//!   slot named is compared with the fingerprint like any slot the scan finds.
 //! - **Inserting** takes the two buckets' insert locks (1-byte spin locks, held for a
 //!   few loads), rescans, and claims an empty slot with the new key *and its first
 //!   decision* in one CAS. The locks only order inserts among themselves, so a key can
