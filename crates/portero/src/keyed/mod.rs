@@ -222,16 +222,19 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
         // of a loop's samples on one load).
         match self.check_existing(tag, now, 1) {
             Ok(Some(d)) => d,
-            _ => self.check_cold(tag, now),
+            held => self.check_cold(tag, now, held.is_err()),
         }
     }
 
-    /// [`check`](Self::check) for a key that is not held (or whose check failed): the
-    /// whole check again, a full table's denial for an error.
+    /// [`check`](Self::check) for a key that is not held (inserted here), or whose
+    /// check `failed` (a full table's denial, as for an insert that fails).
     #[cold]
     #[inline(never)]
-    fn check_cold(&self, tag: u64, now: u64) -> Decision {
-        self.check_tag(tag, now, 1)
+    fn check_cold(&self, tag: u64, now: u64, failed: bool) -> Decision {
+        if failed {
+            return self.full_table();
+        }
+        self.check_slow(&self.algorithm.load(), tag, now, 1)
             .unwrap_or_else(|_| self.full_table())
     }
 
