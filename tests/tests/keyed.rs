@@ -331,3 +331,18 @@ fn a_full_table_asks_for_one_second() {
     assert_eq!(d.retry_after_nanos(), portero::DENY_FOR_NANOS);
     assert_eq!(d.reset_after_nanos(), portero::DENY_FOR_NANOS);
 }
+
+/// `check()` cannot return an error: past the supported time range it denies (the
+/// full table's answer), for a held key and for a new one, and admits nothing.
+#[test]
+fn check_past_the_time_range_denies_held_and_new_keys() {
+    let keyed = KeyedLimiter::with_clock(Gcra::new(quota(1, 5)), 10, ManualClock::new());
+    assert!(keyed.check(&1u64).is_allowed());
+    keyed.clock().set(u64::MAX);
+    for key in [1u64, 2] {
+        let d = keyed.check(&key);
+        assert!(!d.is_allowed(), "key {key}");
+        assert_eq!(d.retry_after_nanos(), portero::DENY_FOR_NANOS);
+    }
+    assert_eq!(keyed.len(), 1);
+}
