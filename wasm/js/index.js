@@ -301,7 +301,7 @@ class Fingerprints {
   #young = new Map();
   #old = new Map();
   #oldWords = new Uint32Array(0);
-  /** The young generation's words: `of`'s slot i holds `[words[2i], words[2i + 1]]`. */
+  /** The young generation's words: entry i is `words[3i]`, `words[3i + 1]`, `words[3i + 2]`. */
   words = new Uint32Array(0);
   /** `key`'s entry in `words` (read them after the call), or -1 for a long key. */
   of(key, table) {
