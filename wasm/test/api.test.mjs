@@ -171,20 +171,20 @@ test("the fingerprint cache is bounded: 2 x 16,384 keys, whatever keys clients s
 
 test("slot hints: keys evicted, reset and inserted again decide as looked up, never on another key's state", () => {
   // The wrapper (fingerprints and slot hints kept in JS) against a twin table with the
-  // same seed checked by key (looked up every time): 12 keys through a table of 4 that
+  // same hash key checked by key (looked up every time): 12 keys through a table of 4 that
   // evicts, with resets, so kept hints keep going stale.
-  const seeds = new Uint32Array([11, 22, 33, 44]);
+  const hashKey = new Uint32Array([11, 22, 33, 44]);
   const original = crypto.getRandomValues;
   crypto.getRandomValues = (array) => {
-    array.set(seeds);
+    array.set(hashKey);
     return array;
   };
   try {
     const options = { perSecond: 10, burst: 3, maxKeys: 4, evict: true };
     const rl = new KeyedLimiter(options);
-    const twin = new RawKeyed("gcra", 10, 1000, 3, 4, seeds, true);
-    let seed = 7;
-    const next = (n) => ((seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) % n);
+    const twin = new RawKeyed("gcra", 10, 1000, 3, 4, hashKey, true);
+    let state = 7;
+    const next = (n) => ((state = (state * 1_103_515_245 + 12_345) % 2 ** 31) % n);
     let now = 1_000;
     for (let i = 0; i < 5_000; i++) {
       const key = `k${next(12)}`;
