@@ -171,7 +171,7 @@ impl Table {
             let Some((i, w)) = self.find(p) else {
                 return Ok(None);
             };
-            if let Some(d) = self.decide_in(a, i, w, p.tag, now, cost)? {
+            if let Some(d) = decide_in(a, &self.slots[i], w, p.tag, now, cost)? {
                 return Ok(Some(d));
             }
             // The slot was reclaimed in between: look the key up again.
@@ -197,37 +197,9 @@ impl Table {
                 if unpack(w).0 != tag {
                     return Ok(None);
                 }
-                self.decide_in(a, i, w, tag, now, cost)
+                decide_in(a, slot, w, tag, now, cost)
             }
             None => Ok(None),
-        }
-    }
-
-    /// Decides for `tag` on slot `i`, last read as `w` (holding `tag`), and publishes
-    /// the transition with one CAS over (fingerprint, state), deciding again while
-    /// other threads update the same key. `None` if the slot is taken over by another
-    /// key (or emptied) before the CAS lands: nothing was written.
-    #[inline(always)]
-    fn decide_in<A: Algorithm>(
-        &self,
-        a: &A,
-        i: usize,
-        mut w: u128,
-        tag: u64,
-        now: u64,
-        cost: u64,
-    ) -> Result<Option<Decision>, KeyedError> {
-        loop {
-            let t = a.decide(unpack(w).1, now, cost)?;
-            let Some(next) = t.next else {
-                return Ok(Some(t.decision));
-            };
-            match self.slots[i].cas(w, pack(tag, next)) {
-                Ok(()) => return Ok(Some(t.decision)),
-                // Still ours (another thread updated it): decide again.
-                Err(actual) if unpack(actual).0 == tag => w = actual,
-                Err(_) => return Ok(None),
-            }
         }
     }
 
@@ -377,6 +349,33 @@ fn filled<T>(n: usize, make: impl Fn() -> T) -> Result<Box<[T]>, TryReserveError
     v.try_reserve_exact(n)?;
     v.extend((0..n).map(|_| make()));
     Ok(v.into_boxed_slice())
+}
+
+/// Decides for `tag` on `slot`, last read as `w` (holding `tag`), and publishes
+/// the transition with one CAS over (fingerprint, state), deciding again while
+/// other threads update the same key. `None` if the slot is taken over by another
+/// key (or emptied) before the CAS lands: nothing was written.
+#[inline(always)]
+fn decide_in<A: Algorithm>(
+    a: &A,
+    slot: &Slot,
+    mut w: u128,
+    tag: u64,
+    now: u64,
+    cost: u64,
+) -> Result<Option<Decision>, KeyedError> {
+    loop {
+        let t = a.decide(unpack(w).1, now, cost)?;
+        let Some(next) = t.next else {
+            return Ok(Some(t.decision));
+        };
+        match slot.cas(w, pack(tag, next)) {
+            Ok(()) => return Ok(Some(t.decision)),
+            // Still ours (another thread updated it): decide again.
+            Err(actual) if unpack(actual).0 == tag => w = actual,
+            Err(_) => return Ok(None),
+        }
+    }
 }
 
 /// The hint byte of a fingerprint: its low 8 bits (see [`Table::probe`]).
