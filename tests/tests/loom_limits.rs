@@ -234,6 +234,32 @@ fn breaker_lets_exactly_one_probe_through() {
     });
 }
 
+/// A call admitted before the breaker tripped reports its failure while the probe of
+/// the next cycle succeeds: in every interleaving the stale failure changes nothing,
+/// so the breaker ends closed (on the old word, a failure reported after the probe
+/// closed the breaker opened it again).
+#[test]
+fn breaker_ignores_a_report_from_an_earlier_cycle() {
+    loom::model(|| {
+        // A std `Arc`: a call that outlives its borrow holds the breaker itself.
+        let b = portero::CircuitBreaker::new(1, std::time::Duration::from_millis(1));
+        let breaker = std::sync::Arc::new(b.unwrap().with_clock(ManualClock::new()));
+        let stale = breaker.try_call_owned().unwrap();
+        breaker.try_call_at(0).unwrap().failure_at(0); // trips
+        let b = breaker.clone();
+        let probe = thread::spawn(move || {
+            let call = b.try_call_at(1_000_000).expect("the period is over");
+            assert!(call.is_probe());
+            call.success_at(1_000_000);
+        });
+        let late = thread::spawn(move || stale.failure_at(1_000_000));
+        probe.join().unwrap();
+        late.join().unwrap();
+        assert!(breaker.allows_call_at(1_000_000), "closed by the probe");
+        assert!(!breaker.try_call_at(1_000_000).unwrap().is_probe());
+    });
+}
+
 /// Two failures reported at once against a threshold of two: neither is lost, so the
 /// breaker opens.
 #[test]

@@ -66,7 +66,7 @@ pub use answer::{
 pub use backoff::{retry_after, Backoff, BackoffError, DEFAULT_MAX_WAIT, MAX_WAIT_LIMIT};
 pub use breaker::{
     BreakerCallError, CircuitBreakerFuture, CircuitBreakerLayer, CircuitBreakerService, FailureFn,
-    FallbackFn,
+    FallbackFn, DEFAULT_CALL_TIMEOUT,
 };
 pub use client::{ClientAddr, ClientIp, TrustedProxies};
 pub use headers::{Policy, PolicyError};

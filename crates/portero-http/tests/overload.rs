@@ -346,6 +346,97 @@ async fn a_call_past_its_timeout_fails_and_counts() {
     ));
 }
 
+/// A probe that never answers: the layer's default call timeout fails it, and with
+/// no call timeout at all the breaker's own probe timeout does. An hour after the
+/// dependency recovered, every call goes through again (before: 100 of 100 refused).
+#[tokio::test(start_paused = true)]
+async fn a_hung_probe_does_not_keep_the_breaker_half_open() {
+    for with_timeout in [true, false] {
+        let clock = Arc::new(ManualClock::new());
+        let breaker = CircuitBreaker::new(5, Duration::from_secs(30)).unwrap();
+        let breaker = Arc::new(breaker.with_clock(clock.clone()));
+        let healthy = Arc::new(AtomicU32::new(0));
+        let hits = Arc::new(AtomicU32::new(0));
+        let (h, n) = (healthy.clone(), hits.clone());
+        let upstream = service_fn(move |_: ()| {
+            let call = n.fetch_add(1, Ordering::SeqCst);
+            let state = h.load(Ordering::SeqCst);
+            async move {
+                match state {
+                    0 => Ok(Response::builder().status(500).body(String::new()).unwrap()),
+                    // Recovering: the first call after the outage hangs for good.
+                    _ if call == 5 => std::future::pending().await,
+                    _ => Ok::<_, std::convert::Infallible>(Response::new(String::new())),
+                }
+            }
+        });
+        let layer = CircuitBreakerLayer::new(breaker.clone());
+        let layer = if with_timeout {
+            layer
+        } else {
+            layer.without_call_timeout()
+        };
+        let client = layer.layer(upstream);
+        for _ in 0..5 {
+            let _ = client.clone().oneshot(()).await;
+        }
+        healthy.store(1, Ordering::SeqCst);
+        clock.advance(30_000_000_000);
+        let probe = tokio::spawn(client.clone().oneshot(()));
+        tokio::time::sleep(Duration::from_secs(3_600)).await;
+        clock.advance(3_600_000_000_000);
+        assert_eq!(
+            probe.is_finished(),
+            with_timeout,
+            "the call timeout ends it"
+        );
+        let mut served = 0;
+        for _ in 0..100 {
+            if client.clone().oneshot(()).await.is_ok() {
+                served += 1;
+            }
+        }
+        assert_eq!(served, 100, "recovered: closed again");
+        assert_eq!(
+            hits.load(Ordering::SeqCst),
+            106,
+            "5 failures, the hung probe, 100"
+        );
+    }
+}
+
+/// An open breaker answers with its fallback even while the inner client is saturated
+/// (its `poll_ready` never finishes): the dependency is not called, so its readiness
+/// does not matter.
+#[tokio::test(start_paused = true)]
+async fn an_open_breaker_answers_without_waiting_for_a_saturated_client() {
+    use std::task::{Context, Poll};
+
+    #[derive(Clone)]
+    struct Saturated;
+    impl tower::Service<()> for Saturated {
+        type Response = Response<String>;
+        type Error = std::convert::Infallible;
+        type Future = std::future::Ready<Result<Response<String>, Self::Error>>;
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+            Poll::Pending
+        }
+        fn call(&mut self, _: ()) -> Self::Future {
+            unreachable!("never ready, never called")
+        }
+    }
+    let breaker = Arc::new(CircuitBreaker::new(1, Duration::from_secs(30)).unwrap());
+    breaker.try_call().unwrap().failure();
+    let client = CircuitBreakerLayer::new(breaker)
+        .fallback(|_| Response::new("fallback".to_string()))
+        .layer(Saturated);
+    let answer = tokio::time::timeout(Duration::from_secs(10), client.oneshot(()))
+        .await
+        .expect("answered at once")
+        .unwrap();
+    assert_eq!(answer.body(), "fallback");
+}
+
 /// One handler running, for as long as it lives.
 struct Running(Arc<AtomicU32>);
 
@@ -453,7 +544,7 @@ async fn shed_requests_are_counted_by_layer_and_reason() {
             Response::builder().status(500).body(String::new()).unwrap(),
         )
     }));
-    client.call(()).await.unwrap(); // one failure opens it
+    client.ready().await.unwrap().call(()).await.unwrap(); // one failure opens it
     let mut kept = Vec::new();
     metrics::with_local_recorder(&recorder, || {
         for _ in 0..3 {

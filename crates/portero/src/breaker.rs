@@ -15,22 +15,40 @@
 //! A dependency that is down costs nothing while the breaker is open (no threads wait
 //! on timeouts), and when it comes back one probe finds out instead of a stampede.
 //!
+//! # Bounds
+//!
+//! - **A probe cannot hang the breaker.** A probe that has not reported within the
+//!   probe timeout ([`with_probe_timeout`](CircuitBreaker::with_probe_timeout), by
+//!   default the open period) counts as a failed probe at that instant: the breaker
+//!   is open for another period, then the next caller probes. So a dependency that
+//!   recovers is called again at most `probe timeout + open period` after a probe
+//!   went out, whatever the probe does.
+//! - **Outcomes count only in their own cycle.** Every transition (trip, probe out,
+//!   probe answered or timed out) starts a new generation, and a call carries the
+//!   generation that admitted it: a call admitted before the breaker tripped, or a
+//!   probe that timed out, changes nothing when it finally reports. Generations are
+//!   18 bits; a call is miscounted only if it stays out for exactly a multiple of
+//!   2^18 transitions, which at one transition per open period takes
+//!   `2^17 × open period` (36 hours at a 1 s period).
+//!
 //! # State: one `u64`
 //!
 //! ```text
-//!  63 62 61                                                           0
-//! +-----+---------------------------------------------------------------+
-//! |mode | closed: failures in a row, or (calls seen: 6 | outcomes: 56)  |
-//! |     | open:   open until (ms on the clock's axis, 44 bits)          |
-//! +-----+---------------------------------------------------------------+
+//!  63 62 61        44 43                                                 0
+//! +-----+-----------+----------------------------------------------------+
+//! |mode |generation | closed:    failures in a row, or                   |
+//! |     | (18 bits) |            (calls seen: 6 | outcomes: 38)          |
+//! |     |           | open:      open until (ms on the clock's axis)     |
+//! |     |           | half-open: the probe's deadline (ms)               |
+//! +-----+-----------+----------------------------------------------------+
 //! ```
 //!
 //! Mode 0 closed, 1 open, 2 half-open (the probe is out). In the rate rule the last
-//! `N ≤ 56` outcomes are bits (1 = failure), newest lowest. The time is whole
+//! `N ≤ 38` outcomes are bits (1 = failure), newest lowest. The time is whole
 //! milliseconds: every instant up to [`MAX_TIME_NANOS`](crate::MAX_TIME_NANOS) fits in
 //! 44 bits. Every change is one compare-and-swap through the crate's CAS helper, so
-//! concurrent callers see one serial history: exactly one caller wins the probe, and no
-//! failure report is lost (both checked by loom models).
+//! concurrent callers see one serial history: exactly one caller wins the probe, no
+//! failure report is lost, and a stale report never counts (checked by loom models).
 
 use core::fmt;
 use core::time::Duration;
@@ -40,37 +58,59 @@ use crossbeam_utils::CachePadded;
 use crate::word::{AtomicWord, Transition};
 use crate::{Clock, DefaultClock, DENY_FOR_NANOS};
 
-const UNTIL_MASK: u64 = (1 << 44) - 1;
-const PAYLOAD_MASK: u64 = (1 << 62) - 1;
+const PAYLOAD_BITS: u32 = 44;
+const PAYLOAD_MASK: u64 = (1 << PAYLOAD_BITS) - 1;
+const GENERATION_MASK: u64 = (1 << 18) - 1;
 const MAX_IN_A_ROW: u32 = (1 << 18) - 1;
 /// The most calls the failure-rate window remembers (one bit each).
-pub const MAX_RATE_WINDOW: u8 = 56;
+pub const MAX_RATE_WINDOW: u8 = 38;
+const SEEN_SHIFT: u32 = 38;
 const NANOS_PER_MS: u64 = 1_000_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Word {
+enum Mode {
     // The payload is the trip rule's record of recent calls.
     Closed(u64),
     Open { until_ms: u64 },
-    HalfOpen,
+    HalfOpen { deadline_ms: u64 },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Word {
+    generation: u64,
+    mode: Mode,
 }
 
 impl Word {
     fn decode(w: u64) -> Self {
-        match w >> 62 {
-            0 => Self::Closed(w & PAYLOAD_MASK),
-            1 => Self::Open {
-                until_ms: w & UNTIL_MASK,
+        let payload = w & PAYLOAD_MASK;
+        let mode = match w >> 62 {
+            0 => Mode::Closed(payload),
+            1 => Mode::Open { until_ms: payload },
+            _ => Mode::HalfOpen {
+                deadline_ms: payload,
             },
-            _ => Self::HalfOpen,
+        };
+        Self {
+            generation: (w >> PAYLOAD_BITS) & GENERATION_MASK,
+            mode,
         }
     }
 
     fn encode(self) -> u64 {
-        match self {
-            Self::Closed(record) => record & PAYLOAD_MASK,
-            Self::Open { until_ms } => (1 << 62) | (until_ms & UNTIL_MASK),
-            Self::HalfOpen => 2 << 62,
+        let (tag, payload) = match self.mode {
+            Mode::Closed(record) => (0, record),
+            Mode::Open { until_ms } => (1, until_ms),
+            Mode::HalfOpen { deadline_ms } => (2, deadline_ms),
+        };
+        (tag << 62) | (self.generation << PAYLOAD_BITS) | (payload & PAYLOAD_MASK)
+    }
+
+    /// The next cycle, in `mode`.
+    fn next(self, mode: Mode) -> Self {
+        Self {
+            generation: (self.generation + 1) & GENERATION_MASK,
+            mode,
         }
     }
 }
@@ -128,12 +168,12 @@ impl Trip {
             } => {
                 let window = u32::from(window);
                 let mask = (1u64 << window) - 1;
-                let seen = (record >> 56).min(u64::from(window) - 1) + 1;
+                let seen = (record >> SEEN_SHIFT).min(u64::from(window) - 1) + 1;
                 let outcomes = ((record << 1) | u64::from(failed)) & mask;
                 let failures = u64::from(outcomes.count_ones());
                 let trips =
                     seen >= u64::from(min_calls) && failures * 100 >= u64::from(percent) * seen;
-                ((seen << 56) | outcomes, trips)
+                ((seen << SEEN_SHIFT) | outcomes, trips)
             }
         }
     }
@@ -147,11 +187,13 @@ pub enum BreakerError {
     ZeroFailures,
     /// More failures in a row than the state word counts (2^18 − 1).
     TooManyFailures,
-    /// A failure rate outside 1–100 %, a window outside 1–56 calls, or a minimum of
+    /// A failure rate outside 1–100 %, a window outside 1–38 calls, or a minimum of
     /// calls of zero or beyond the window.
     BadFailureRate,
     /// An open period of zero, or beyond the supported time range.
     BadOpenPeriod,
+    /// A probe timeout of zero, or beyond the supported time range.
+    BadProbeTimeout,
 }
 
 impl fmt::Display for BreakerError {
@@ -160,9 +202,10 @@ impl fmt::Display for BreakerError {
             Self::ZeroFailures => "a breaker opens after at least one failure",
             Self::TooManyFailures => "a breaker counts at most 262,143 failures in a row",
             Self::BadFailureRate => {
-                "a failure rate needs 1-100 %, a window of 1-56 calls and 1-window minimum calls"
+                "a failure rate needs 1-100 %, a window of 1-38 calls and 1-window minimum calls"
             }
             Self::BadOpenPeriod => "the open period must be at least 1 ms and within range",
+            Self::BadProbeTimeout => "the probe timeout must be at least 1 ms and within range",
         })
     }
 }
@@ -173,14 +216,16 @@ impl core::error::Error for BreakerError {}
 /// the breaker lets a probe through after `retry_after`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BreakerOpen {
-    /// How long until a probe may go (a probe already out: one second, to ask again).
+    /// How long until a probe may go (a probe already out: at most one second, to ask
+    /// again).
     pub retry_after: Duration,
 }
 
 /// A circuit breaker: closed until its [`Trip`] rule fires, then open for `open_for`
 /// (calls refused with the time left), then half-open with exactly one probe whose
-/// answer closes or reopens it. The whole state is one atomic word changed by
-/// compare-and-swap.
+/// answer — or silence past the probe timeout — closes or reopens it. The whole state
+/// is one atomic word changed by compare-and-swap; see the [module docs](self) for the
+/// bounds.
 ///
 /// ```
 /// use std::time::Duration;
@@ -204,7 +249,15 @@ pub struct CircuitBreaker<C = DefaultClock> {
     word: CachePadded<AtomicWord>,
     trip: Trip,
     open_for_ms: u64,
+    probe_timeout_ms: u64,
     clock: C,
+}
+
+/// Whole milliseconds (rounded up) of a positive period within the time range.
+fn period_ms(period: Duration) -> Option<u64> {
+    u64::try_from(period.as_nanos().div_ceil(u128::from(NANOS_PER_MS)))
+        .ok()
+        .filter(|&ms| ms > 0 && ms <= crate::MAX_SPAN_NANOS / NANOS_PER_MS)
 }
 
 impl CircuitBreaker<DefaultClock> {
@@ -233,14 +286,18 @@ impl CircuitBreaker<DefaultClock> {
     /// ```
     pub fn tripping(trip: Trip, open_for: Duration) -> Result<Self, BreakerError> {
         let trip = trip.check()?;
-        let open_for_ms = u64::try_from(open_for.as_nanos().div_ceil(u128::from(NANOS_PER_MS)))
-            .ok()
-            .filter(|&ms| ms > 0 && ms <= crate::MAX_SPAN_NANOS / NANOS_PER_MS)
-            .ok_or(BreakerError::BadOpenPeriod)?;
+        let open_for_ms = period_ms(open_for).ok_or(BreakerError::BadOpenPeriod)?;
         Ok(Self {
-            word: CachePadded::new(AtomicWord::new(Word::Closed(0).encode())),
+            word: CachePadded::new(AtomicWord::new(
+                Word {
+                    generation: 0,
+                    mode: Mode::Closed(0),
+                }
+                .encode(),
+            )),
             trip,
             open_for_ms,
+            probe_timeout_ms: open_for_ms,
             clock: DefaultClock::default(),
         })
     }
@@ -253,8 +310,26 @@ impl<C: Clock> CircuitBreaker<C> {
             word: self.word,
             trip: self.trip,
             open_for_ms: self.open_for_ms,
+            probe_timeout_ms: self.probe_timeout_ms,
             clock,
         }
+    }
+
+    /// A probe that has not reported after `timeout` (rounded up to whole
+    /// milliseconds; by default the open period) counts as a failed probe.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use portero::CircuitBreaker;
+    ///
+    /// let breaker = CircuitBreaker::new(5, Duration::from_secs(30))?
+    ///     .with_probe_timeout(Duration::from_secs(2))?;
+    /// # let _ = breaker;
+    /// # Ok::<(), portero::BreakerError>(())
+    /// ```
+    pub fn with_probe_timeout(mut self, timeout: Duration) -> Result<Self, BreakerError> {
+        self.probe_timeout_ms = period_ms(timeout).ok_or(BreakerError::BadProbeTimeout)?;
+        Ok(self)
     }
 
     /// The breaker's clock (callers that time their calls read it once).
@@ -269,11 +344,12 @@ impl<C: Clock> CircuitBreaker<C> {
 
     /// Asks to call the dependency at `now` (ns). Closed: go. Open: refused until its
     /// period ends; then the first caller becomes the one probe (half-open) and everyone
-    /// else is refused until the probe reports.
+    /// else is refused until the probe reports or its timeout passes.
     pub fn try_call_at(&self, now: u64) -> Result<BreakerCall<'_, C>, BreakerOpen> {
-        let probe = self.enter(now)?;
+        let (generation, probe) = self.enter(now)?;
         Ok(BreakerCall {
             breaker: Handle::Borrowed(self),
+            generation,
             probe,
             reported: false,
         })
@@ -285,69 +361,108 @@ impl<C: Clock> CircuitBreaker<C> {
     pub fn try_call_owned(
         self: &alloc::sync::Arc<Self>,
     ) -> Result<BreakerCall<'static, C>, BreakerOpen> {
-        let probe = self.enter(self.clock.now())?;
+        let (generation, probe) = self.enter(self.clock.now())?;
         Ok(BreakerCall {
             breaker: Handle::Shared(self.clone()),
+            generation,
             probe,
             reported: false,
         })
     }
 
-    /// Lets a call in at `now` (ns), or refuses it; `true` when it is the probe.
-    fn enter(&self, now: u64) -> Result<bool, BreakerOpen> {
-        let now_ms = now.min(crate::MAX_TIME_NANOS) / NANOS_PER_MS;
-        self.word.apply(|w| {
-            Ok(match Word::decode(w) {
-                Word::Closed(_) => Transition::keep(false),
-                Word::Open { until_ms } if now_ms >= until_ms => {
-                    Transition::write(true, Word::HalfOpen.encode())
-                }
-                Word::Open { until_ms } => {
-                    let wait = (until_ms - now_ms).saturating_mul(NANOS_PER_MS);
-                    return Err(BreakerOpen {
-                        retry_after: Duration::from_nanos(wait),
-                    });
-                }
-                Word::HalfOpen => {
-                    return Err(BreakerOpen {
-                        retry_after: Duration::from_nanos(DENY_FOR_NANOS),
-                    })
-                }
+    /// What a call at `now_ms` gets from state `w`: admitted (its generation, whether
+    /// it is the probe) or refused, and the state to publish.
+    fn decide(&self, w: u64, now_ms: u64) -> Transition<Result<(u64, bool), BreakerOpen>> {
+        let word = Word::decode(w);
+        let refuse = |wait_ms: u64| {
+            Err(BreakerOpen {
+                retry_after: Duration::from_nanos(wait_ms.saturating_mul(NANOS_PER_MS)),
             })
-        })
+        };
+        let probe_from = |open: Word| {
+            let probe = open.next(Mode::HalfOpen {
+                deadline_ms: now_ms.saturating_add(self.probe_timeout_ms),
+            });
+            Transition::write(Ok((probe.generation, true)), probe.encode())
+        };
+        match word.mode {
+            Mode::Closed(_) => Transition::keep(Ok((word.generation, false))),
+            Mode::Open { until_ms } if now_ms >= until_ms => probe_from(word),
+            Mode::Open { until_ms } => Transition::keep(refuse(until_ms - now_ms)),
+            Mode::HalfOpen { deadline_ms } if now_ms >= deadline_ms => {
+                // The probe is presumed failed at its deadline.
+                let until_ms = deadline_ms.saturating_add(self.open_for_ms);
+                let open = word.next(Mode::Open { until_ms });
+                if now_ms >= until_ms {
+                    probe_from(open)
+                } else {
+                    Transition::write(refuse(until_ms - now_ms), open.encode())
+                }
+            }
+            Mode::HalfOpen { deadline_ms } => {
+                let wait_ms = (deadline_ms - now_ms).min(DENY_FOR_NANOS / NANOS_PER_MS);
+                Transition::keep(refuse(wait_ms))
+            }
+        }
+    }
+
+    /// Lets a call in at `now` (ns), or refuses it.
+    fn enter(&self, now: u64) -> Result<(u64, bool), BreakerOpen> {
+        let now_ms = to_ms(now);
+        let Ok(admitted) = self
+            .word
+            .apply::<_, core::convert::Infallible>(|w| Ok(self.decide(w, now_ms)));
+        admitted
+    }
+
+    /// Why a call at `now` (ns) would be refused, without taking a slot or changing
+    /// anything; `None` when it would go through (closed, or the next probe).
+    pub fn refusal_at(&self, now: u64) -> Option<BreakerOpen> {
+        self.decide(self.word.load(), to_ms(now)).decision.err()
     }
 
     /// Whether a call at `now` (ns) would go through: closed, or open with its period
     /// over (the call would be the probe).
     pub fn allows_call_at(&self, now: u64) -> bool {
-        match Word::decode(self.word.load()) {
-            Word::Closed(_) => true,
-            Word::Open { until_ms } => now.min(crate::MAX_TIME_NANOS) / NANOS_PER_MS >= until_ms,
-            Word::HalfOpen => false,
-        }
+        self.refusal_at(now).is_none()
     }
 
-    fn report(&self, probe: bool, ok: bool, now: u64) {
-        let now_ms = now.min(crate::MAX_TIME_NANOS) / NANOS_PER_MS;
-        let open = Word::Open {
-            until_ms: now_ms.saturating_add(self.open_for_ms).min(UNTIL_MASK),
-        };
+    fn report(&self, generation: u64, probe: bool, ok: bool, now: u64) {
+        let now_ms = to_ms(now);
         self.word.update(|w| {
-            let next = match (Word::decode(w), ok) {
-                (Word::Closed(record), _) => match self.trip.record(record, !ok) {
-                    (_, true) => open,
+            let word = Word::decode(w);
+            if word.generation != generation {
+                // Admitted in an earlier cycle: its outcome says nothing about this one.
+                return None;
+            }
+            let open_from = |at_ms: u64| {
+                word.next(Mode::Open {
+                    until_ms: at_ms.saturating_add(self.open_for_ms).min(PAYLOAD_MASK),
+                })
+            };
+            let next = match word.mode {
+                Mode::Closed(record) if !probe => match self.trip.record(record, !ok) {
+                    (_, true) => open_from(now_ms),
                     (next, false) if next == record => return None,
-                    (next, false) => Word::Closed(next),
+                    (next, false) => Word {
+                        mode: Mode::Closed(next),
+                        ..word
+                    },
                 },
-                // Only the probe's answer moves a half-open breaker.
-                (Word::HalfOpen, true) if probe => Word::Closed(0),
-                (Word::HalfOpen, false) if probe => open,
-                // Calls that started before the breaker opened change nothing now.
+                // A probe answering after its deadline had already failed then.
+                Mode::HalfOpen { deadline_ms } if probe && ok && now_ms < deadline_ms => {
+                    word.next(Mode::Closed(0))
+                }
+                Mode::HalfOpen { deadline_ms } if probe => open_from(now_ms.min(deadline_ms)),
                 _ => return None,
             };
             Some(next.encode())
         });
     }
+}
+
+fn to_ms(now: u64) -> u64 {
+    now.min(crate::MAX_TIME_NANOS) / NANOS_PER_MS
 }
 
 /// Permission to call the dependency once. Report how it went; dropping it unreported
@@ -356,6 +471,7 @@ impl<C: Clock> CircuitBreaker<C> {
 #[must_use = "report the call's outcome with success() or failure()"]
 pub struct BreakerCall<'a, C: Clock> {
     breaker: Handle<'a, C>,
+    generation: u64,
     probe: bool,
     reported: bool,
 }
@@ -400,21 +516,21 @@ impl<C: Clock> BreakerCall<'_, C> {
     /// The call succeeded at `now` (ns).
     pub fn success_at(mut self, now: u64) {
         self.reported = true;
-        self.breaker.report(self.probe, true, now);
+        self.breaker.report(self.generation, self.probe, true, now);
     }
 
     /// The call failed at `now` (ns).
     pub fn failure_at(mut self, now: u64) {
         self.reported = true;
-        self.breaker.report(self.probe, false, now);
+        self.breaker.report(self.generation, self.probe, false, now);
     }
 }
 
 impl<C: Clock> Drop for BreakerCall<'_, C> {
     fn drop(&mut self) {
         if !self.reported {
-            self.breaker
-                .report(self.probe, false, self.breaker.clock.now());
+            let now = self.breaker.clock.now();
+            self.breaker.report(self.generation, self.probe, false, now);
         }
     }
 }
@@ -450,6 +566,52 @@ mod tests {
         assert!(b.try_call_at(62 * S).is_ok() && b.allows_call_at(62 * S));
     }
 
+    /// A probe that never answers (a hung connection) must not hold the breaker
+    /// half-open: after the probe timeout it counts as a failed probe, the breaker opens
+    /// again, and a later call becomes the next probe.
+    #[test]
+    fn a_hung_probe_counts_as_a_failure_after_the_probe_timeout() {
+        let b = CircuitBreaker::new(5, Duration::from_secs(30))
+            .unwrap()
+            .with_clock(ManualClock::new());
+        for _ in 0..5 {
+            b.try_call_at(0).unwrap().failure_at(0);
+        }
+        let hung = b.try_call_at(30 * S).unwrap();
+        assert!(hung.is_probe());
+        assert!(b.try_call_at(59 * S).is_err(), "the probe is still out");
+        // At 60 s the probe is presumed failed: open until 90 s.
+        let open = b.try_call_at(61 * S).unwrap_err();
+        assert_eq!(open.retry_after, Duration::from_secs(29));
+        let next = b
+            .try_call_at(3_600 * S)
+            .expect("an hour later a new probe goes");
+        assert!(next.is_probe());
+        next.success_at(3_600 * S);
+        hung.failure_at(3_601 * S); // the hung probe's late answer changes nothing
+        assert!(b.try_call_at(3_601 * S).is_ok(), "closed");
+    }
+
+    /// Calls admitted before the breaker tripped report after it recovered: their
+    /// failures belong to the old cycle and must not open it again.
+    #[test]
+    fn outcomes_count_only_in_the_cycle_that_admitted_the_call() {
+        let b = CircuitBreaker::new(5, Duration::from_secs(30))
+            .unwrap()
+            .with_clock(ManualClock::new());
+        let stale: Vec<_> = (0..5).map(|_| b.try_call_at(0).unwrap()).collect();
+        for _ in 0..5 {
+            b.try_call_at(0).unwrap().failure_at(0);
+        }
+        assert!(b.try_call_at(S).is_err(), "tripped");
+        b.try_call_at(30 * S).unwrap().success_at(30 * S);
+        for call in stale {
+            call.failure_at(31 * S); // timed out long ago, reported now
+        }
+        assert!(b.try_call_at(31 * S).is_ok(), "still closed");
+        assert!(b.allows_call_at(31 * S));
+    }
+
     #[test]
     fn an_unreported_call_counts_as_a_failure_and_bad_settings_are_errors() {
         let b = CircuitBreaker::new(1, Duration::from_secs(1))
@@ -480,7 +642,9 @@ mod tests {
     /// failed share reaches the threshold with enough calls seen.
     #[test]
     fn the_failure_rate_rule_matches_a_queue_of_the_last_calls_exhaustively() {
-        for (percent, window, min_calls) in [(40, 5, 3), (50, 4, 4), (100, 3, 1), (1, 56, 2)] {
+        for (percent, window, min_calls) in
+            [(40, 5, 3), (50, 4, 4), (100, 3, 1), (1, MAX_RATE_WINDOW, 2)]
+        {
             let rule = Trip::FailureRate {
                 percent,
                 window,
@@ -554,7 +718,7 @@ mod tests {
             },
             Trip::FailureRate {
                 percent: 50,
-                window: 57,
+                window: MAX_RATE_WINDOW + 1,
                 min_calls: 1,
             },
             Trip::FailureRate {

@@ -16,16 +16,23 @@ pub type FailureFn<B> = Arc<dyn Fn(&Response<B>) -> bool + Send + Sync>;
 /// Answers in the dependency's place while the circuit is open.
 pub type FallbackFn<B> = Arc<dyn Fn(BreakerOpen) -> Response<B> + Send + Sync>;
 
+/// The call timeout a [`CircuitBreakerLayer`] starts with: 10 seconds.
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Wraps a client service (anything that sends a `Request` and gets a `Response`) in a
 /// [`CircuitBreaker`].
 ///
 /// Failures are the inner service's errors, calls past
-/// [`call_timeout`](Self::call_timeout), and responses [`failure_if`](Self::failure_if)
-/// picks (by default any 5xx). While the circuit is open the dependency is not called:
+/// [`call_timeout`](Self::call_timeout) (by default [`DEFAULT_CALL_TIMEOUT`], so a
+/// dependency that hangs instead of failing still counts), and responses
+/// [`failure_if`](Self::failure_if) picks (by default any 5xx). While the circuit is open the dependency is not called:
 /// the call answers [`fallback`](Self::fallback)'s response, or
 /// [`BreakerCallError::Open`](super::BreakerCallError::Open) without one. A call
 /// dropped before it finishes counts as a failure (it was most likely a timeout
-/// above this layer).
+/// above this layer). While the circuit is open the layer is ready without waiting
+/// for the inner service's readiness: a saturated client does not delay the fallback.
+/// (If the open period ends between `poll_ready` and `call` on such a service, that one
+/// call is answered as open with a zero `retry_after`; the next one probes.)
 ///
 /// ```
 /// use std::{sync::Arc, time::Duration};
@@ -53,7 +60,7 @@ impl<B, C: Clock> CircuitBreakerLayer<B, C> {
             breaker,
             is_failure: Arc::new(|r: &Response<B>| r.status().is_server_error()),
             fallback: None,
-            timeout: None,
+            timeout: Some(DEFAULT_CALL_TIMEOUT),
         }
     }
 
@@ -74,11 +81,19 @@ impl<B, C: Clock> CircuitBreakerLayer<B, C> {
     }
 
     /// A call that takes longer fails with [`BreakerCallError::TimedOut`] and counts
-    /// as a failure (needs a tokio runtime with its timer).
+    /// as a failure (needs a tokio runtime with its timer; any duration is accepted,
+    /// `Duration::MAX` included). The default is [`DEFAULT_CALL_TIMEOUT`].
     ///
     /// [`BreakerCallError::TimedOut`]: super::BreakerCallError::TimedOut
     pub fn call_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
+        self
+    }
+
+    /// No call timeout at all: only for a client that times out its own calls. The
+    /// breaker's probe timeout still ends a probe that never answers.
+    pub fn without_call_timeout(mut self) -> Self {
+        self.timeout = None;
         self
     }
 }
@@ -110,6 +125,7 @@ impl<S, B, C> Layer<S> for CircuitBreakerLayer<B, C> {
     fn layer(&self, inner: S) -> Self::Service {
         CircuitBreakerService {
             inner,
+            inner_ready: false,
             layer: self.clone(),
         }
     }

@@ -9,5 +9,5 @@ mod service;
 
 pub use error::BreakerCallError;
 pub use future::CircuitBreakerFuture;
-pub use layer::{CircuitBreakerLayer, FailureFn, FallbackFn};
+pub use layer::{CircuitBreakerLayer, FailureFn, FallbackFn, DEFAULT_CALL_TIMEOUT};
 pub use service::CircuitBreakerService;

@@ -2,9 +2,10 @@
 
 use std::fmt;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use http::Response;
-use portero::Clock;
+use portero::{BreakerOpen, Clock};
 use tower_service::Service;
 
 use super::future::{CircuitBreakerFuture, State};
@@ -14,6 +15,9 @@ use crate::observe::shed;
 /// The service [`CircuitBreakerLayer`] builds.
 pub struct CircuitBreakerService<S, B, C> {
     pub(super) inner: S,
+    // Whether `inner.poll_ready` said ready since the last call: an open breaker
+    // reports ready without asking the inner service.
+    pub(super) inner_ready: bool,
     pub(super) layer: CircuitBreakerLayer<B, C>,
 }
 
@@ -21,6 +25,7 @@ impl<S: Clone, B, C> Clone for CircuitBreakerService<S, B, C> {
     fn clone(&self) -> Self {
         Self {
             inner: self.inner.clone(),
+            inner_ready: false,
             layer: self.layer.clone(),
         }
     }
@@ -45,11 +50,32 @@ where
     type Future = CircuitBreakerFuture<S::Future, B, C>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx).map_err(BreakerCallError::Inner)
+        let breaker = &self.layer.breaker;
+        if breaker.refusal_at(breaker.clock().now()).is_some() {
+            // Open: the call will not reach the inner service, so its readiness
+            // (a saturated pool, a full buffer) must not delay the fallback.
+            self.inner_ready = false;
+            return Poll::Ready(Ok(()));
+        }
+        let ready = self.inner.poll_ready(cx).map_err(BreakerCallError::Inner);
+        self.inner_ready = matches!(ready, Poll::Ready(Ok(())));
+        ready
     }
 
     fn call(&mut self, request: Req) -> Self::Future {
-        let state = match self.layer.breaker.try_call_owned() {
+        let breaker = &self.layer.breaker;
+        let attempt = if std::mem::take(&mut self.inner_ready) {
+            breaker.try_call_owned()
+        } else {
+            // Ready only because the breaker was open: the inner service may not be
+            // called. If the period ended since, this one call is answered as open.
+            Err(breaker
+                .refusal_at(breaker.clock().now())
+                .unwrap_or(BreakerOpen {
+                    retry_after: Duration::ZERO,
+                }))
+        };
+        let state = match attempt {
             Ok(call) => State::Calling {
                 inner: self.inner.call(request),
                 timeout: self.layer.timeout.map(tokio::time::sleep),
