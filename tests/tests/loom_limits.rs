@@ -338,6 +338,43 @@ fn breaker_rate_rule_loses_no_failure() {
     });
 }
 
+/// Two batches of one call close at once, the second of which starts a new baseline
+/// measurement. Closes are serial: either both run one after the other (the limit goes
+/// 5 → 7 → pinned to 9 / 2 = 4, and one more call ends the measurement, restoring 9),
+/// or the second sample arrives while the first close is in progress and waits for the
+/// next batch (7, then one more call closes it: pinned to 4). Interleaved stores — the
+/// pinned limit overwritten by the other close, as the old code allowed — would show
+/// any other pair.
+#[test]
+fn adaptive_limit_batch_closes_never_interleave() {
+    use std::time::Duration;
+    loom::model(|| {
+        let config = portero::AdaptiveConfig {
+            initial_limit: 5,
+            min_limit: 2,
+            max_limit: 10,
+            batch: 1,
+            tolerance_percent: 0,
+            rebaseline_every: 2,
+        };
+        let limit = std::sync::Arc::new(portero::AdaptiveConcurrency::new(config).unwrap());
+        let ms = Duration::from_millis(10);
+        limit.try_acquire_owned().unwrap().completed(ms); // baseline 10 ms, limit 5
+        let (a, b) = (
+            limit.try_acquire_owned().unwrap(),
+            limit.try_acquire_owned().unwrap(),
+        );
+        let other = thread::spawn(move || a.completed(ms));
+        b.completed(ms);
+        other.join().unwrap();
+        let after_both = limit.limit();
+        limit.try_acquire_owned().unwrap().completed(ms);
+        let pair = (after_both, limit.limit());
+        assert!([(7, 4), (4, 9)].contains(&pair), "{pair:?}");
+        assert_eq!(limit.in_flight(), 0);
+    });
+}
+
 /// An adaptive limit measuring its baseline (limit pinned at 2): three callers at once,
 /// exactly two get a slot; the two complete at once, exactly one closes the batch, so
 /// the baseline is their mean and the limit is restored once.

@@ -181,6 +181,53 @@ async fn the_adaptive_layer_starts_low_and_learns_from_latency() {
     assert_eq!(limit.limit(), 20, "then the initial limit");
 }
 
+/// The service becomes slower than its clients' timeout: every request is cancelled
+/// by the client before it answers, none completes. The cancelled requests are slow
+/// samples, so the limit falls to its minimum (before: it stayed where it was).
+#[tokio::test(start_paused = true)]
+async fn the_adaptive_limit_falls_when_every_request_is_cancelled() {
+    use std::sync::atomic::AtomicU64;
+    let limit = Arc::new(
+        AdaptiveConcurrency::new(AdaptiveConfig {
+            batch: 10,
+            ..AdaptiveConfig::default()
+        })
+        .unwrap(),
+    );
+    let delay_ms = Arc::new(AtomicU64::new(1));
+    let d = delay_ms.clone();
+    let app = Router::new()
+        .fallback(move || {
+            let ms = d.load(Ordering::SeqCst);
+            async move {
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                "done"
+            }
+        })
+        .layer(LoadShedLayer::adaptive(
+            limit.clone(),
+            Duration::from_secs(1),
+        ));
+    for _ in 0..40 {
+        assert_eq!(status(&app, "/", &[]).await, StatusCode::OK);
+    }
+    assert!(
+        limit.limit() > 20,
+        "grew while fast (1 ms on tokio's clock): {}",
+        limit.limit()
+    );
+    delay_ms.store(100_000, Ordering::SeqCst); // 100 s, clients give up after 100 ms
+    for _ in 0..2_000 {
+        let r = tokio::time::timeout(
+            Duration::from_millis(100),
+            app.clone().oneshot(get_path("/", &[])),
+        );
+        assert!(r.await.is_err() || limit.limit() == 3);
+    }
+    assert_eq!(limit.limit(), 3, "the minimum");
+    assert_eq!(limit.in_flight(), 0);
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_request_past_its_deadline_never_reaches_the_handler() {
     let (calls, open) = (Arc::new(AtomicU32::new(0)), Arc::new(Semaphore::new(0)));

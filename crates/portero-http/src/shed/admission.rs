@@ -3,7 +3,10 @@
 //! future are written once.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+// tokio's clock: the same as std's in production, and paused with tokio's test clock.
+use tokio::time::Instant;
 
 use http::Request;
 use portero::{
@@ -84,22 +87,35 @@ impl<B> Admission<B> for Arc<AdaptiveConcurrency> {
     fn admit(&self, _: &Request<B>) -> Option<TimedPermit> {
         let permit = self.try_acquire_owned().ok()?;
         Some(TimedPermit {
-            permit,
+            permit: Some(permit),
             started: Instant::now(),
         })
     }
 }
 
-/// An [`AdaptivePermit`] with the time its request started.
+/// An [`AdaptivePermit`] with the time its request started. A request dropped before
+/// the inner service answered (its client gave up) is reported as cancelled after the
+/// time it ran: a slow sample, so a service slower than its clients' patience still
+/// lowers the limit.
 #[derive(Debug)]
 pub struct TimedPermit {
-    permit: AdaptivePermit,
+    permit: Option<AdaptivePermit>,
     started: Instant,
 }
 
 impl Completion for TimedPermit {
-    fn complete(self) {
+    fn complete(mut self) {
         let latency: Duration = self.started.elapsed();
-        self.permit.completed(latency);
+        if let Some(permit) = self.permit.take() {
+            permit.completed(latency);
+        }
+    }
+}
+
+impl Drop for TimedPermit {
+    fn drop(&mut self) {
+        if let Some(permit) = self.permit.take() {
+            permit.cancelled(self.started.elapsed());
+        }
     }
 }
