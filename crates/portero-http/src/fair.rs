@@ -19,6 +19,11 @@
 //! tenants sending 1 per second with 1 s requests often have 3 in flight each, above
 //! an equal split of 100 slots, while the noisy one has 60.)
 //!
+//! Tenant ids must come from a verified credential, not from the client's own words:
+//! a fresh id always has nothing in flight, so a client inventing ids would be
+//! admitted to the reserve on every request (see
+//! [`LoadShedLayer::by_tenant`](crate::LoadShedLayer::by_tenant)).
+//!
 //! Counts are kept only for tenants with work in flight, so the table never holds more
 //! than `capacity` tenants, however many keys a client invents; keys are hashed with a
 //! per-process random seed. Deciding in the reserve scans the tenants in flight
@@ -27,6 +32,10 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash, RandomState};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+/// The one tenant of every request without a verified tenant (a name no `Hash` of a
+/// caller's key is meant to equal; even if one did, it only shares their counts).
+const ANONYMOUS: &str = "\u{0}portero:anonymous";
 
 /// In-flight counts per tenant and the fair-share rule; see the [module docs](self).
 ///
@@ -99,6 +108,23 @@ impl FairShare {
             || (state.total < self.capacity
                 && state.per_tenant.values().any(|&other| other > mine));
         if !admit {
+            return None;
+        }
+        state.total += 1;
+        *state.per_tenant.entry(tenant).or_insert(0) += 1;
+        Some(FairPermit {
+            share: self.clone(),
+            tenant,
+        })
+    }
+
+    /// A slot for a request without a verified tenant: only below
+    /// `capacity − reserve`, never in the reserve, which is for verified tenants
+    /// below their share. All such requests count as one tenant.
+    pub fn try_acquire_anonymous(self: &Arc<Self>) -> Option<FairPermit> {
+        let tenant = self.hasher.hash_one(ANONYMOUS);
+        let mut state = self.lock();
+        if state.total >= self.open_to_all {
             return None;
         }
         state.total += 1;

@@ -126,6 +126,86 @@ async fn lower_priorities_are_refused_first_before_the_handler_runs() {
     open.add_permits(100);
 }
 
+/// A tenant that an authentication layer has verified (here: a known API key).
+#[derive(Clone, Copy)]
+struct Tenant(&'static str);
+
+/// Sets [`Tenant`] for known API keys only; anything else carries no tenant.
+fn verify(mut req: Request<Body>) -> Request<Body> {
+    let key = req.headers().get("x-api-key").and_then(|v| v.to_str().ok());
+    let known = ["small-1", "small-2", "small-3", "noisy"];
+    if let Some(&tenant) = known.iter().find(|&&k| Some(k) == key) {
+        req.extensions_mut().insert(Tenant(tenant));
+    }
+    req
+}
+
+/// A client rotating invented tenant ids: with the id read straight from a header,
+/// every invented id is a fresh tenant with nothing in flight, which the reserve
+/// admits, and the rotator takes the reserve from the small tenants. With the tenant
+/// taken from a verified credential (as the docs require), invented ids carry no
+/// tenant and share one: the rotator is one tenant, and the small ones get the
+/// reserve in full.
+#[tokio::test]
+async fn rotating_invented_tenant_ids_gains_nothing_with_verified_tenants() {
+    for verified in [false, true] {
+        let (calls, open) = (Arc::new(AtomicU32::new(0)), Arc::new(Semaphore::new(0)));
+        let share = Arc::new(FairShare::new(10, 3).unwrap());
+        let shed = if verified {
+            LoadShedLayer::by_tenant(
+                share.clone(),
+                (|req: &Request<Body>| req.extensions().get::<Tenant>().map(|t| t.0))
+                    as fn(&Request<Body>) -> Option<&'static str>,
+                Duration::from_secs(1),
+            )
+        } else {
+            LoadShedLayer::by_tenant(
+                share.clone(),
+                (|req: &Request<Body>| {
+                    let v = req.headers().get("x-api-key")?.to_str().ok()?;
+                    Some(&*v.to_owned().leak())
+                }) as fn(&Request<Body>) -> Option<&'static str>,
+                Duration::from_secs(1),
+            )
+        };
+        let app = held(calls.clone(), open.clone())
+            .layer(shed)
+            .layer(tower::util::MapRequestLayer::new(verify));
+        hold(&app, &calls, 7, "/", &[("x-api-key", "noisy")]).await;
+        // The noisy client now invents a new key per request.
+        let mut rotated_in = 0;
+        for i in 0..20 {
+            let key = format!("invented-{i}");
+            let resp = app.clone().oneshot(get_path("/", &[("x-api-key", &key)]));
+            let running = calls.load(Ordering::SeqCst);
+            let handle = tokio::spawn(resp);
+            until(|| calls.load(Ordering::SeqCst) > running || handle.is_finished()).await;
+            if calls.load(Ordering::SeqCst) > running {
+                rotated_in += 1;
+            }
+        }
+        let mut small_served = 0;
+        for key in ["small-1", "small-2", "small-3"] {
+            let running = calls.load(Ordering::SeqCst);
+            let handle = tokio::spawn(app.clone().oneshot(get_path("/", &[("x-api-key", key)])));
+            until(|| calls.load(Ordering::SeqCst) > running || handle.is_finished()).await;
+            if calls.load(Ordering::SeqCst) > running {
+                small_served += 1;
+            }
+        }
+        if verified {
+            assert_eq!(
+                (rotated_in, small_served),
+                (0, 3),
+                "invented ids gain nothing"
+            );
+        } else {
+            assert_eq!((rotated_in, small_served), (3, 0), "the attack, unverified");
+        }
+        open.add_permits(100);
+    }
+}
+
 #[tokio::test]
 async fn a_noisy_tenant_is_refused_while_small_tenants_get_the_reserve() {
     let (calls, open) = (Arc::new(AtomicU32::new(0)), Arc::new(Semaphore::new(0)));
@@ -141,9 +221,10 @@ async fn a_noisy_tenant_is_refused_while_small_tenants_get_the_reserve() {
         status(&app, "/", &[("x-tenant", "noisy")]).await,
         StatusCode::SERVICE_UNAVAILABLE
     );
-    // Rotating or omitting the header buys nothing beyond the reserve: the next
-    // request without one is a tenant below its share, and then the service is full.
-    hold(&app, &calls, 1, "/", &[]).await;
+    // A request without a tenant never gets the reserve; a small tenant does, and
+    // then the service is full.
+    assert_eq!(status(&app, "/", &[]).await, StatusCode::SERVICE_UNAVAILABLE);
+    hold(&app, &calls, 1, "/", &[("x-tenant", "small")]).await;
     assert_eq!(
         status(&app, "/", &[("x-tenant", "rotated")]).await,
         StatusCode::SERVICE_UNAVAILABLE
@@ -226,6 +307,93 @@ async fn the_adaptive_limit_falls_when_every_request_is_cancelled() {
     }
     assert_eq!(limit.limit(), 3, "the minimum");
     assert_eq!(limit.in_flight(), 0);
+}
+
+/// A handler that takes 500 ms. A request that gets its slot with 300 ms left would
+/// answer after its client gave up: it is refused without running (before: it ran and
+/// answered 200 ms late).
+#[tokio::test(start_paused = true)]
+async fn a_request_without_time_to_finish_is_not_started() {
+    let calls = Arc::new(AtomicU32::new(0));
+    let c = calls.clone();
+    let layer = DeadlineQueueLayer::new(1, 4, Duration::from_secs(10))
+        .timeout_header(http::HeaderName::from_static("x-request-timeout-ms"));
+    let app = Router::new()
+        .fallback(move || {
+            c.fetch_add(1, Ordering::SeqCst);
+            async {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                "done"
+            }
+        })
+        .layer(layer.clone());
+    assert_eq!(status(&app, "/", &[]).await, StatusCode::OK); // measures 500 ms
+    assert_eq!(layer.service_time_estimate(), Duration::from_millis(500));
+    let first = tokio::spawn(app.clone().oneshot(get_path("/", &[])));
+    tokio::task::yield_now().await;
+    let hurried = app
+        .clone()
+        .oneshot(get_path("/", &[("x-request-timeout-ms", "800")]));
+    let hurried = hurried.await.unwrap();
+    assert_eq!(hurried.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(first.await.unwrap().unwrap().status(), StatusCode::OK);
+    assert_eq!(calls.load(Ordering::SeqCst), 2, "the hurried one never ran");
+    // A configured estimate wins over the measured one.
+    let strict = layer.clone().service_time(Duration::from_secs(20));
+    assert_eq!(strict.service_time_estimate(), Duration::from_secs(20));
+}
+
+/// Absurd durations for every duration setting of the queue and the breaker layer:
+/// no panic, no overflow (before: `Duration::MAX` as the queue's timeout panicked
+/// every request with "overflow when adding duration to instant").
+#[tokio::test(start_paused = true)]
+async fn absurd_durations_never_panic() {
+    for (timeout, estimate) in [
+        (Duration::MAX, None),
+        (Duration::MAX, Some(Duration::MAX)),
+        (Duration::ZERO, Some(Duration::MAX)),
+        (Duration::from_secs(u64::MAX), Some(Duration::ZERO)),
+    ] {
+        let mut layer = DeadlineQueueLayer::new(1, 1, timeout)
+            .retry_after(Duration::MAX)
+            .timeout_header(http::HeaderName::from_static("x-request-timeout-ms"));
+        if let Some(e) = estimate {
+            layer = layer.service_time(e);
+        }
+        let app = Router::new().fallback(|| async { "done" }).layer(layer);
+        for asked in ["999999999999", "0", "18446744073709551615"] {
+            let r = app
+                .clone()
+                .oneshot(get_path("/", &[("x-request-timeout-ms", asked)]))
+                .await
+                .unwrap();
+            assert!(matches!(
+                r.status(),
+                StatusCode::OK | StatusCode::SERVICE_UNAVAILABLE
+            ));
+        }
+    }
+    let breaker = Arc::new(CircuitBreaker::new(1, Duration::from_secs(1)).unwrap());
+    for timeout in [Duration::MAX, Duration::ZERO, Duration::from_nanos(1)] {
+        let client = CircuitBreakerLayer::new(breaker.clone())
+            .call_timeout(timeout)
+            .layer(service_fn(|_: ()| async {
+                Ok::<_, std::convert::Infallible>(Response::new(String::new()))
+            }));
+        let _ = client.oneshot(()).await;
+    }
+    let shed = LoadShedLayer::new(Arc::new(portero::ConcurrencyLimit::new(0)), Duration::MAX);
+    let app = Router::new().fallback(|| async { "done" }).layer(shed);
+    assert_eq!(
+        status(&app, "/", &[]).await,
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+    for bad in [Duration::ZERO, Duration::MAX] {
+        assert!(CircuitBreaker::new(1, Duration::from_secs(1))
+            .unwrap()
+            .with_probe_timeout(bad)
+            .is_err());
+    }
 }
 
 #[tokio::test(start_paused = true)]

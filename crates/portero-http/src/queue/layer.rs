@@ -18,9 +18,11 @@ use crate::headers::retry_after_value;
 /// line, keeps busy answering requests whose clients already gave up: full throughput,
 /// no goodput. This layer bounds the line and gives every request a deadline (the
 /// client's timeout, from a header if the client sends one, never beyond the
-/// configured one); a request whose deadline passes while it waits is answered 503
-/// and never reaches the inner service, and one whose client disconnects leaves the
-/// line at once (its future is dropped). The line is served oldest first by default
+/// configured one); a request is started only if its deadline leaves at least the
+/// [estimated service time](Self::service_time_estimate), so one that would answer
+/// after its client gave up is answered 503 and never reaches the inner service, and
+/// one whose client disconnects leaves the line at once (its future is dropped). A
+/// full line refuses in constant time. The line is served oldest first by default
 /// ([`Order`]).
 ///
 /// ```
@@ -39,6 +41,7 @@ pub struct DeadlineQueueLayer {
     pub(super) client_timeout: Duration,
     pub(super) timeout_header: Option<HeaderName>,
     pub(super) retry_after: HeaderValue,
+    service_time: Option<Duration>,
     running: usize,
     queue: usize,
 }
@@ -52,6 +55,7 @@ impl DeadlineQueueLayer {
             client_timeout,
             timeout_header: None,
             retry_after: retry_after_value(Duration::from_secs(1)),
+            service_time: None,
             running,
             queue,
         }
@@ -76,6 +80,23 @@ impl DeadlineQueueLayer {
     pub fn retry_after(mut self, retry_after: Duration) -> Self {
         self.retry_after = retry_after_value(retry_after);
         self
+    }
+
+    /// The service time a request must have left before its deadline to be started,
+    /// instead of the measured one (below). A request that could not finish in time
+    /// is answered 503 without running: its answer would come after its client gave up.
+    pub fn service_time(mut self, estimate: Duration) -> Self {
+        self.service_time = Some(estimate);
+        self
+    }
+
+    /// What a request must have left before its deadline to be started: the
+    /// configured [`service_time`](Self::service_time), or else the mean service
+    /// time of the requests this layer has run (exponentially weighted, each new one
+    /// counting 1/8; zero before the first).
+    pub fn service_time_estimate(&self) -> Duration {
+        self.service_time
+            .unwrap_or_else(|| self.gate.mean_service_time())
     }
 
     /// Requests running now.

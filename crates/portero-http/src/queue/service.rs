@@ -4,6 +4,8 @@ use core::future::Future;
 use core::pin::Pin;
 use core::task::{Context, Poll};
 
+use std::time::Duration;
+
 use http::{Request, Response};
 use tokio::time::Instant;
 use tower_service::Service;
@@ -44,19 +46,25 @@ where
     }
 
     fn call(&mut self, request: Request<ReqB>) -> Self::Future {
-        let deadline = Instant::now() + self.layer.timeout_of(request.headers());
-        let entry = self.layer.gate.enter(deadline);
+        let now = Instant::now();
+        let deadline = far_enough(now, self.layer.timeout_of(request.headers()));
+        let gate = self.layer.gate.clone();
+        let estimate = self.layer.service_time_estimate();
+        // Waiting past the instant that leaves the estimated service time is futile.
+        let start_by = deadline.checked_sub(estimate).unwrap_or(now).max(now);
+        let entry = gate.enter(start_by);
         if matches!(entry, Entry::Full) {
             shed("deadline_queue", "queue_full");
         }
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let refused = service_unavailable::<ResB>(&self.layer.retry_after);
+        let layer = self.layer.clone();
         Box::pin(async move {
             let slot = match entry {
                 Entry::Now(slot) => slot,
                 Entry::Full => return Ok(refused),
-                Entry::Wait(line) => match tokio::time::timeout_at(deadline, line).await {
+                Entry::Wait(line) => match tokio::time::timeout_at(start_by, line).await {
                     Ok(Ok(slot)) => slot,
                     // Past the deadline, or dropped from the line as expired.
                     _ => {
@@ -65,14 +73,29 @@ where
                     }
                 },
             };
-            if Instant::now() >= deadline {
+            let started = Instant::now();
+            let done_by = started.checked_add(layer.service_time_estimate());
+            if done_by.is_none_or(|done| done > deadline) {
+                // It could not answer before its client gives up: never run it.
                 shed("deadline_queue", "deadline_passed");
-                return Ok(refused); // its client has given up: never run it
+                return Ok(refused);
             }
             std::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
             let response = inner.call(request).await;
+            gate.record_service_time(started.elapsed());
             drop(slot);
             response
         })
     }
 }
+
+/// `now + timeout`, or about 30 years on for a timeout beyond the clock's range
+/// (`Duration::MAX` means "no deadline"; adding it to an instant would panic).
+fn far_enough(now: Instant, timeout: Duration) -> Instant {
+    now.checked_add(timeout)
+        .or_else(|| now.checked_add(FAR_FUTURE))
+        .unwrap_or(now)
+}
+
+/// About 30 years: farther than any client waits.
+const FAR_FUTURE: Duration = Duration::from_secs(30 * 365 * 86_400);

@@ -61,8 +61,9 @@ impl<B, F: Fn(&Request<B>) -> Priority> Admission<B> for ByPriority<F> {
     }
 }
 
-/// Tenants above their fair share refused first: `tenant` names each request's tenant
-/// (requests without one share the tenant `""`).
+/// Tenants above their fair share refused first: `tenant` names each request's
+/// verified tenant; requests without one count as one tenant and never get the
+/// reserve ([`FairShare::try_acquire_anonymous`]).
 #[derive(Debug, Clone)]
 pub struct ByTenant<F> {
     pub(super) share: Arc<FairShare>,
@@ -75,7 +76,7 @@ impl<B, K: std::hash::Hash, F: Fn(&Request<B>) -> Option<K>> Admission<B> for By
     fn admit(&self, request: &Request<B>) -> Option<FairPermit> {
         match (self.tenant)(request) {
             Some(key) => self.share.try_acquire(&key),
-            None => self.share.try_acquire(""),
+            None => self.share.try_acquire_anonymous(),
         }
     }
 }

@@ -88,7 +88,34 @@ impl<F> LoadShedLayer<ByPriority<F>> {
 
 impl<F> LoadShedLayer<ByTenant<F>> {
     /// Refuses tenants above their fair share first ([`FairShare`]); `tenant` names
-    /// each request's tenant (an API key's owner, a header).
+    /// each request's tenant.
+    ///
+    /// **The tenant must be something the client cannot invent**: the owner of an API
+    /// key or a claim of a token that an authentication layer *before* this one has
+    /// verified (put in the request's extensions), never a header the client writes.
+    /// An invented id is a fresh tenant with nothing in flight, and the reserve
+    /// always admits such a tenant: a client rotating ids takes the reserve from the
+    /// small tenants it exists for. Return `None` for a request without a verified
+    /// tenant: all of those count as one tenant that is admitted only below
+    /// `capacity − reserve`, never to the reserve, so inventing ids gains nothing
+    /// that a tenant at its share would not get.
+    ///
+    /// ```
+    /// use std::{sync::Arc, time::Duration};
+    /// use portero_http::{fair::FairShare, LoadShedLayer};
+    ///
+    /// /// Set by the authentication layer once the API key is checked.
+    /// #[derive(Clone)]
+    /// struct VerifiedTenant(String);
+    ///
+    /// let layer = LoadShedLayer::by_tenant(
+    ///     Arc::new(FairShare::new(500, 50)?),
+    ///     |req: &http::Request<()>| req.extensions().get::<VerifiedTenant>().map(|t| t.0.clone()),
+    ///     Duration::from_secs(1),
+    /// );
+    /// # let _ = layer;
+    /// # Ok::<(), portero_http::fair::FairShareError>(())
+    /// ```
     pub fn by_tenant<B, K>(share: Arc<FairShare>, tenant: F, retry_after: Duration) -> Self
     where
         F: Fn(&Request<B>) -> Option<K>,
