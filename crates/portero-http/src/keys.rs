@@ -4,7 +4,10 @@
 //! [`ClientIp::key`](crate::ClientIp::key).
 //!
 //! A key a client writes (an API key header) is only as good as what checks it: put
-//! the limit behind authentication, or combine it with the address ([`both`]).
+//! the limit behind authentication, or add a **second limit on the address** (a stack
+//! that both must admit), so a client rotating its key still meets its address's
+//! limit. [`both`] is not that: it counts under the *pair*, and every rotated key makes
+//! a new pair — use it for two parts that are both verified (tenant and user).
 
 use std::hash::Hash;
 
@@ -35,8 +38,10 @@ pub fn global<B>() -> impl Fn(&Request<B>) -> Option<()> + Clone {
     |_| Some(())
 }
 
-/// Both keys at once — tenant and user, API key and address: the request is counted
-/// under the pair, and has no key if either part is missing.
+/// Both keys at once — a verified tenant and user: the request is counted under the
+/// pair, and has no key if either part is missing. Not a defence against a client
+/// that rotates one part (each rotation is a fresh pair): for that, stack a limit on
+/// each part.
 pub fn both<B, F, G, X, Y>(first: F, second: G) -> impl Fn(&Request<B>) -> Option<(X, Y)> + Clone
 where
     F: Fn(&Request<B>) -> Option<X> + Clone,

@@ -223,7 +223,10 @@ async fn a_noisy_tenant_is_refused_while_small_tenants_get_the_reserve() {
     );
     // A request without a tenant never gets the reserve; a small tenant does, and
     // then the service is full.
-    assert_eq!(status(&app, "/", &[]).await, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(
+        status(&app, "/", &[]).await,
+        StatusCode::SERVICE_UNAVAILABLE
+    );
     hold(&app, &calls, 1, "/", &[("x-tenant", "small")]).await;
     assert_eq!(
         status(&app, "/", &[("x-tenant", "rotated")]).await,

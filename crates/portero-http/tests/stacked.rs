@@ -183,3 +183,41 @@ async fn the_stack_over_a_real_socket() {
     // ann: 5 of 6 (her user limit); bob: 3 of 4 (the tenant's last 3 of 8).
     assert_eq!(counts, [5, 3]);
 }
+
+/// A client rotating the API key it writes, from one address: counted under the pair
+/// (`keys::both`), every rotated key is a fresh bucket (20 of 20 admitted at a limit of
+/// 5); with a second limit on the address in the stack, as the key docs advise, the
+/// address's limit holds (5 of 20).
+#[tokio::test]
+async fn rotating_a_written_key_meets_the_address_limit_in_a_stack() {
+    let clock = Arc::new(ManualClock::new());
+    let five = Quota::per_minute(5).unwrap();
+    let policy = |name: &str| Policy::for_quota(name, &five).unwrap();
+    let api_key = || keys::header::<Body>(HeaderName::from_static("x-api-key"));
+    let address = || keys::header::<Body>(HeaderName::from_static("x-peer"));
+    let pair = StackedRateLimitLayer::<Body>::new().limit(
+        all_routes,
+        limiter(five, &clock),
+        policy("pair"),
+        keys::both(api_key(), address()),
+    );
+    let stacked = StackedRateLimitLayer::<Body>::new()
+        .limit(all_routes, limiter(five, &clock), policy("key"), api_key())
+        .limit(all_routes, limiter(five, &clock), policy("addr"), address());
+    for (layer, want) in [(pair, 20), (stacked, 5)] {
+        let app = Router::new()
+            .route("/", get(|| async { "ok" }))
+            .layer(layer);
+        let mut admitted = 0;
+        for i in 0..20 {
+            let req = Request::get("/")
+                .header("x-api-key", format!("rotated-{i}"))
+                .header("x-peer", "198.51.100.7")
+                .body(Body::empty())
+                .unwrap();
+            admitted +=
+                u32::from(app.clone().oneshot(req).await.unwrap().status() == StatusCode::OK);
+        }
+        assert_eq!(admitted, want);
+    }
+}

@@ -14,8 +14,11 @@ use crate::headers::Policy;
 /// [`portero::Overflow`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum WhenTableFull {
-    /// 429 with `Retry-After: 1` (the default): a flood of new keys cannot get
-    /// through unlimited.
+    /// 429 (the default): a flood of new keys cannot get through unlimited. Its
+    /// `Retry-After` is the policy's window: a newcomer gets a slot only once a
+    /// tracked key has gone back to full, which for a quota whose burst is at most
+    /// its limit is at most one window after that key's last request (sooner if keys
+    /// go idle sooner; never while a flood keeps every key active).
     #[default]
     Reject,
     /// Let the request through unlimited, keeping the service available to new

@@ -81,8 +81,16 @@ where
                 record(&layer.policy, Outcome::Rejected);
                 return RateLimitFuture::answered(too_costly());
             }
-            // A full table (or, impossibly for a clock-driven check, a bad time): deny
-            // for one second rather than admit unlimited.
+            // A full table: a newcomer gets in once a tracked key has gone back to full
+            // and its slot can be taken, which for a quota whose burst is at most its
+            // limit is at most one window after that key's last request. Say that
+            // rather than "a second": a flood keeps the table full far longer.
+            Some(Err(KeyedError::KeyTableFull { .. })) => Some(Decision::deny_for(
+                layer.policy.quota(),
+                u64::try_from(layer.policy.window().as_nanos()).unwrap_or(u64::MAX),
+            )),
+            // Impossible for a clock-driven check (a bad time): deny for one second
+            // rather than admit unlimited.
             Some(Err(_)) => Some(Decision::deny_for(
                 layer.policy.quota(),
                 portero::DENY_FOR_NANOS,

@@ -10,11 +10,22 @@
 //! [`ClientIp`] therefore believes a forwarded address only from a peer in its
 //! [`TrustedProxies`], and reads the list **from the right** (each proxy appends the
 //! address it saw), skipping only trusted hops: the first untrusted hop is the client.
-//! A malformed, obfuscated (`unknown`, `_hidden`) or oversized field falls back to the
-//! peer, so a proxy that cannot say who its client is counts as that client itself.
+//! `Forwarded` is read by RFC 7239's grammar (quoted-strings, escapes, bracketed IPv6,
+//! ports, obfuscated nodes), so a `,` a client smuggles into a quoted value is not a
+//! separator. Reading stops at the first hop that cannot be read — malformed, hidden
+//! (`unknown`, `_obfuscated`), past [`MAX_HOPS`] or [`MAX_FORWARDED_BYTES`] from the
+//! right. Since proxies append on the right, a client's own garbage on the left is
+//! never reached: the address its proxy appended after it is read first, and the
+//! client is charged under it. A hop that cannot be read before any untrusted one
+//! (a proxy hiding its client as `for=unknown`, a line the proxy appended to after
+//! an unterminated quote) charges [`ClientAddr::UNIDENTIFIED`], a bucket of its own —
+//! never the proxy: a client sending 3 KB or non-UTF-8 garbage through the proxy
+//! would otherwise exhaust the proxy's own key (its health checks included).
 //!
-//! Invariant: the address returned is always the peer, or an address that a trusted
-//! hop wrote — never one that only an untrusted party vouched for.
+//! Invariant: the address returned is the peer (an untrusted one, or a trusted one
+//! that forwarded no field), an address that a trusted hop wrote, or
+//! [`ClientAddr::UNIDENTIFIED`] — never one that only an untrusted party vouched for,
+//! and never a trusted proxy's own address because of what its client wrote.
 //!
 //! Addresses are grouped before they become keys ([`Prefixes`]): one machine owns a
 //! whole IPv6 `/64`, so keying each IPv6 address apart would give it 2^64 keys.
@@ -24,18 +35,23 @@ use core::fmt;
 use core::str::FromStr;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-use http::{HeaderMap, HeaderName, Request};
+use http::{HeaderMap, Request};
 
-/// The most bytes of forwarding fields read; more falls back to the peer.
-pub const MAX_FORWARDED_BYTES: usize = 2_048;
-/// The most hops read from a forwarding field; more falls back to the peer.
-pub const MAX_HOPS: usize = 32;
+mod forwarded;
+
+use forwarded::{hops_from_right, Hop};
+pub use forwarded::{MAX_FORWARDED_BYTES, MAX_HOPS};
 
 /// A client address grouped by its prefix: a `Copy` key that allocates nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ClientAddr(IpAddr);
 
 impl ClientAddr {
+    /// The key of clients behind a trusted proxy whose forwarding field could not be
+    /// read at all (the proxy's own hop malformed or hidden): they share this bucket,
+    /// the unspecified address `::`, which no peer can have.
+    pub const UNIDENTIFIED: Self = Self(IpAddr::V6(Ipv6Addr::UNSPECIFIED));
+
     /// The grouped address (the prefix, with the host bits zero).
     pub fn ip(&self) -> IpAddr {
         self.0
@@ -270,40 +286,21 @@ impl ClientIp {
         if !self.trusted.contains(peer) {
             return peer;
         }
-        let name = match self.trusted.field {
-            ForwardedField::XForwardedFor => HeaderName::from_static("x-forwarded-for"),
-            ForwardedField::Forwarded => http::header::FORWARDED,
-        };
-        let mut fields = Vec::new();
-        let mut bytes = 0;
-        for value in headers.get_all(&name) {
-            bytes += value.len() + 1;
-            match value.to_str() {
-                Ok(text) if bytes <= MAX_FORWARDED_BYTES => fields.push(text),
-                _ => return peer,
+        let hops = hops_from_right(headers, self.trusted.field);
+        if hops.is_empty() {
+            return peer; // the proxy forwarded no field: its own request
+        }
+        let mut leftmost = peer;
+        for hop in hops {
+            match hop {
+                Hop::Addr(ip) if !self.trusted.contains(ip) => return ip,
+                Hop::Addr(ip) => leftmost = ip,
+                // Only trusted hops so far, then one nobody can read: charging the
+                // last of them would charge a proxy for what its client wrote.
+                Hop::Unreadable => return ClientAddr::UNIDENTIFIED.0,
             }
         }
-        let mut hops = 0;
-        let mut client = peer;
-        // Lines in order, each read right to left: the rightmost hop is the newest.
-        for element in fields.iter().rev().flat_map(|f| f.rsplit(',')) {
-            hops += 1;
-            if hops > MAX_HOPS {
-                return peer;
-            }
-            let hop = match self.trusted.field {
-                ForwardedField::XForwardedFor => parse_node(element.trim()),
-                ForwardedField::Forwarded => forwarded_for(element),
-            };
-            let Some(hop) = hop else {
-                return peer;
-            };
-            client = hop;
-            if !self.trusted.contains(hop) {
-                return hop;
-            }
-        }
-        client
+        leftmost // every hop trusted: the request came from inside
     }
 }
 
@@ -319,83 +316,12 @@ fn peer_of<B>(request: &Request<B>) -> Option<IpAddr> {
         .or_else(|| ext.get::<IpAddr>().copied())
 }
 
-/// One node of a forwarding list: `192.0.2.1`, `192.0.2.1:8080`, `2001:db8::1`,
-/// `[2001:db8::1]:8080`, with optional quotes; `None` for anything else (including
-/// RFC 7239's `unknown` and obfuscated `_names`).
-fn parse_node(s: &str) -> Option<IpAddr> {
-    let s = s
-        .strip_prefix('"')
-        .and_then(|s| s.strip_suffix('"'))
-        .unwrap_or(s);
-    if let Ok(ip) = s.parse::<IpAddr>() {
-        return Some(ip);
-    }
-    if let Some(rest) = s.strip_prefix('[') {
-        let (v6, port) = rest.split_once(']')?;
-        if !(port.is_empty() || port.strip_prefix(':').is_some_and(is_port)) {
-            return None;
-        }
-        return v6.parse::<Ipv6Addr>().ok().map(IpAddr::V6);
-    }
-    let (v4, port) = s.split_once(':')?;
-    is_port(port)
-        .then(|| v4.parse::<Ipv4Addr>().ok().map(IpAddr::V4))
-        .flatten()
-}
-
-fn is_port(p: &str) -> bool {
-    !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit())
-}
-
-/// The `for=` node of one `Forwarded` element (`for=192.0.2.60;proto=http`).
-fn forwarded_for(element: &str) -> Option<IpAddr> {
-    element.split(';').find_map(|pair| {
-        let (key, value) = pair.trim().split_once('=')?;
-        key.trim()
-            .eq_ignore_ascii_case("for")
-            .then(|| parse_node(value.trim()))
-            .flatten()
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn ip(s: &str) -> IpAddr {
         s.parse().unwrap()
-    }
-
-    #[test]
-    fn nodes_parse_as_the_rfc_writes_them() {
-        assert_eq!(parse_node("192.0.2.60"), Some(ip("192.0.2.60")));
-        assert_eq!(parse_node("192.0.2.60:8080"), Some(ip("192.0.2.60")));
-        assert_eq!(
-            parse_node("\"[2001:db8:cafe::17]:4711\""),
-            Some(ip("2001:db8:cafe::17"))
-        );
-        assert_eq!(parse_node("2001:db8::1"), Some(ip("2001:db8::1")));
-        for bad in [
-            "unknown",
-            "_hidden",
-            "",
-            "1.2.3",
-            "[::1",
-            "1.2.3.4:",
-            "1.2.3.4:999999",
-            "x:1",
-        ] {
-            assert_eq!(parse_node(bad), None, "{bad}");
-        }
-        assert_eq!(
-            forwarded_for("for=\"[2001:db8::17]:4711\";proto=https;by=203.0.113.43"),
-            Some(ip("2001:db8::17"))
-        );
-        assert_eq!(
-            forwarded_for("proto=https;For=192.0.2.1"),
-            Some(ip("192.0.2.1"))
-        );
-        assert_eq!(forwarded_for("for=unknown"), None);
     }
 
     #[test]
