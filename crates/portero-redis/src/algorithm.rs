@@ -104,6 +104,11 @@ impl RedisAlgorithm {
 
     /// The algorithm and quota as they appear in Redis keys: changing either starts
     /// from fresh keys instead of reading state written under other rules.
+    /// Whether the algorithm keeps a second key (the sliding log's live-unit index).
+    pub(crate) fn uses_second_key(&self) -> bool {
+        matches!(self.0, Kind::SlidingLog { .. })
+    }
+
     pub(crate) fn key_suffix(&self) -> String {
         let name = self.name();
         match self.0 {
@@ -160,7 +165,20 @@ fn whole_units(limit: u64, window: Duration, unit_ns: u128) -> Result<u64, Redis
 /// [`RedisLimiter::key_for`](crate::RedisLimiter::key_for)).
 pub(crate) fn redis_keys(prefix: &str, key: &str, algorithm: &RedisAlgorithm) -> [String; 2] {
     let main = format!("{prefix}{{{}:{key}}}:{}", key.len(), algorithm.key_suffix());
-    let second = format!("{main}:n");
+    with_second_key(main, algorithm)
+}
+
+/// `main` and, for the one algorithm that keeps two (the sliding log's index), its
+/// second key; an empty string otherwise. A script declares only the keys its
+/// algorithm uses: during a Cluster slot migration Redis refuses any call declaring
+/// several keys (`TRYAGAIN`), so a second key nobody reads would turn every migration
+/// into an outage.
+pub(crate) fn with_second_key(main: String, algorithm: &RedisAlgorithm) -> [String; 2] {
+    let second = if algorithm.uses_second_key() {
+        format!("{main}:n")
+    } else {
+        String::new()
+    };
     [main, second]
 }
 

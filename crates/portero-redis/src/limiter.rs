@@ -15,7 +15,7 @@ use redis::{Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Script, Value};
 use crate::algorithm::{redis_keys, RedisAlgorithm, RedisQuotaError};
 use crate::cache::BlockedKeys;
 use crate::clock::RedisClock;
-use crate::outcome::is_outage;
+use crate::outcome::{is_migrating, is_outage};
 use crate::stack::{StackVerdict, StackedLimit};
 use crate::{scripts, RedisCheckError, ServedBy, Verdict, WhenDown};
 
@@ -346,8 +346,10 @@ impl RedisLimiter {
         algorithm: &RedisAlgorithm,
     ) -> Result<(), RedisError> {
         let mut connection = self.connection.clone();
+        let keys = redis_keys(&self.prefix, key, algorithm);
+        let used = if algorithm.uses_second_key() { 2 } else { 1 };
         redis::cmd("DEL")
-            .arg(&redis_keys(&self.prefix, key, algorithm)[..])
+            .arg(&keys[..used])
             .query_async(&mut connection)
             .await
     }
@@ -420,7 +422,10 @@ impl RedisLimiter {
     ) -> Result<Option<Decided>, RedisCheckError> {
         let mut invocation = self.script.prepare_invoke();
         for call in calls {
-            invocation.key(&call.keys[0]).key(&call.keys[1]);
+            invocation.key(&call.keys[0]);
+            if call.algorithm.uses_second_key() {
+                invocation.key(&call.keys[1]);
+            }
         }
         let sent = self.clock.local_us();
         let deadline = if at_us == 0 {
@@ -436,11 +441,22 @@ impl RedisLimiter {
         }
         let mut connection = self.connection.clone();
         self.round_trips.fetch_add(1, Ordering::Relaxed);
-        let answer = tokio::time::timeout(
-            self.timeout,
-            invocation.invoke_async::<Vec<i64>>(&mut connection),
-        )
-        .await;
+        // A slot being migrated answers TRYAGAIN (or an ASK the client could not
+        // follow) for a moment: ask again, within the same timeout and the same
+        // deadline on Redis's clock, rather than answer with the outage policy.
+        let attempts = async {
+            let mut pause = Duration::from_millis(2);
+            loop {
+                match invocation.invoke_async::<Vec<i64>>(&mut connection).await {
+                    Err(e) if is_migrating(&e) => {
+                        tokio::time::sleep(pause).await;
+                        pause = (pause * 2).min(Duration::from_millis(50));
+                    }
+                    answer => return answer,
+                }
+            }
+        };
+        let answer = tokio::time::timeout(self.timeout, attempts).await;
         let reply = match answer {
             Ok(Ok(reply)) => reply,
             Ok(Err(e)) if !is_outage(&e) => return Err(self.error(calls, e)),

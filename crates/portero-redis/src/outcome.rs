@@ -101,6 +101,11 @@ impl From<KeyedError> for RedisCheckError {
 
 /// Whether an error means Redis is away (the outage policy decides) rather than an
 /// answer (a wrong-type key, a script error: returned as errors).
+/// A slot in the middle of a Cluster migration: the same call succeeds shortly.
+pub(crate) fn is_migrating(e: &RedisError) -> bool {
+    matches!(e.kind(), ErrorKind::TryAgain | ErrorKind::Ask)
+}
+
 pub(crate) fn is_outage(e: &RedisError) -> bool {
     e.is_io_error()
         || e.is_timeout()

@@ -17,7 +17,7 @@
 
 use portero::Decision;
 
-use crate::algorithm::{redis_keys, RedisAlgorithm};
+use crate::algorithm::{redis_keys, with_second_key, RedisAlgorithm};
 use crate::limiter::Call;
 use crate::{RedisCheckError, ServedBy};
 
@@ -75,8 +75,7 @@ impl<'a> StackedLimit<'a> {
                     self.key,
                     self.algorithm.key_suffix()
                 );
-                let second = format!("{main}:n");
-                [main, second]
+                with_second_key(main, &self.algorithm)
             }
         };
         Ok(Call {

@@ -4,7 +4,9 @@
 use std::time::Duration;
 
 use portero::Quota;
-use portero_redis::{LocalCluster, RedisAlgorithm, RedisCheckError, RedisLimiter, StackedLimit};
+use portero_redis::{
+    LocalCluster, RedisAlgorithm, RedisCheckError, RedisLimiter, ServedBy, StackedLimit, WhenDown,
+};
 
 async fn limiter(cluster: &LocalCluster, algorithm: RedisAlgorithm) -> RedisLimiter {
     let urls = cluster.urls();
@@ -74,4 +76,118 @@ async fn a_stack_in_one_slot_runs_and_one_across_slots_is_an_error_not_an_outage
     ));
     assert_eq!(limiter.errors(), 1);
     limiter.reset("bob").await.unwrap();
+}
+
+/// A fail-open limiter whose timeout (250 ms) is shorter than the migration's 300 ms
+/// between MIGRATING and MIGRATE: any answer the migration holds up past it shows.
+async fn migrating(cluster: &LocalCluster, algorithm: RedisAlgorithm) -> RedisLimiter {
+    limiter(cluster, algorithm)
+        .await
+        .timeout(Duration::from_millis(250))
+        .when_down(WhenDown::FailOpen)
+}
+
+/// `redis-cli -p PORT args…`, its output.
+fn cli(port: &str, args: &[&str]) -> String {
+    let out = std::process::Command::new("redis-cli")
+        .args(["-p", port])
+        .args(args)
+        .output()
+        .expect("redis-cli");
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// Moves a key's slot from the primary that owns it to another, the way
+/// `redis-cli --cluster reshard` does (IMPORTING / MIGRATING, MIGRATE, SETSLOT NODE),
+/// while two instances check the key 400 times against a limit of 50 with the
+/// fail-open policy: exactly 50 admitted, none answered by the outage policy, for
+/// the sliding log's two keys too. (Every script declared a second key, so during the
+/// migration Redis answered TRYAGAIN and fail-open admitted 48 extra.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_slot_migration_under_load_admits_exactly_the_limit() {
+    let cluster = LocalCluster::start().expect("a local Redis Cluster for this test");
+    let ports: Vec<String> = cluster
+        .urls()
+        .iter()
+        .map(|u| u.rsplit(':').next().unwrap().to_owned())
+        .collect();
+    // Per hour: no unit comes back during the test's few seconds.
+    let hour = Duration::from_secs(3_600);
+    for (algorithm, two_keys) in [
+        (
+            RedisAlgorithm::gcra(Quota::per_hour(50).unwrap()).unwrap(),
+            false,
+        ),
+        (RedisAlgorithm::sliding_log(50, hour).unwrap(), true),
+    ] {
+        let instances = [
+            migrating(&cluster, algorithm).await,
+            migrating(&cluster, algorithm).await,
+        ];
+        let key = format!("migrating-{}", algorithm.name());
+        let redis_key = instances[0].key_for(&key);
+        let slot = cli(&ports[0], &["cluster", "keyslot", &redis_key]);
+        assert!(instances[0]
+            .check(&key, 1)
+            .await
+            .unwrap()
+            .decision
+            .is_allowed());
+        let owner = ports
+            .iter()
+            .find(|p| cli(p, &["cluster", "countkeysinslot", &slot]) != "0")
+            .expect("the key lives somewhere")
+            .clone();
+        let target = ports.iter().find(|p| **p != owner).unwrap().clone();
+        let (owner_id, target_id) = (
+            cli(&owner, &["cluster", "myid"]),
+            cli(&target, &["cluster", "myid"]),
+        );
+        let load: Vec<_> = (0..399)
+            .map(|i| {
+                let (limiter, key) = (instances[i % 2].clone(), key.clone());
+                tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_millis(3 * i as u64)).await;
+                    limiter.check(&key, 1).await.unwrap()
+                })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        cli(
+            &target,
+            &["cluster", "setslot", &slot, "importing", &owner_id],
+        );
+        cli(
+            &owner,
+            &["cluster", "setslot", &slot, "migrating", &target_id],
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let mut keys = vec![redis_key.clone()];
+        if two_keys {
+            keys.push(format!("{redis_key}:n"));
+        }
+        let mut migrate = vec!["migrate", "127.0.0.1", &target, "", "0", "5000", "keys"];
+        migrate.extend(keys.iter().map(String::as_str));
+        assert_eq!(cli(&owner, &migrate), "OK");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        for p in &ports {
+            cli(p, &["cluster", "setslot", &slot, "node", &target_id]);
+        }
+        let mut admitted = 1;
+        for t in load {
+            let verdict = t.await.unwrap();
+            assert_ne!(
+                verdict.served_by,
+                ServedBy::Fallback,
+                "{}",
+                algorithm.name()
+            );
+            admitted += u32::from(verdict.decision.is_allowed());
+        }
+        assert_eq!(admitted, 50, "{}", algorithm.name());
+        assert_eq!(
+            cli(&target, &["cluster", "countkeysinslot", &slot]),
+            keys.len().to_string()
+        );
+    }
 }

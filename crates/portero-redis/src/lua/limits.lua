@@ -5,7 +5,9 @@
 -- it. ARGV[3] the mode: 0 check, 1 peek (decide, write nothing), 2 lease (one limit:
 -- take as many units as fit, up to the cost). Then four per limit: algorithm
 -- (1 GCRA, 2 fixed window, 3 sliding counter, 4 sliding log), its two parameters, the
--- cost. KEYS: two per limit.
+-- cost. KEYS: one per limit, two for the sliding log (its log and its index): a call
+-- declares only keys it uses, since Redis Cluster refuses multi-key calls while a slot
+-- migrates.
 --
 -- Returns {status, now, then five per limit: outcome, remaining, retry-after, reset,
 -- units taken}: status 2 = too late (nothing done), 1 = decided. Every limit is decided
@@ -24,13 +26,19 @@ local algorithms = {gcra, fixed_window, sliding_counter, sliding_log}
 local limits = (#ARGV - 3) / 4
 local mode = ARGV[3]
 local out = {1, now}
+-- Each limit's keys, in order: the sliding log (algorithm 4) takes two.
+local first_key, next_key = {}, 1
+for i = 1, limits do
+  first_key[i] = next_key
+  next_key = next_key + ((tonumber(ARGV[3 + (i - 1) * 4 + 1]) == 4) and 2 or 1)
+end
 -- Decides limit i for `cost` units (its own cost if nil), reading only; its four
 -- figures go in the reply (units taken: 0 until charged). Returns whether it admits,
 -- and its commit.
 local function decide(i, cost)
   local a, o = 3 + (i - 1) * 4, 2 + (i - 1) * 5
   local ok, remaining, retry, reset, commit = algorithms[tonumber(ARGV[a + 1])](
-    KEYS[2 * i - 1], KEYS[2 * i], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]),
+    KEYS[first_key[i]], KEYS[first_key[i] + 1], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]),
     cost or tonumber(ARGV[a + 4]), now)
   out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = ok, remaining, retry, reset, 0
   return ok == 1, commit
