@@ -86,6 +86,7 @@ impl LeasedLimiter {
                 served_by: ServedBy::Cache,
             });
         }
+        let sent = self.limiter.cache_now();
         let Some(decided) = self
             .limiter
             .run(std::slice::from_ref(&call), Mode::Lease, 0)
@@ -95,8 +96,8 @@ impl LeasedLimiter {
         };
         let (decision, taken) = decided[0];
         if taken == 0 {
-            self.limiter
-                .remember_refusal(&call.keys[0], 1, decision.retry_after_nanos());
+            let retry = decision.retry_after_nanos();
+            self.limiter.remember_refusal(&call.keys[0], 1, retry, sent);
             return Ok(Verdict {
                 decision,
                 served_by: ServedBy::Redis,

@@ -270,6 +270,7 @@ impl RedisLimiter {
                 served_by: ServedBy::Cache,
             });
         }
+        let sent = self.cache_now();
         match self
             .run(std::slice::from_ref(&call), Mode::Check, 0)
             .await?
@@ -277,7 +278,8 @@ impl RedisLimiter {
             Some(decided) => {
                 let decision = decided[0].0;
                 if !decision.is_allowed() {
-                    self.remember_refusal(&call.keys[0], cost, decision.retry_after_nanos());
+                    let retry = decision.retry_after_nanos();
+                    self.remember_refusal(&call.keys[0], cost, retry, sent);
                 }
                 Ok(Verdict {
                     decision,
@@ -347,6 +349,11 @@ impl RedisLimiter {
     ) -> Result<(), RedisError> {
         let mut connection = self.connection.clone();
         let keys = redis_keys(&self.prefix, key, algorithm);
+        if let Some(cache) = &self.cache {
+            // Before Redis forgets it: a check between the two must not be answered
+            // by a refusal that no longer holds.
+            cache.forget(&keys[0]);
+        }
         let used = if algorithm.uses_second_key() { 2 } else { 1 };
         redis::cmd("DEL")
             .arg(&keys[..used])
@@ -388,10 +395,22 @@ impl RedisLimiter {
         self.cache.as_deref()?.refused_for(redis_key, cost)
     }
 
-    /// Tells the blocked-key cache (if any) that Redis refused `cost` units.
-    pub(crate) fn remember_refusal(&self, redis_key: &str, cost: u64, retry_after_ns: u64) {
+    /// Now on the blocked-key cache's clock (0 without a cache): read before sending.
+    pub(crate) fn cache_now(&self) -> u64 {
+        self.cache.as_deref().map_or(0, BlockedKeys::now)
+    }
+
+    /// Tells the blocked-key cache (if any) that Redis refused `cost` units, in
+    /// answer to a request sent at `sent` ([`cache_now`](Self::cache_now)).
+    pub(crate) fn remember_refusal(
+        &self,
+        redis_key: &str,
+        cost: u64,
+        retry_after_ns: u64,
+        sent: u64,
+    ) {
         if let Some(cache) = &self.cache {
-            cache.block(redis_key, cost, retry_after_ns);
+            cache.block(redis_key, cost, retry_after_ns, sent);
         }
     }
 

@@ -1,7 +1,7 @@
 //! A throwaway `redis-server` for tests, demos and the lab: loopback only, on a free
 //! port, no persistence, stopped when dropped.
 
-use std::io;
+use std::io::{self, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -50,11 +50,23 @@ impl LocalRedis {
             })?;
         let mut server = Self { child, port };
         let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        loop {
+            // The child first: a listener on the port may be another process's server
+            // (a port race), which must never pass for ours.
             if let Some(status) = server.child.try_wait()? {
                 return Err(io::Error::other(format!(
                     "redis-server exited at start ({status}) on port {port}"
                 )));
+            }
+            match process_id_on(port) {
+                Some(pid) if pid == server.child.id() => break,
+                Some(pid) => {
+                    server.stop();
+                    return Err(io::Error::other(format!(
+                        "port {port} is answered by another redis-server (process {pid})"
+                    )));
+                }
+                None => {}
             }
             if Instant::now() > deadline {
                 server.stop();
@@ -65,6 +77,11 @@ impl LocalRedis {
             std::thread::sleep(Duration::from_millis(20));
         }
         Ok(server)
+    }
+
+    /// The server's process id (the child this value started and owns).
+    pub fn process_id(&self) -> u32 {
+        self.child.id()
     }
 
     /// `redis://127.0.0.1:PORT`.
@@ -167,6 +184,28 @@ impl Drop for LocalCluster {
     }
 }
 
+/// The `process_id` a Redis server on loopback `port` reports (`INFO server`), or
+/// `None` if nothing there answers like one yet.
+fn process_id_on(port: u16) -> Option<u32> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(1))).ok()?;
+    stream
+        .write_all(b"*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n")
+        .ok()?;
+    let mut reply = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !reply.windows(11).any(|w| w == b"process_id:") || !reply.ends_with(b"\r\n") {
+        let n = stream.read(&mut chunk).ok()?;
+        if n == 0 || reply.len() > 64 * 1024 {
+            return None;
+        }
+        reply.extend_from_slice(&chunk[..n]);
+    }
+    let text = String::from_utf8_lossy(&reply);
+    let line = text.lines().find_map(|l| l.strip_prefix("process_id:"))?;
+    line.trim().parse().ok()
+}
+
 fn free_port() -> io::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
@@ -187,4 +226,20 @@ fn cluster_ok(port: u16) -> bool {
         .args(["-p", &port.to_string(), "cluster", "info"])
         .output()
         .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("cluster_state:ok"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A second server asked to start on a port another server already answers:
+    /// its own process cannot bind and exits, and the listener that answers is not
+    /// its child, so it fails instead of attaching to the other server.
+    #[test]
+    fn a_server_started_on_a_taken_port_never_attaches_to_the_other() {
+        let first = LocalRedis::start().expect("redis-server for this test");
+        assert_eq!(process_id_on(first.port), Some(first.process_id()));
+        let second = LocalRedis::start_with(first.port, &[], None);
+        assert!(second.is_err(), "attached to another process's server");
+    }
 }

@@ -115,3 +115,110 @@ async fn leases_never_admit_more_than_the_limit_across_instances() {
         "{round_trips} round trips for 400 checks"
     );
 }
+
+/// Large costs and the limiter's own reset (each refused by the cache while Redis,
+/// asked directly, admitted: a 5,000,000-unit refusal blocked a 1,050,000-unit request
+/// because both were clamped to 2^20; `reset` left the key blocked).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cache_never_refuses_a_large_cost_or_a_reset_key_that_redis_admits() {
+    let server = LocalRedis::start().expect("redis-server for this test");
+    let quota = Quota::per_hour(5_000_000).unwrap();
+    let gcra = RedisAlgorithm::gcra(quota).unwrap();
+    let cached = limiter(&server, gcra).await.blocked_key_cache(100);
+    let direct = limiter(&server, gcra).await; // the same keys, no cache
+    assert!(direct
+        .check("big", 3_000_000)
+        .await
+        .unwrap()
+        .decision
+        .is_allowed());
+    let refused = cached.check("big", 5_000_000).await.unwrap();
+    assert!(!refused.decision.is_allowed());
+    assert!(direct
+        .peek("big", 1_050_000)
+        .await
+        .unwrap()
+        .decision
+        .is_allowed());
+    let smaller = cached.check("big", 1_050_000).await.unwrap();
+    assert_eq!(
+        smaller.served_by,
+        ServedBy::Redis,
+        "not refused from the cache"
+    );
+    assert!(smaller.decision.is_allowed());
+    assert_eq!(
+        cached.check("big", 5_000_000).await.unwrap().served_by,
+        ServedBy::Cache
+    );
+    cached.reset("big").await.unwrap();
+    let after_reset = cached.check("big", 5_000_000).await.unwrap();
+    assert!(
+        after_reset.decision.is_allowed(),
+        "reset: a full limit, as its docs say"
+    );
+}
+
+/// The cache plus Redis against Redis alone: random costs up to the quota's maximum,
+/// from this limiter and from another instance (no cache), resets through this one,
+/// and time passing. Whenever the cache refuses, Redis — peeked at once, taking
+/// nothing — refuses too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cache_refuses_only_what_redis_refuses_over_random_operations() {
+    let server = LocalRedis::start().expect("redis-server for this test");
+    // 2,000,000 units, refilled in 200 ms: refusals come and go within the test.
+    let quota = Quota::from_nanos(2_000_000, 200_000_000).unwrap();
+    let gcra = RedisAlgorithm::gcra(quota).unwrap();
+    let cached = limiter(&server, gcra).await.blocked_key_cache(100);
+    let other = limiter(&server, gcra).await;
+    // A small deterministic generator: the same sequence on every run.
+    let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move |bound: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % bound
+    };
+    let (mut from_cache, mut checks) = (0, 0);
+    for _ in 0..2_000 {
+        let key = format!("k{}", next(3));
+        let cost = match next(4) {
+            0 => 1 + next(100),
+            1 => 1 + next(2_000_000),
+            2 => 1_900_000 + next(100_001),
+            _ => 1 << (10 + next(11)),
+        };
+        match next(20) {
+            0 => cached.reset(&key).await.unwrap(),
+            1..=5 => {
+                let _ = other.check(&key, cost).await.unwrap();
+            }
+            6 => tokio::time::sleep(Duration::from_millis(next(30))).await,
+            _ => {
+                checks += 1;
+                let v = cached.check(&key, cost).await.unwrap();
+                let answered = std::time::Instant::now();
+                if v.served_by == ServedBy::Cache {
+                    from_cache += 1;
+                    assert!(!v.decision.is_allowed());
+                    let truth = other.peek(&key, cost).await.unwrap();
+                    // The peek comes a moment later: a refusal the cache said would
+                    // end within that moment cannot be judged by it.
+                    let judged = v.decision.retry_after_nanos() > 2 * elapsed_ns(answered);
+                    assert!(
+                        !judged || !truth.decision.is_allowed(),
+                        "the cache refused {cost} of {key}, Redis admits it"
+                    );
+                }
+            }
+        }
+    }
+    assert!(
+        from_cache > 50,
+        "the cache answered {from_cache} of {checks}"
+    );
+}
+
+fn elapsed_ns(since: std::time::Instant) -> u64 {
+    u64::try_from(since.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
