@@ -2,44 +2,60 @@
 //! and spends them locally, so a hot key costs one round trip per batch instead of
 //! one per request.
 //!
-//! # Bound
+//! # Bounds
 //!
-//! A unit is charged in Redis, atomically with every other instance's checks and
-//! leases, when it is leased; here it is spent at most once, and only until its lease
-//! expires (`lease_for`). So across all instances **never more is admitted than the
-//! limit allows**, counted over any window lengthened by `lease_for` (a unit may be
-//! spent up to `lease_for` after Redis counted it). Units leased and not spent are
-//! never returned: they are lost when their lease expires or is replaced — at most one
-//! batch per key per instance, an under-admission bounded by the outstanding leases.
+//! - **Admissions.** A unit is charged in Redis, atomically with every other
+//!   instance's checks and leases, when it is leased; here it is spent at most once,
+//!   and only until its lease expires. A lease's `lease_for` is counted from when the
+//!   lease request was **sent**, which is before Redis charged it, so across all
+//!   instances never more is admitted than the limit allows, counted over any window
+//!   lengthened by `lease_for`.
+//! - **Resets.** [`reset`](LeasedLimiter::reset) drops this instance's lease and the
+//!   key in Redis. Other instances' leases are theirs until they expire: after a
+//!   reset at most the units they hold unspent then
+//!   ([`leased_units`](LeasedLimiter::leased_units), summed over the instances) are
+//!   admitted on top of the fresh limit, and none after `lease_for`.
+//! - **Loss.** Units leased and not spent are never returned: they are lost when their
+//!   lease expires or is replaced — at most one batch per key per instance.
+//! - **Waiting.** No lock shared between keys is held across I/O: concurrent requests
+//!   for one key wait for that key's one lease request (instead of each leasing a
+//!   batch and stranding the rest), requests for other keys go on. No check waits for
+//!   Redis longer than the limiter's timeout in all: waiting for another request's
+//!   lease and asking Redis share one budget, and a lease Redis does not answer in
+//!   time is answered by the outage policy at once, not asked again.
 //!
 //! Pick leases for hot keys with a high limit (a tenant's 10,000 per minute across a
 //! fleet): the saving is a factor of the batch. For small limits (logins, 5 per
 //! minute) a batch would strand most of the limit on one instance: check each request.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use portero::Decision;
+use tokio::sync::futures::OwnedNotified;
+use tokio::sync::Notify;
 
 use crate::limiter::Mode;
 use crate::{RedisCheckError, RedisLimiter, ServedBy, Verdict};
 
 /// A [`RedisLimiter`] that leases up to `batch` units per key in one script call and
-/// spends them locally. Never more than the limit across all instances (units are
-/// charged in Redis when leased), counted over any window lengthened by `lease_for`;
-/// at most one unspent batch per key and instance is lost, never over-admitted. Pick it
-/// for hot keys with large limits.
+/// spends them locally; see the [module docs](self) for its bounds. Pick it for hot
+/// keys with large limits.
 #[derive(Debug)]
 pub struct LeasedLimiter {
     limiter: RedisLimiter,
     batch: u64,
     lease_for: Duration,
     max_keys: usize,
-    leases: Mutex<HashMap<String, Lease>>,
-    // One lease request in flight at a time: concurrent requests for a key wait for
-    // the batch instead of each leasing one (and stranding the rest).
-    leasing: tokio::sync::Mutex<()>,
+    leases: Mutex<Leases>,
+}
+
+#[derive(Debug, Default)]
+struct Leases {
+    live: HashMap<String, Lease>,
+    // Keys with a lease request in flight, and how to tell its waiters it is done.
+    leasing: HashMap<String, Arc<Notify>>,
 }
 
 #[derive(Debug)]
@@ -48,10 +64,31 @@ struct Lease {
     expires: Instant,
 }
 
+/// What a request finds when it needs a lease.
+enum Turn<'a> {
+    Lead(LeadGuard<'a>),
+    Wait(OwnedNotified),
+}
+
+/// Held by the one request leasing for a key: done or dropped (cancelled), it lets
+/// the key's waiters go.
+struct LeadGuard<'a> {
+    key: String,
+    notify: Arc<Notify>,
+    owner: &'a LeasedLimiter,
+}
+
+impl Drop for LeadGuard<'_> {
+    fn drop(&mut self) {
+        self.owner.lock().leasing.remove(&self.key);
+        self.notify.notify_waiters();
+    }
+}
+
 impl LeasedLimiter {
     /// Leases up to `batch` units at a time for each key, each lease spendable for
-    /// `lease_for`, for at most `max_keys` keys at once (beyond that, keys are checked
-    /// one request at a time). Combine with
+    /// `lease_for` from when it was asked for, for at most `max_keys` keys at once
+    /// (beyond that, keys are checked one request at a time). Combine with
     /// [`blocked_key_cache`](RedisLimiter::blocked_key_cache) so that a key with
     /// nothing left costs no round trip either.
     pub fn new(limiter: RedisLimiter, batch: u64, lease_for: Duration, max_keys: usize) -> Self {
@@ -60,39 +97,83 @@ impl LeasedLimiter {
             batch: batch.max(1),
             lease_for,
             max_keys,
-            leases: Mutex::new(HashMap::new()),
-            leasing: tokio::sync::Mutex::new(()),
+            leases: Mutex::default(),
         }
     }
 
     /// Admits `cost` units of `key` from its local lease, or leases a new batch.
     pub async fn check(&self, key: &str, cost: u64) -> Result<Verdict, RedisCheckError> {
-        if let Some(verdict) = self.spend_from_lease(key, cost) {
-            return Ok(verdict);
+        let started = Instant::now();
+        let budget = self.limiter.timeout_of();
+        loop {
+            if let Some(verdict) = self.spend_from_lease(key, cost) {
+                return Ok(verdict);
+            }
+            if cost > self.batch || !self.room_for(key) {
+                return self.limiter.check(key, cost).await;
+            }
+            let left = budget.saturating_sub(started.elapsed());
+            match self.turn(key) {
+                Turn::Lead(guard) => {
+                    let verdict = self.lease(key, cost, left).await;
+                    drop(guard);
+                    return verdict;
+                }
+                Turn::Wait(done) => {
+                    if tokio::time::timeout(left, done).await.is_err() {
+                        // The other request's lease did not come in time: the budget
+                        // is spent, so the outage policy answers.
+                        let algorithm = *self.limiter.algorithm();
+                        return self.limiter.fallback(key, cost, &algorithm);
+                    }
+                    // A lease arrived (or its request ended): look again.
+                }
+            }
         }
-        if cost > self.batch || !self.room_for(key) {
-            return self.limiter.check(key, cost).await;
+    }
+
+    /// This request's turn for `key`: lead the lease request, or wait for the one in
+    /// flight (registered before the lock is let go, so its end cannot be missed).
+    fn turn(&self, key: &str) -> Turn<'_> {
+        let mut leases = self.lock();
+        if let Some(notify) = leases.leasing.get(key) {
+            // `notify_waiters` wakes every `Notified` made before it, polled or not.
+            return Turn::Wait(notify.clone().notified_owned());
         }
-        let _leasing = self.leasing.lock().await;
-        // Someone may have leased a batch while this request waited.
-        if let Some(verdict) = self.spend_from_lease(key, cost) {
-            return Ok(verdict);
-        }
+        let notify = Arc::new(Notify::new());
+        leases.leasing.insert(key.to_owned(), notify.clone());
+        Turn::Lead(LeadGuard {
+            key: key.to_owned(),
+            notify,
+            owner: self,
+        })
+    }
+
+    /// Asks Redis for a batch of `key` within `budget`, and answers this request.
+    async fn lease(
+        &self,
+        key: &str,
+        cost: u64,
+        budget: Duration,
+    ) -> Result<Verdict, RedisCheckError> {
         let call = self.limiter.default_call(key, self.batch)?;
+        let capacity = self.limiter.capacity();
         if let Some(wait) = self.limiter.cached_refusal(&call.keys[0], cost) {
-            let capacity = self.limiter.capacity();
             return Ok(Verdict {
                 decision: Decision::rejected(capacity, 0, wait, wait),
                 served_by: ServedBy::Cache,
             });
         }
         let sent = self.limiter.cache_now();
-        let Some(decided) = self
+        let asked = Instant::now();
+        let decided = self
             .limiter
-            .run(std::slice::from_ref(&call), Mode::Lease, 0)
-            .await?
-        else {
-            return self.limiter.check(key, cost).await; // Redis away: its policy decides
+            .run_within(std::slice::from_ref(&call), Mode::Lease, 0, budget)
+            .await?;
+        let Some(decided) = decided else {
+            // Redis away: its policy decides now, without a second wait.
+            let algorithm = *self.limiter.algorithm();
+            return self.limiter.fallback(key, cost, &algorithm);
         };
         let (decision, taken) = decided[0];
         if taken == 0 {
@@ -105,14 +186,12 @@ impl LeasedLimiter {
         }
         let fits = taken >= cost;
         let left = if fits { taken - cost } else { taken };
-        self.lock().insert(
-            key.to_owned(),
-            Lease {
-                left,
-                expires: Instant::now() + self.lease_for,
-            },
-        );
-        let capacity = self.limiter.capacity();
+        // From the send: Redis charged the units after it.
+        if let Some(expires) = asked.checked_add(self.lease_for) {
+            self.lock()
+                .live
+                .insert(key.to_owned(), Lease { left, expires });
+        }
         let decision = if fits {
             Decision::admitted(capacity, left, 0)
         } else {
@@ -124,6 +203,25 @@ impl LeasedLimiter {
             decision,
             served_by: ServedBy::Redis,
         })
+    }
+
+    /// Forgets `key`: this instance's lease and the key in Redis (see the module
+    /// docs for other instances' leases).
+    pub async fn reset(&self, key: &str) -> Result<(), redis::RedisError> {
+        self.lock().live.remove(key);
+        self.limiter.reset(key).await
+    }
+
+    /// Units this instance holds leased and unspent now (what a reset elsewhere
+    /// leaves spendable here until the leases expire).
+    pub fn leased_units(&self) -> u64 {
+        let now = Instant::now();
+        self.lock()
+            .live
+            .values()
+            .filter(|l| l.expires > now)
+            .map(|l| l.left)
+            .sum()
     }
 
     fn spend_from_lease(&self, key: &str, cost: u64) -> Option<Verdict> {
@@ -142,9 +240,9 @@ impl LeasedLimiter {
     /// Takes `cost` from `key`'s live lease; what is left, or `None`.
     fn spend(&self, key: &str, cost: u64) -> Option<u64> {
         let mut leases = self.lock();
-        let lease = leases.get_mut(key)?;
+        let lease = leases.live.get_mut(key)?;
         if lease.expires <= Instant::now() {
-            leases.remove(key);
+            leases.live.remove(key);
             return None;
         }
         lease.left = lease.left.checked_sub(cost)?;
@@ -154,17 +252,17 @@ impl LeasedLimiter {
     /// Whether `key` may hold a lease (dropping expired ones when the map is full).
     fn room_for(&self, key: &str) -> bool {
         let mut leases = self.lock();
-        if leases.len() < self.max_keys || leases.contains_key(key) {
+        if leases.live.len() < self.max_keys || leases.live.contains_key(key) {
             return true;
         }
         let now = Instant::now();
-        leases.retain(|_, l| l.expires > now);
-        leases.len() < self.max_keys
+        leases.live.retain(|_, l| l.expires > now);
+        leases.live.len() < self.max_keys
     }
 
     // Each update is one insert, removal or subtraction: a poisoned lock is still
-    // consistent.
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Lease>> {
+    // consistent. Never held across an await.
+    fn lock(&self) -> MutexGuard<'_, Leases> {
         self.leases.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }

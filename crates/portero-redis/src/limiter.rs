@@ -380,6 +380,16 @@ impl RedisLimiter {
         Ok(decided.expect("a test's Redis answers")[0].0)
     }
 
+    /// How long a check may wait for Redis.
+    pub(crate) fn timeout_of(&self) -> Duration {
+        self.timeout
+    }
+
+    /// The limiter's own algorithm.
+    pub(crate) fn algorithm(&self) -> &RedisAlgorithm {
+        &self.algorithm
+    }
+
     /// The limiter's own algorithm's capacity.
     pub(crate) fn capacity(&self) -> u64 {
         self.algorithm.capacity()
@@ -439,6 +449,18 @@ impl RedisLimiter {
         mode: Mode,
         at_us: u64,
     ) -> Result<Option<Decided>, RedisCheckError> {
+        self.run_within(calls, mode, at_us, self.timeout).await
+    }
+
+    /// [`run`](Self::run) with `budget` instead of the limiter's timeout (a caller
+    /// that already spent part of it).
+    pub(crate) async fn run_within(
+        &self,
+        calls: &[Call],
+        mode: Mode,
+        at_us: u64,
+        budget: Duration,
+    ) -> Result<Option<Decided>, RedisCheckError> {
         let mut invocation = self.script.prepare_invoke();
         for call in calls {
             invocation.key(&call.keys[0]);
@@ -448,7 +470,7 @@ impl RedisLimiter {
         }
         let sent = self.clock.local_us();
         let deadline = if at_us == 0 {
-            self.clock.redis_time_in(sent, self.timeout)
+            self.clock.redis_time_in(sent, budget)
         } else {
             0
         };
@@ -475,7 +497,7 @@ impl RedisLimiter {
                 }
             }
         };
-        let answer = tokio::time::timeout(self.timeout, attempts).await;
+        let answer = tokio::time::timeout(budget, attempts).await;
         let reply = match answer {
             Ok(Ok(reply)) => reply,
             Ok(Err(e)) if !is_outage(&e) => return Err(self.error(calls, e)),
@@ -520,7 +542,8 @@ impl RedisLimiter {
         RedisCheckError::Redis(e)
     }
 
-    fn fallback(
+    /// The outage policy's answer for `cost` units of `key`.
+    pub(crate) fn fallback(
         &self,
         key: &str,
         cost: u64,

@@ -1,0 +1,181 @@
+//! Leases under bad luck, against a real redis-server started by the test and reached
+//! through a loopback proxy that can delay or hold Redis's replies: one key's lease
+//! never holds up another key, no leased check waits longer than the timeout, and a
+//! reset's bound holds.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use portero::Quota;
+use portero_redis::{LeasedLimiter, LocalRedis, RedisAlgorithm, RedisLimiter, ServedBy, WhenDown};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// A loopback proxy in front of Redis: replies are delayed by `delay_ms`, and held
+/// back entirely while `stalled` (Redis "not answering").
+struct Proxy {
+    port: u16,
+    delay_ms: Arc<AtomicU64>,
+    stalled: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Proxy {
+    async fn start(upstream: u16) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let delay_ms = Arc::new(AtomicU64::new(0));
+        let stalled = Arc::new(AtomicBool::new(false));
+        let (d, st) = (delay_ms.clone(), stalled.clone());
+        let task = tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let server = TcpStream::connect(("127.0.0.1", upstream)).await.unwrap();
+                let (mut cr, mut cw) = client.into_split();
+                let (mut sr, mut sw) = server.into_split();
+                tokio::spawn(async move {
+                    let _ = tokio::io::copy(&mut cr, &mut sw).await;
+                });
+                let (d, st) = (d.clone(), st.clone());
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 64 * 1024];
+                    while let Ok(n) = sr.read(&mut buf).await {
+                        if n == 0 {
+                            break;
+                        }
+                        while st.load(Ordering::SeqCst) {
+                            tokio::time::sleep(Duration::from_millis(5)).await;
+                        }
+                        tokio::time::sleep(Duration::from_millis(d.load(Ordering::SeqCst))).await;
+                        if cw.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+        });
+        Self {
+            port,
+            delay_ms,
+            stalled,
+            task,
+        }
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn port_of(server: &LocalRedis) -> u16 {
+    server.url().rsplit(':').next().unwrap().parse().unwrap()
+}
+
+async fn leased(port: u16, timeout: Duration) -> Arc<LeasedLimiter> {
+    let gcra = RedisAlgorithm::gcra(Quota::per_minute(10_000).unwrap()).unwrap();
+    let limiter = RedisLimiter::connect(&format!("redis://127.0.0.1:{port}"), gcra)
+        .await
+        .unwrap()
+        .timeout(timeout)
+        .when_down(WhenDown::FailClosed);
+    Arc::new(LeasedLimiter::new(
+        limiter,
+        100,
+        Duration::from_secs(30),
+        1_000,
+    ))
+}
+
+/// 20 new keys leased at once with 20 ms per reply: they lease side by side, not one
+/// after another (before: 494 ms, one lock for every key held across the round trip).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn new_keys_lease_side_by_side() {
+    let server = LocalRedis::start().expect("redis-server for this test");
+    let proxy = Proxy::start(port_of(&server)).await;
+    let limiter = leased(proxy.port, Duration::from_secs(2)).await;
+    proxy.delay_ms.store(20, Ordering::SeqCst);
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..20)
+        .map(|i| {
+            let l = limiter.clone();
+            tokio::spawn(async move { l.check(&format!("key-{i}"), 1).await.unwrap() })
+        })
+        .collect();
+    for t in tasks {
+        assert!(t.await.unwrap().decision.is_allowed());
+    }
+    let took = started.elapsed();
+    // 20 serial round trips would take at least 400 ms.
+    assert!(took < Duration::from_millis(250), "20 keys took {took:?}");
+}
+
+/// Redis stops answering (replies held): every leased check — eight keys at once,
+/// several requests per key — is answered by the outage policy within the timeout
+/// (before: two timeouts for one check, up to 497 ms for eight keys at 50 ms).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn no_leased_check_waits_past_the_timeout_when_redis_stalls() {
+    let server = LocalRedis::start().expect("redis-server for this test");
+    let proxy = Proxy::start(port_of(&server)).await;
+    let timeout = Duration::from_millis(50);
+    let limiter = leased(proxy.port, timeout).await;
+    proxy.stalled.store(true, Ordering::SeqCst);
+    let tasks: Vec<_> = (0..24)
+        .map(|i| {
+            let l = limiter.clone();
+            tokio::spawn(async move {
+                let started = Instant::now();
+                let v = l.check(&format!("key-{}", i % 8), 1).await.unwrap();
+                (v, started.elapsed())
+            })
+        })
+        .collect();
+    for t in tasks {
+        let (v, took) = t.await.unwrap();
+        assert_eq!(v.served_by, ServedBy::Fallback);
+        assert!(!v.decision.is_allowed(), "fail-closed");
+        // The timeout, plus scheduling slack on a loaded 2-core machine.
+        assert!(
+            took < timeout + Duration::from_millis(75),
+            "a check took {took:?}"
+        );
+    }
+    proxy.stalled.store(false, Ordering::SeqCst);
+}
+
+/// A reset while three instances hold leases: at most the units they held unspent
+/// then are admitted on top of the fresh limit (before: 157 of 100 admitted with no
+/// bound stated).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reset_admits_at_most_the_leased_units_on_top_of_the_limit() {
+    let server = LocalRedis::start().expect("redis-server for this test");
+    let window = RedisAlgorithm::fixed_window(100, Duration::from_secs(600)).unwrap();
+    let mut instances = Vec::new();
+    for _ in 0..3 {
+        let l = RedisLimiter::connect(&server.url(), window)
+            .await
+            .unwrap()
+            .timeout(Duration::from_secs(2));
+        instances.push(LeasedLimiter::new(l, 20, Duration::from_secs(60), 100));
+    }
+    for l in &instances {
+        assert!(l.check("k", 1).await.unwrap().decision.is_allowed());
+    }
+    instances[0].reset("k").await.unwrap();
+    let held: u64 = instances.iter().map(LeasedLimiter::leased_units).sum();
+    assert_eq!(
+        held, 38,
+        "the two other instances' 19 each; the reset one's dropped"
+    );
+    let mut admitted = 0;
+    for i in 0..600 {
+        let v = instances[i % 3].check("k", 1).await.unwrap();
+        admitted += u64::from(v.decision.is_allowed());
+    }
+    assert!(
+        admitted <= 100 + held,
+        "{admitted} admitted after the reset"
+    );
+    assert!(admitted >= 100, "the fresh limit is usable: {admitted}");
+}
