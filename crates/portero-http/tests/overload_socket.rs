@@ -196,3 +196,110 @@ async fn the_breaker_stops_calling_a_failing_upstream_and_recovers_after_it_heal
         "closed again: every call reaches it"
     );
 }
+
+/// An upstream that hangs instead of failing, across a real socket: each call ends at
+/// the layer's call timeout and counts as a failure, so after 5 the breaker opens and
+/// the hung upstream sees no more calls; when it answers again, the probe closes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_to_a_hung_upstream_time_out_and_open_the_breaker() {
+    let (hung, hits) = (Arc::new(AtomicBool::new(true)), Arc::new(AtomicU32::new(0)));
+    let upstream = {
+        let (hung, hits) = (hung.clone(), hits.clone());
+        Router::new().fallback(move || {
+            hits.fetch_add(1, Ordering::SeqCst);
+            let hangs = hung.load(Ordering::SeqCst);
+            async move {
+                if hangs {
+                    tokio::time::sleep(Duration::from_secs(30)).await;
+                }
+                StatusCode::OK
+            }
+        })
+    };
+    let addr = serve(upstream).await;
+    let breaker = Arc::new(CircuitBreaker::new(5, Duration::from_millis(300)).unwrap());
+    let client = CircuitBreakerLayer::new(breaker)
+        .call_timeout(Duration::from_millis(100))
+        .layer(service_fn(move |path: &'static str| async move {
+            let status = hyper_get(addr, path, &[]).await;
+            Ok::<_, std::convert::Infallible>(Response::builder().status(status).body(()).unwrap())
+        }));
+    let started = std::time::Instant::now();
+    let mut timed_out = 0;
+    let mut open = 0;
+    for _ in 0..20 {
+        match client.clone().oneshot("/").await {
+            Err(portero_http::BreakerCallError::TimedOut) => timed_out += 1,
+            Err(portero_http::BreakerCallError::Open(_)) => open += 1,
+            other => panic!("unexpected {:?}", other.map(|r| r.status())),
+        }
+    }
+    assert_eq!((timed_out, open), (5, 15));
+    assert_eq!(
+        hits.load(Ordering::SeqCst),
+        5,
+        "the hung upstream saw 5 calls"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "bounded by the call timeout"
+    );
+    hung.store(false, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    assert_eq!(
+        client.clone().oneshot("/").await.unwrap().status(),
+        StatusCode::OK
+    );
+    assert_eq!(
+        client.oneshot("/").await.unwrap().status(),
+        StatusCode::OK,
+        "closed"
+    );
+}
+
+/// The adaptive layer across real sockets: while the handler is fast the limit grows;
+/// when it becomes slower than its clients' 100 ms timeout, every client hangs up
+/// before the answer, the server drops those requests, and the limit falls to its
+/// minimum (cancelled requests are slow samples).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_adaptive_limit_falls_when_clients_give_up_before_the_answer() {
+    use portero::{AdaptiveConcurrency, AdaptiveConfig};
+    use std::sync::atomic::AtomicU64;
+    let limit = Arc::new(
+        AdaptiveConcurrency::new(AdaptiveConfig {
+            batch: 10,
+            ..AdaptiveConfig::default()
+        })
+        .unwrap(),
+    );
+    let delay_ms = Arc::new(AtomicU64::new(2));
+    let app = {
+        let delay_ms = delay_ms.clone();
+        Router::new().fallback(move || {
+            let ms = delay_ms.load(Ordering::SeqCst);
+            async move {
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                "done"
+            }
+        })
+    }
+    .layer(LoadShedLayer::adaptive(
+        limit.clone(),
+        Duration::from_secs(1),
+    ));
+    let addr = serve(app).await;
+    for _ in 0..60 {
+        assert_eq!(hyper_get(addr, "/", &[]).await, 200);
+    }
+    let grown = limit.limit();
+    assert!(grown > 20, "grew while fast: {grown}");
+    delay_ms.store(2_000, Ordering::SeqCst);
+    for _ in 0..400 {
+        let gave_up = tokio::time::timeout(Duration::from_millis(100), hyper_get(addr, "/", &[]));
+        let _ = gave_up.await;
+        if limit.limit() == 3 {
+            break;
+        }
+    }
+    assert_eq!(limit.limit(), 3, "down to the minimum from {grown}");
+}
