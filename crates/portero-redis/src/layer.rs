@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use http::{Request, Response, StatusCode};
 use portero_http::headers::{self, Policy};
-use portero_http::too_many_requests;
+use portero_http::{too_many_requests, WhenNoKey};
 use tower_layer::Layer;
 use tower_service::Service;
 
@@ -18,8 +18,10 @@ use crate::{RedisLimiter, ServedBy};
 /// Checks one unit per request against a [`RedisLimiter`], keyed by `key(&request)`:
 /// admitted requests go on with the `RateLimit` fields added to their response,
 /// rejected ones get 429 with `Retry-After` and `Cache-Control: no-store` without
-/// reaching the inner service. Requests for which `key` returns `None` are not
-/// limited. While Redis is down the limiter's [`WhenDown`](crate::WhenDown) policy
+/// reaching the inner service. Requests for which `key` returns `None` are decided by
+/// [`WhenNoKey`] as in portero-http's layers: by default they share one bucket (the
+/// empty key's), so a client that leaves out the header a limit keys on is limited
+/// all the same. While Redis is down the limiter's [`WhenDown`](crate::WhenDown) policy
 /// decides, and the response carries `RateLimit-Source: fallback` so it shows in logs.
 ///
 /// ```no_run
@@ -45,6 +47,7 @@ pub struct RedisRateLimitLayer<F> {
     limiter: RedisLimiter,
     policy: Arc<Policy>,
     key: F,
+    when_no_key: WhenNoKey,
 }
 
 impl<F> fmt::Debug for RedisRateLimitLayer<F> {
@@ -63,7 +66,15 @@ impl<F> RedisRateLimitLayer<F> {
             limiter,
             policy: Arc::new(policy),
             key,
+            when_no_key: WhenNoKey::default(),
         }
+    }
+
+    /// What a request without a key gets (default [`WhenNoKey::SharedBucket`]: the
+    /// bucket of the empty key, shared by every instance).
+    pub fn when_no_key(mut self, when: WhenNoKey) -> Self {
+        self.when_no_key = when;
+        self
     }
 }
 
@@ -122,8 +133,17 @@ where
         // place for the next one (the check is asynchronous, so the call happens later).
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
-        let Some(key) = (self.layer.key)(&request) else {
-            return Box::pin(inner.call(request));
+        let key = match ((self.layer.key)(&request), self.layer.when_no_key) {
+            (Some(key), _) => key,
+            (None, WhenNoKey::SharedBucket) => String::new(),
+            (None, WhenNoKey::Allow) => return Box::pin(inner.call(request)),
+            // `WhenNoKey` may grow; anything else refuses rather than admits.
+            (None, _) => {
+                let refused =
+                    portero::Decision::deny_for(self.layer.policy.quota(), portero::DENY_FOR_NANOS);
+                let response = too_many_requests(&refused, &self.layer.policy);
+                return Box::pin(async move { Ok(response) });
+            }
         };
         let (limiter, policy) = (self.layer.limiter.clone(), self.layer.policy.clone());
         Box::pin(async move {

@@ -186,8 +186,12 @@ impl LeasedLimiter {
         }
         let fits = taken >= cost;
         let left = if fits { taken - cost } else { taken };
-        // From the send: Redis charged the units after it.
-        if let Some(expires) = asked.checked_add(self.lease_for) {
+        // From the send: Redis charged the units after it. A `lease_for` beyond the
+        // clock's range means "as long as the process lives" (30 years).
+        let expires = asked
+            .checked_add(self.lease_for)
+            .or_else(|| asked.checked_add(Duration::from_secs(30 * 365 * 86_400)));
+        if let Some(expires) = expires {
             self.lock()
                 .live
                 .insert(key.to_owned(), Lease { left, expires });

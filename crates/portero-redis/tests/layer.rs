@@ -70,7 +70,10 @@ async fn two_instances_share_one_limit_and_answer_429() {
     assert_eq!(r.status(), StatusCode::OK);
     let r = a.clone().oneshot(request(None)).await.unwrap();
     assert_eq!(r.status(), StatusCode::OK);
-    assert!(r.headers().get("ratelimit").is_none());
+    assert!(
+        r.headers().get("ratelimit").is_some(),
+        "limited too, in the shared bucket"
+    );
 
     // Redis goes away: each instance's policy answers, and says so.
     let open = instance(&server.url(), quota, WhenDown::FailOpen).await;
@@ -82,4 +85,52 @@ async fn two_instances_share_one_limit_and_answer_429() {
     assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(r.headers()["ratelimit-source"], "fallback");
     assert_eq!(r.headers()["retry-after"], "1");
+}
+
+/// Requests whose key function finds no key (a client that leaves out the header)
+/// share one bucket by default, as with the in-memory layer: 5 of 20 across both
+/// instances (before: all 20 admitted, no limit at all). `Reject` refuses them;
+/// `Allow` is the explicit opt-out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_without_a_key_are_never_unlimited() {
+    use portero_http::WhenNoKey;
+    let server = LocalRedis::start().expect("redis-server for this test");
+    let quota = Quota::per_minute(5).unwrap();
+    for (when, want) in [
+        (None, 5),
+        (Some(WhenNoKey::SharedBucket), 0), // the same bucket, already spent above
+        (Some(WhenNoKey::Reject), 0),
+        (Some(WhenNoKey::Allow), 20),
+    ] {
+        let layer = |limiter| {
+            let l = RedisRateLimitLayer::new(
+                limiter,
+                Policy::for_quota("per-client", &quota).unwrap(),
+                client,
+            );
+            match when {
+                Some(w) => l.when_no_key(w),
+                None => l,
+            }
+        };
+        let mut apps = Vec::new();
+        for _ in 0..2 {
+            let limiter =
+                RedisLimiter::connect(&server.url(), RedisAlgorithm::gcra(quota).unwrap())
+                    .await
+                    .unwrap()
+                    .timeout(Duration::from_secs(5));
+            apps.push(
+                Router::new()
+                    .route("/", get(|| async { "ok" }))
+                    .layer(layer(limiter)),
+            );
+        }
+        let mut admitted = 0;
+        for i in 0..20 {
+            let r = apps[i % 2].clone().oneshot(request(None)).await.unwrap();
+            admitted += u32::from(r.status() == StatusCode::OK);
+        }
+        assert_eq!(admitted, want, "{when:?}");
+    }
 }

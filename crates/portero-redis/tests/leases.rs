@@ -179,3 +179,24 @@ async fn a_reset_admits_at_most_the_leased_units_on_top_of_the_limit() {
     );
     assert!(admitted >= 100, "the fresh limit is usable: {admitted}");
 }
+
+/// Absurd durations for the leased limiter's settings: a lease of `Duration::MAX`
+/// lasts (no overflow, no lease thrown away per request), a zero one is never spent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn absurd_lease_durations_neither_panic_nor_strand_units() {
+    let server = LocalRedis::start().expect("redis-server for this test");
+    let window = RedisAlgorithm::fixed_window(100, Duration::from_secs(600)).unwrap();
+    for (lease_for, round_trips) in [(Duration::MAX, 1), (Duration::ZERO, 10)] {
+        let l = RedisLimiter::connect(&server.url(), window)
+            .await
+            .unwrap()
+            .prefix(if round_trips == 1 { "max:" } else { "zero:" })
+            .unwrap()
+            .timeout(Duration::MAX);
+        let leased = LeasedLimiter::new(l, 10, lease_for, 100);
+        for _ in 0..10 {
+            assert!(leased.check("k", 1).await.unwrap().decision.is_allowed());
+        }
+        assert_eq!(leased.round_trips(), round_trips, "lease for {lease_for:?}");
+    }
+}
