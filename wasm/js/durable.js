@@ -3,28 +3,25 @@
 // from every isolate), and a Worker-side client that answers what it can locally first.
 //
 // Export `PorteroShard` from your Worker and bind it as a Durable Object namespace; use
-// `EdgeLimiter` in the fetch handler (see the README's "The edge, exact").
-//
-// Durability. Each batch of checks changes some keys' states; they are written with one
-// `storage.put` per batch, never awaited by the check. With `durability: "confirmed"`
-// (the default) the runtime's output gate holds every answer until that write is on
-// disk, so a crash loses nothing that was answered: a restarted object admits no one
-// twice. With `durability: "fast"` the answer leaves before the write is confirmed
-// (`allowUnconfirmed`): a crash can lose the admissions of the writes still in flight
-// (the last few milliseconds), and a restarted object may admit those units again.
-// Idle keys (full again) are dropped by an alarm (every `sweepMs`, default a minute),
-// from memory and from storage.
+// `EdgeLimiter` in the fetch handler. The bounds both keep (exactness, rule identity,
+// local answers, durability, keys, work per check, bad input) are listed once, with
+// what tests each, in the README's "The edge, exact".
 import { DurableObject } from "cloudflare:workers";
 import { KeyedLimiter, Rule } from "./index.js";
 
 const STATE = "k:"; // k:<rule id>:<key> -> state (a decimal string)
-const RULE = "r:"; // r:<rule id> -> the rule's options (JSON)
+const RULE = "r:"; // r:<rule id> -> { rule, shards } (JSON)
 const SWEEP_MS = 60_000;
+const MAX_KEYS = 250_000; // ~120 bytes each in memory: 30 MB of an isolate's 128 MB
+const HAND = 8; // keys a new key at a full shard looks at for an idle one
+const REMEMBERED = 10_000; // refusals an isolate remembers
 
 /** The Durable Object: the exact state of one shard of keys. */
 export class PorteroShard extends DurableObject {
   #states = new Map(); // "<rule id>:<key>" -> BigInt state
-  #rules = new Map(); // rule id -> Rule
+  #rules = new Map(); // rule id -> { rule, shards }
+  #spellings = new Map(); // a caller's rule options (JSON) -> [rule id, Rule]
+  #hand = null; // the clock hand: an iterator over #states
   #stats = { checks: 0, batches: 0 };
   #sweepMs = SWEEP_MS;
   #alarmAt = null; // when the sweep alarm is set for (kept here: no storage read per check)
@@ -33,59 +30,94 @@ export class PorteroShard extends DurableObject {
     super(ctx, env);
     ctx.blockConcurrencyWhile(async () => {
       for (const [k, v] of await ctx.storage.list({ prefix: RULE })) {
-        this.#rules.set(k.slice(RULE.length), new Rule(JSON.parse(v)));
+        const { rule, shards } = JSON.parse(v);
+        // (Records without `rule` are an earlier version's, whose ids were 32-bit hashes.)
+        if (rule !== undefined) this.#rules.set(k.slice(RULE.length), { rule: new Rule(rule), shards });
       }
       for (const [k, v] of await ctx.storage.list({ prefix: STATE })) {
-        this.#states.set(k.slice(STATE.length), BigInt(v));
+        const slot = k.slice(STATE.length);
+        // A state without its rule could never be judged idle: not loaded.
+        if (this.#rules.has(ruleOf(slot))) this.#states.set(slot, BigInt(v));
       }
       this.#alarmAt = await ctx.storage.getAlarm();
     });
   }
 
-  // The rule for `options`, under a short id that keys its states: one key checked under
-  // two rules (two quotas) has two states, never one.
-  #rule(options) {
-    const json = JSON.stringify(options);
-    const id = hash(json).toString(36);
-    if (!this.#rules.has(id)) {
-      this.#rules.set(id, new Rule(options));
-      this.ctx.storage.put(RULE + id, json);
+  // The rule for `options` and its id, the canonical quota: one quota however it is
+  // spelled names one state, and two quotas never share one. A rule's keys are spread
+  // over one shard count; a caller with another would give them a second state.
+  #rule(options, shards) {
+    let spelled;
+    try {
+      spelled = JSON.stringify(options);
+    } catch {
+      fail("rule must be plain options ({ perMinute: 100 }…)");
     }
-    return [id, this.#rules.get(id)];
+    let known = this.#spellings.get(spelled);
+    if (known === undefined) {
+      const rule = new Rule(options);
+      known = [ruleId(rule.quota), rule];
+      if (this.#spellings.size >= 64) this.#spellings.clear();
+      this.#spellings.set(spelled, known);
+    }
+    const [id, rule] = known;
+    const held = this.#rules.get(id);
+    if (held === undefined) {
+      this.#rules.set(id, { rule, shards });
+      this.ctx.storage.put(RULE + id, JSON.stringify({ rule: rule.quota, shards }));
+    } else if (shards !== undefined && held.shards !== undefined && shards !== held.shards) {
+      fail(
+        `this object holds keys of rule ${id} under shards: ${held.shards}, and was called with ` +
+          `shards: ${shards}: every limiter of one rule must use one shard count (each count would be ` +
+          `a quota of its own); to change it, let the old keys go idle or use a new namespace`,
+      );
+    }
+    return [id, rule];
   }
 
   /**
    * Decides a batch of `[key, cost]` checks under one rule, in order, on this object's
    * clock. Returns one decision per check (`tableFull` when the shard holds `maxKeys`
-   * active keys and the key is new).
+   * keys, none of those the clock hand looks at is idle, and the key is new). The batch
+   * is checked whole first: a bad check throws and nothing of the batch is taken.
    */
   async checkMany(options, checks) {
-    const [id, rule] = this.#rule(options.rule);
-    const maxKeys = options.maxKeys ?? 10_000;
+    if (options === null || typeof options !== "object") fail("options must be an object");
+    const { maxKeys, durability, sweepMs, shards } = settingsOf(options);
+    const batch = pairsOf(checks);
+    const [id, rule] = this.#rule(options.rule, shards);
     const now = Date.now();
-    const changed = {};
-    let dirty = false;
-    const out = checks.map(([key, cost]) => {
-      const slot = `${id}:${key}`;
-      const state = this.#states.get(slot);
-      if (state === undefined && this.#states.size >= maxKeys && !this.#dropIdle(now)) {
+    // Decided into `pending`, kept only once every check is decided: a cost the rule
+    // refuses to decide (negative, above capacity) throws with nothing changed.
+    const pending = new Map();
+    let added = 0;
+    const out = batch.map(([key, cost]) => {
+      const slot = `${id}:${keyOf(key)}`;
+      const state = pending.get(slot) ?? this.#states.get(slot);
+      if (state === undefined && this.#states.size + added >= maxKeys && !this.#reclaim(now, pending)) {
         return { allowed: false, tableFull: true, limit: 0, remaining: 0, retryAfterMs: 1000, resetAfterMs: 0 };
       }
       const before = state ?? rule.initialState;
       const [decision, next] = rule.decide(before, now, cost);
       if (next !== before) {
-        this.#states.set(slot, next);
-        changed[STATE + slot] = next.toString();
-        dirty = true;
+        if (state === undefined) added += 1;
+        pending.set(slot, next);
       }
       return decision;
     });
-    this.#stats.checks += checks.length;
+    const changed = {};
+    for (const [slot, next] of pending) {
+      this.#states.set(slot, next);
+      changed[STATE + slot] = next.toString();
+    }
+    this.#stats.checks += batch.length;
     this.#stats.batches += 1;
-    if (dirty) {
-      this.ctx.storage.put(changed, { allowUnconfirmed: options.durability === "fast" });
+    if (pending.size > 0) {
+      for (const part of chunks(Object.entries(changed))) {
+        this.ctx.storage.put(Object.fromEntries(part), { allowUnconfirmed: durability === "fast" });
+      }
       // The shortest sweep any caller asked for.
-      this.#sweepMs = Math.min(this.#sweepMs, options.sweepMs ?? SWEEP_MS);
+      this.#sweepMs = Math.min(this.#sweepMs, sweepMs);
       if (this.#alarmAt === null || this.#alarmAt > now + this.#sweepMs) {
         this.#alarmAt = now + this.#sweepMs;
         await this.ctx.storage.setAlarm(this.#alarmAt);
@@ -95,14 +127,24 @@ export class PorteroShard extends DurableObject {
   }
 
   #idle(slot, state, now) {
-    const rule = this.#rules.get(slot.slice(0, slot.indexOf(":")));
+    const rule = this.#rules.get(ruleOf(slot))?.rule;
     return rule !== undefined && rule.decide(state, now, 0, false)[0].resetAfterMs === 0;
   }
 
-  // Drops one key that is full again (it carries no information), to make room.
-  #dropIdle(now) {
-    for (const [slot, state] of this.#states) {
-      if (this.#idle(slot, state, now)) {
+  // Makes room for a new key: the clock hand looks at the next HAND keys after where it
+  // last stopped and drops the first that is full again (it carries no information).
+  // So a new key costs at most HAND decisions, and the hand passes every key within
+  // maxKeys / HAND new keys. Keys this batch changed are skipped: they are not idle.
+  #reclaim(now, pending) {
+    for (let i = 0; i < HAND; i++) {
+      let next = this.#hand?.next();
+      if (next === undefined || next.done) {
+        this.#hand = this.#states.keys(); // a Map's iterator sees later inserts and deletes
+        next = this.#hand.next();
+        if (next.done) return false;
+      }
+      const slot = next.value;
+      if (!pending.has(slot) && this.#idle(slot, this.#states.get(slot), now)) {
         this.#states.delete(slot);
         this.ctx.storage.delete(STATE + slot);
         return true;
@@ -111,12 +153,21 @@ export class PorteroShard extends DurableObject {
     return false;
   }
 
-  /** Drops every idle key; runs again while any key is held. */
+  /** Drops every idle key, and every rule left without keys; runs again while any key is held. */
   async alarm() {
     const now = Date.now();
-    const gone = [...this.#states].filter(([slot, state]) => this.#idle(slot, state, now));
-    for (const [slot] of gone) this.#states.delete(slot);
-    if (gone.length > 0) await this.ctx.storage.delete(gone.map(([slot]) => STATE + slot));
+    const gone = [];
+    const live = new Set();
+    for (const [slot, state] of this.#states) {
+      if (this.#idle(slot, state, now)) gone.push(slot);
+      else live.add(ruleOf(slot));
+    }
+    for (const slot of gone) this.#states.delete(slot);
+    // A rule's record (and the shard count it holds its keys under) goes with its last key.
+    const unused = [...this.#rules.keys()].filter((id) => !live.has(id));
+    for (const id of unused) this.#rules.delete(id);
+    const deleted = [...gone.map((slot) => STATE + slot), ...unused.map((id) => RULE + id)];
+    for (const part of chunks(deleted)) await this.ctx.storage.delete(part);
     this.#alarmAt = null;
     if (this.#states.size > 0) {
       this.#alarmAt = now + this.#sweepMs;
@@ -128,6 +179,28 @@ export class PorteroShard extends DurableObject {
   async stats() {
     return { ...this.#stats, keys: this.#states.size };
   }
+}
+
+// A rule's id: its algorithm and quota, the period in nanoseconds rounded as the core
+// rounds it (to the nearest, ties to even), so periods the core cannot tell apart are one.
+function ruleId({ algorithm, limit, periodMs, burst }) {
+  const ns = periodMs * 1e6;
+  let whole = Math.round(ns);
+  if (whole - ns === 0.5 && whole % 2 !== 0) whole -= 1;
+  return `${algorithm}/${limit}/${whole}/${burst}`;
+}
+
+function ruleOf(slot) {
+  return slot.slice(0, slot.indexOf(":"));
+}
+
+// A key as every layer holds it (this isolate's table, the object's memory and its
+// storage): itself, unless it has lone surrogates or U+FFFF, each of which becomes U+FFFF
+// and its four hex digits. Distinct keys stay distinct, and the result is well-formed,
+// which storage (UTF-8) and the local table (hashed as UTF-8) both keep exactly.
+const UNSAFE = /[\uFFFF\p{Cs}]/gu;
+function keyOf(key) {
+  return key.replace(UNSAFE, (unit) => `\uFFFF${unit.charCodeAt(0).toString(16)}`);
 }
 
 // FNV-1a over a string's UTF-16 units.
@@ -145,13 +218,39 @@ function shardOf(key, shards) {
   return hash(key) % shards;
 }
 
+// The object's settings, checked where they are given (the client) and where they are
+// used (the object, which may be called directly).
+function settingsOf({ maxKeys = 10_000, durability = "confirmed", sweepMs = SWEEP_MS, shards }) {
+  if (!(Number.isInteger(maxKeys) && maxKeys >= 1 && maxKeys <= MAX_KEYS)) {
+    fail(`maxKeys must be a whole number from 1 to ${MAX_KEYS}, got ${String(maxKeys)}`);
+  }
+  if (durability !== "confirmed" && durability !== "fast") fail(`durability must be "confirmed" or "fast", got ${durability}`);
+  if (!(Number.isSafeInteger(sweepMs) && sweepMs >= 1)) fail(`sweepMs must be a whole number of at least 1, got ${sweepMs}`);
+  if (!(shards === undefined || (Number.isInteger(shards) && shards >= 1 && shards <= 1024))) {
+    fail(`shards must be a whole number from 1 to 1024, got ${shards}`);
+  }
+  return { maxKeys, durability, sweepMs, shards };
+}
+
+// `[key, cost]` pairs (cost 1 if left out), keys checked; costs are checked by the rule.
+function pairsOf(checks) {
+  if (!Array.isArray(checks)) fail(`checks must be an array of [key, cost] pairs, got ${typeof checks}`);
+  return checks.map((check) => {
+    if (!Array.isArray(check)) fail(`checks must be [key, cost] pairs, got ${typeof check}`);
+    const [key, cost = 1] = check;
+    if (typeof key !== "string") fail(`key must be a string, got ${typeof key}`);
+    return [key, cost];
+  });
+}
+
 /**
  * The Worker-side client: an exact limit per key through `PorteroShard` objects, with
- * two local stages that only ever refuse (so they never change who is admitted):
+ * two local stages that only ever refuse, and only what the object would refuse:
  *
  * 1. this isolate's own count of what the shards admitted for the key (a subset of all
- *    admissions): once that alone fills the limit, the shard would refuse too;
- * 2. the last refusal a shard gave the key, until its retry-after ends.
+ *    admissions): once that alone refuses the cost, the shard would too;
+ * 2. the last refusal a shard gave the key: a cost at least that large, until its
+ *    retry-after ends.
  *
  * `checkMany` sends the checks of one request that land on one shard in one call.
  * Checks of different requests cannot share a call: the Workers runtime ties every
@@ -163,7 +262,7 @@ export class EdgeLimiter {
   #options;
   #shards;
   #local;
-  #refusedUntil = new Map();
+  #refused = new Map(); // key -> the shard's last refusal: { cost, limit, retryAt, resetAt }
   /** Calls made to shards by this isolate (for tests and metrics). */
   calls = 0;
 
@@ -174,17 +273,16 @@ export class EdgeLimiter {
     maxKeys = 10_000,
     durability = "confirmed",
     localKeys = 10_000,
-    sweepMs = 60_000,
+    sweepMs = SWEEP_MS,
   }) {
     if (!namespace || typeof namespace.idFromName !== "function") fail("namespace must be a Durable Object namespace binding");
-    if (!(Number.isInteger(shards) && shards >= 1 && shards <= 1024)) fail(`shards must be a whole number from 1 to 1024, got ${shards}`);
-    if (durability !== "confirmed" && durability !== "fast") fail(`durability must be "confirmed" or "fast", got ${durability}`);
-    new Rule(rule); // validates the rule here, not in the object
+    const settings = settingsOf({ maxKeys, durability, sweepMs, shards });
+    // Validated here, not in the object, and sent as the canonical quota.
+    const { quota } = new Rule(rule);
     this.#namespace = namespace;
-    if (!(Number.isInteger(sweepMs) && sweepMs >= 1)) fail(`sweepMs must be a whole number of at least 1, got ${sweepMs}`);
-    this.#options = { rule, maxKeys, durability, sweepMs };
+    this.#options = { ...settings, rule: quota };
     this.#shards = shards;
-    this.#local = new KeyedLimiter({ ...rule, maxKeys: localKeys, evict: true });
+    this.#local = new KeyedLimiter({ ...quota, maxKeys: localKeys, evict: true });
   }
 
   /** Checks `cost` units (default 1) of `key`; `now` is read once per request. */
@@ -194,30 +292,41 @@ export class EdgeLimiter {
 
   /**
    * Checks several `[key, cost]` pairs of one request (each decided on its own), one
-   * call per shard that any of them needs.
+   * call per shard that any of them needs. The batch is checked whole first: a bad
+   * check throws and nothing is sent.
    */
   async checkMany(checks, now = Date.now()) {
-    const out = new Array(checks.length);
+    if (typeof now !== "number") fail(`now must be a number of milliseconds, e.g. Date.now(), got ${typeof now}`);
+    // The local stages run on the later of `now` and this isolate's clock: a `now` read
+    // long before the call would make a wait look shorter, or this isolate's count look
+    // older, than the object (on its own clock) sees them.
+    const at = Math.max(now, Date.now());
+    // Every check's peek comes first: it validates the cost (and that it fits the
+    // capacity) as the object would, before anything is sent.
+    const asked = pairsOf(checks).map(([key, cost]) => {
+      const slot = keyOf(key);
+      return { key, cost, slot, mine: this.#local.peek(slot, at, cost) };
+    });
+    const out = new Array(asked.length);
     const byShard = new Map();
-    checks.forEach(([key, cost = 1], i) => {
-      if (typeof key !== "string") fail(`key must be a string, got ${typeof key}`);
-      const answer = this.#answerLocally(key, now, cost);
+    asked.forEach(({ cost, slot, mine }, i) => {
+      const answer = this.#remembered(slot, at, cost) ?? (mine.allowed ? null : local(mine));
       if (answer !== null) {
         out[i] = answer;
         return;
       }
-      const shard = shardOf(key, this.#shards);
+      const shard = shardOf(slot, this.#shards);
       if (!byShard.has(shard)) byShard.set(shard, []);
       byShard.get(shard).push(i);
     });
     await Promise.all(
       [...byShard].map(async ([shard, indices]) => {
         this.calls += 1;
-        const batch = indices.map((i) => [checks[i][0], checks[i][1] ?? 1]);
+        const batch = indices.map((i) => [asked[i].key, asked[i].cost]);
         const decisions = await this.#stub(shard).checkMany(this.#options, batch);
         decisions.forEach((d, j) => {
-          const [key, cost] = batch[j];
-          this.#learn(key, now, cost, d);
+          const { cost, slot } = asked[indices[j]];
+          this.#learn(slot, at, cost, d);
           out[indices[j]] = { ...d, servedBy: "shard" };
         });
       }),
@@ -232,45 +341,57 @@ export class EdgeLimiter {
 
   /** The statistics of the shard that holds `key` (one call to it). */
   shardStats(key) {
-    return this.#stub(shardOf(key, this.#shards)).stats();
+    return this.#stub(shardOf(keyOf(key), this.#shards)).stats();
   }
 
   #stub(shard) {
     return this.#namespace.get(this.#namespace.idFromName(`portero-shard-${shard}`));
   }
 
-  // A refusal this isolate can give without asking (never an admission), or null.
-  #answerLocally(key, now, cost) {
-    const until = this.#refusedUntil.get(key);
-    if (until !== undefined) {
-      if (now < until) return local({ allowed: false, retryAfterMs: until - now });
-      this.#refusedUntil.delete(key);
+  // The shard's last refusal of `slot` as an answer at `at`, if it covers `cost`: the
+  // shard refused that cost, so until the wait it gave ends it refuses that cost and
+  // any larger one (until then its state only gains admissions, and every algorithm
+  // refuses a larger cost whenever it refuses a smaller one).
+  #remembered(slot, at, cost) {
+    const r = this.#refused.get(slot);
+    if (r === undefined) return null;
+    if (at >= r.retryAt) {
+      this.#refused.delete(slot);
+      return null;
     }
-    const mine = this.#local.peek(key, now, cost);
-    return mine.allowed ? null : local(mine);
+    if (cost < r.cost) return null;
+    return local({ limit: r.limit, retryAfterMs: r.retryAt - at, resetAfterMs: r.resetAt - at });
   }
 
-  #learn(key, now, cost, decision) {
+  // `sent` is when the call left, on this isolate's clock: the shard decided later, so
+  // its waits, counted from `sent`, end no later than they do for the shard; and 1 ms
+  // earlier still, because the shard rounds its waits up to whole milliseconds.
+  #learn(slot, sent, cost, decision) {
     if (decision.allowed) {
-      this.#local.check(key, now, cost); // what this isolate was admitted: a subset
+      this.#local.check(slot, sent, cost); // what this isolate was admitted: a subset
     } else if (!decision.tableFull) {
-      if (this.#refusedUntil.size >= 10_000) this.#refusedUntil.clear();
-      this.#refusedUntil.set(key, now + decision.retryAfterMs);
+      if (this.#refused.size >= REMEMBERED) this.#refused.clear();
+      this.#refused.set(slot, {
+        cost,
+        limit: decision.limit,
+        retryAt: sent + decision.retryAfterMs - 1,
+        resetAt: sent + decision.resetAfterMs - 1,
+      });
     }
   }
 }
 
-function local(decision) {
-  return {
-    allowed: false,
-    limit: decision.limit ?? 0,
-    remaining: 0,
-    retryAfterMs: decision.retryAfterMs,
-    resetAfterMs: decision.resetAfterMs ?? decision.retryAfterMs,
-    servedBy: "local",
-  };
+function local({ limit, retryAfterMs, resetAfterMs }) {
+  return { allowed: false, limit, remaining: 0, retryAfterMs, resetAfterMs, servedBy: "local" };
 }
 
 function fail(message) {
   throw new Error(`portero: ${message}`);
+}
+
+// Storage takes at most 128 keys per put or delete: larger batches go in parts.
+const STORAGE_BATCH = 128;
+
+function* chunks(items) {
+  for (let i = 0; i < items.length; i += STORAGE_BATCH) yield items.slice(i, i + STORAGE_BATCH);
 }

@@ -93,6 +93,8 @@ export declare class Rule {
   constructor(options: Record<string, unknown>);
   /** The state of a key that has used nothing. */
   readonly initialState: bigint;
+  /** The algorithm and quota, however the options spelled them. */
+  readonly quota: { algorithm: string; limit: number; periodMs: number; burst: number };
   /** `[decision, nextState]`; `take: false` peeks. */
   decide(state: bigint, now: number, cost?: number, take?: boolean): [Decision, bigint];
   headers(decision: Decision, policy?: string): Record<string, string>;

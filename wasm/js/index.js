@@ -445,6 +445,8 @@ export class Rule {
     this.#raw = guard(() => new RawRule(algorithm, limit, periodMs, burst));
     /** The state of a key that has used nothing. */
     this.initialState = this.#raw.initialState();
+    /** The algorithm and quota, however the options spelled them (`perMinute`, `capacity`…). */
+    this.quota = Object.freeze({ algorithm, limit, periodMs, burst });
   }
   /**
    * Decides `cost` units (default 1) at `now` (ms) for a key in `state`; `take: false`

@@ -1,15 +1,22 @@
 // The Durable Object limiter's logic in Node, on an in-memory storage and namespace:
-// batching per shard, local refusals that never admit, what each durability mode asks
-// of storage, and a restart from storage. (The runtime itself: durable.test.mjs.)
+// batching per shard, local refusals that never admit (checked against a model of the
+// object), what each durability mode asks of storage, a restart from storage, rule
+// identity, the work a full shard does, key encoding and bad input. (The runtime
+// itself: durable.test.mjs.)
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { register } from "node:module";
 
 register("./support/loader.mjs", import.meta.url);
-const { initSync } = await import("../js/index.js");
+const { initSync, Rule } = await import("../js/index.js");
 const { EdgeLimiter, PorteroShard } = await import("../js/durable.js");
 initSync(readFileSync(new URL("../pkg/portero_wasm_bg.wasm", import.meta.url)));
+
+// workerd's storage keeps keys as UTF-8: a lone surrogate comes back as three U+FFFD
+// (its three WTF-8 bytes, each invalid), so "a\uD800" and "a\uDC00" are one stored key
+// (seen in workerd 1.20261117). The stand-in does the same.
+const storedKey = (k) => k.replace(/\p{Cs}/gu, "\uFFFD\uFFFD\uFFFD");
 
 /** A storage that keeps everything in a Map and records each put's options. */
 function memoryStorage(data = new Map()) {
@@ -22,16 +29,19 @@ function memoryStorage(data = new Map()) {
     },
     put(entries, value, options) {
       if (typeof entries === "string") {
-        data.set(entries, value);
+        data.set(storedKey(entries), value);
         puts.push(options);
         return Promise.resolve();
       }
-      for (const [k, v] of Object.entries(entries)) data.set(k, v);
+      // As the runtime: at most 128 keys per call.
+      if (Object.keys(entries).length > 128) throw new RangeError("put: more than 128 keys");
+      for (const [k, v] of Object.entries(entries)) data.set(storedKey(k), v);
       puts.push(value);
       return Promise.resolve();
     },
     async delete(keys) {
-      for (const k of [keys].flat()) data.delete(k);
+      if ([keys].flat().length > 128) throw new RangeError("delete: more than 128 keys");
+      for (const k of [keys].flat()) data.delete(storedKey(k));
     },
     alarm: null,
     async getAlarm() {
@@ -67,6 +77,7 @@ function namespace(storages = new Map()) {
           return shard.checkMany(...args);
         },
         stats: async () => (await ready, shard.stats()),
+        alarm: async () => (await ready, shard.alarm()),
       };
     },
   };
@@ -122,10 +133,295 @@ test("durability: confirmed waits for the write, fast does not; a restart reload
   assert.equal(d.remaining, 1, "the second of three");
 });
 
+test("a batch of 300 new keys is stored in parts of at most 128 and survives a restart", async () => {
+  const storages = new Map();
+  const ns = namespace(storages);
+  const limiter = new EdgeLimiter({ namespace: ns, rule: { perHour: 3 }, shards: 1 });
+  const keys = Array.from({ length: 300 }, (_, i) => `many-${i}`);
+  const now = Date.now();
+  const first = await limiter.checkMany(keys.map((k) => [k, 1]), now);
+  assert.ok(first.every((d) => d.allowed));
+  const restarted = new EdgeLimiter({ namespace: namespace(storages), rule: { perHour: 3 }, shards: 1 });
+  const again = await restarted.checkMany(keys.map((k) => [k, 1]), now);
+  assert.ok(again.every((d) => d.remaining === 1), "each key's first unit was stored");
+});
+
 test("bad options are clear errors", () => {
   const ns = namespace();
   assert.throws(() => new EdgeLimiter({ namespace: {}, rule: { perHour: 3 } }), /namespace/);
   assert.throws(() => new EdgeLimiter({ namespace: ns, rule: { perHour: 3 }, shards: 0 }), /shards/);
   assert.throws(() => new EdgeLimiter({ namespace: ns, rule: { perHour: 3 }, durability: "maybe" }), /durability/);
   assert.throws(() => new EdgeLimiter({ namespace: ns, rule: { perHour: NaN } }), /portero/);
+});
+
+/** Runs `f` with `Date.now()` reading `clock.now` (the objects read it too), then restores it. */
+async function withClock(f) {
+  const real = Date.now;
+  const clock = { now: 1_700_000_000_000 };
+  Date.now = () => clock.now;
+  try {
+    return await f(clock);
+  } finally {
+    Date.now = real;
+  }
+}
+
+/** Counts `Rule.decide` calls (the object's unit of work) while `f` runs. */
+async function countDecides(f) {
+  const decide = Rule.prototype.decide;
+  let n = 0;
+  Rule.prototype.decide = function (...args) {
+    n += 1;
+    return decide.apply(this, args);
+  };
+  try {
+    await f();
+  } finally {
+    Rule.prototype.decide = decide;
+  }
+  return n;
+}
+
+/** A deterministic generator of whole numbers below `n`. */
+function random(seed) {
+  return (n) => {
+    seed = (Math.imul(seed, 1_103_515_245) + 12_345) >>> 0;
+    return (seed >>> 8) % n;
+  };
+}
+
+/** An error check: a plain Error whose message starts with "portero:" and matches `re`. */
+const portero = (re) => (e) => e.constructor === Error && e.message.startsWith("portero: ") && re.test(e.message);
+
+const plain = ({ servedBy, tableFull, ...d }) => d;
+
+test("a remembered refusal refuses only costs at least as large as the one refused", () =>
+  withClock(async (clock) => {
+    const ns = namespace();
+    const other = new EdgeLimiter({ namespace: ns, rule: { perHour: 10 }, shards: 1 }); // another isolate
+    for (let i = 0; i < 6; i++) assert.equal((await other.check("k", clock.now, 1)).allowed, true);
+    const limiter = new EdgeLimiter({ namespace: ns, rule: { perHour: 10 }, shards: 1 });
+    const five = await limiter.check("k", clock.now, 5);
+    assert.equal(five.allowed, false, "4 left: 5 is refused");
+    assert.equal(five.servedBy, "shard");
+    const one = await limiter.check("k", clock.now, 1);
+    assert.equal(one.allowed, true, "the object admits 1 of the 4 left");
+    const calls = ns.calls;
+    const again = await limiter.check("k", clock.now, 5);
+    assert.equal(again.allowed, false);
+    assert.equal(again.servedBy, "local", "5 or more stays refused without a call");
+    assert.equal(ns.calls, calls);
+  }));
+
+test("every local answer is a refusal the object would give for that cost at that time (against a model)", () =>
+  withClock(async (clock) => {
+    // Two isolates on one object: a Rule fed every admission the object gave is its state.
+    const rule = { perMinute: 10 };
+    const model = new Rule(rule);
+    let state = model.initialState;
+    const ns = namespace();
+    const isolates = [new EdgeLimiter({ namespace: ns, rule, shards: 1 }), new EdgeLimiter({ namespace: ns, rule, shards: 1 })];
+    const rand = random(6);
+    let local = 0;
+    for (let i = 0; i < 3000; i++) {
+      clock.now += rand(8) === 0 ? rand(20_000) : rand(300);
+      const cost = rand(11);
+      const d = await isolates[rand(2)].check("k", clock.now, cost);
+      const [m, next] = model.decide(state, clock.now, cost);
+      if (d.servedBy === "shard") {
+        assert.deepEqual(plain(d), m, `step ${i}`);
+        state = next;
+        continue;
+      }
+      local += 1;
+      const at = `step ${i}, cost ${cost}`;
+      assert.equal(m.allowed, false, `${at}: refused locally what the object admits`);
+      assert.equal(d.limit, m.limit, at);
+      assert.equal(d.remaining, 0, at);
+      assert.ok(d.retryAfterMs > 0 && d.retryAfterMs <= m.retryAfterMs, `${at}: ${d.retryAfterMs} vs ${m.retryAfterMs}`);
+      assert.ok(d.resetAfterMs >= d.retryAfterMs && d.resetAfterMs <= m.resetAfterMs, `${at}: ${d.resetAfterMs} vs ${m.resetAfterMs}`);
+    }
+    assert.ok(local > 300, `the local stages answered ${local} of 3000`);
+  }));
+
+test("a remembered refusal reports the object's limit and waits, even after a now read long before", () =>
+  withClock(async (clock) => {
+    const ns = namespace();
+    const rule = { perHour: 1 };
+    await new EdgeLimiter({ namespace: ns, rule, shards: 1 }).check("k", clock.now); // another isolate
+    const limiter = new EdgeLimiter({ namespace: ns, rule, shards: 1 });
+    const stale = await limiter.check("k", clock.now - 600_000); // read ten minutes before the call
+    assert.equal(stale.servedBy, "shard");
+    assert.deepEqual(plain(stale), { allowed: false, limit: 1, remaining: 0, retryAfterMs: 3_600_000, resetAfterMs: 3_600_000 });
+    clock.now += 1_000;
+    const later = await limiter.check("k", clock.now);
+    assert.equal(later.servedBy, "local");
+    // The object's waits less the second that passed, and the 1 ms its rounding up may add.
+    assert.deepEqual(plain(later), { allowed: false, limit: 1, remaining: 0, retryAfterMs: 3_598_999, resetAfterMs: 3_598_999 });
+  }));
+
+test("this isolate's own count, given a now read long before the call, refuses nothing the object admits", () =>
+  withClock(async (clock) => {
+    const limiter = new EdgeLimiter({ namespace: namespace(), rule: { perSecond: 1 }, shards: 1 });
+    assert.equal((await limiter.check("j", clock.now)).allowed, true);
+    clock.now += 2_000;
+    const d = await limiter.check("j", clock.now - 2_000);
+    assert.deepEqual([d.allowed, d.servedBy], [true, "shard"], "two seconds have passed for the object");
+  }));
+
+test("rules whose JSON hashes collide keep their own states", () =>
+  withClock(async (clock) => {
+    // FNV-1a (32 bits) gives each pair one hash.
+    for (const [loose, strict, admits] of [
+      [{ limit: 1_000_000, periodMs: 112_522 }, { limit: 3, periodMs: 341_799 }, 3],
+      [{ perMinute: 844, burst: 506 }, { perMinute: 41, burst: 259 }, 259],
+    ]) {
+      const ns = namespace();
+      await new EdgeLimiter({ namespace: ns, rule: loose, shards: 1 }).check("k", clock.now);
+      const limiter = new EdgeLimiter({ namespace: ns, rule: strict, shards: 1 });
+      const decisions = [];
+      for (let i = 0; i < admits + 7; i++) decisions.push(await limiter.check("k", clock.now));
+      assert.equal(decisions.filter((d) => d.allowed).length, admits, JSON.stringify(strict));
+      assert.ok(decisions.every((d) => d.limit === admits), JSON.stringify(decisions[0]));
+    }
+  }));
+
+test("one quota is one state however it is spelled", () =>
+  withClock(async (clock) => {
+    const ns = namespace();
+    const spellings = [
+      { perMinute: 50 },
+      { limit: 50, periodMs: 60_000 },
+      { periodMs: 60_000, limit: 50 },
+      { burst: 50, algorithm: "gcra", perMinute: 50 },
+      { capacity: 50, limit: 50, periodMs: 60_000.000_000_1 }, // the same nanoseconds
+    ];
+    const limiters = spellings.map((rule) => new EdgeLimiter({ namespace: ns, rule, shards: 4 }));
+    let admitted = 0;
+    for (let i = 0; i < 200; i++) admitted += (await limiters[i % limiters.length].check("k", clock.now)).allowed;
+    assert.equal(admitted, 50);
+  }));
+
+test("a limiter with another shard count for the same rule is an error, not a second quota", () =>
+  withClock(async (clock) => {
+    const ns = namespace();
+    const keys = Array.from({ length: 200 }, (_, i) => [`k${i}`, 1]);
+    await new EdgeLimiter({ namespace: ns, rule: { perMinute: 50 }, shards: 16 }).checkMany(keys, clock.now);
+    const fifteen = new EdgeLimiter({ namespace: ns, rule: { limit: 50, periodMs: 60_000 }, shards: 15 });
+    await assert.rejects(fifteen.check("k1", clock.now), portero(/shards: 16.*shards: 15/));
+    // Once the keys of the old layout are idle (and swept), the new one takes over.
+    clock.now += 120_000;
+    for (let i = 0; i < 16; i++) await ns.get(`portero-shard-${i}`).alarm();
+    assert.equal((await fifteen.check("k1", clock.now)).allowed, true);
+  }));
+
+test("a full shard does a bounded amount of work for each new key", () =>
+  withClock(async (clock) => {
+    const ns = namespace();
+    const limiter = new EdgeLimiter({ namespace: ns, rule: { perHour: 5 }, shards: 1, maxKeys: 10_000 });
+    for (let b = 0; b < 10; b++) {
+      await limiter.checkMany(Array.from({ length: 1_000 }, (_, i) => [`old${b}-${i}`, 1]), clock.now);
+    }
+    const batch = (name) => Array.from({ length: 100 }, (_, i) => [`${name}${i}`, 1]);
+    let full;
+    const refusing = await countDecides(async () => (full = await limiter.checkMany(batch("new"), clock.now)));
+    assert.ok(full.every((d) => d.tableFull), "every key is active: no room");
+    assert.ok(refusing <= 100 * 9, `${refusing} decide() calls for 100 new keys at a full shard`);
+    clock.now += 3_600_000; // every key is full again
+    let fresh;
+    const reclaiming = await countDecides(async () => (fresh = await limiter.checkMany(batch("newer"), clock.now)));
+    assert.ok(fresh.every((d) => d.allowed), "idle keys make room");
+    assert.ok(reclaiming <= 100 * 9, `${reclaiming} decide() calls for 100 new keys taking idle keys' room`);
+    // One idle key among 99 active ones is found within maxKeys / 8 new keys.
+    const small = namespace();
+    const hourly = new EdgeLimiter({ namespace: small, rule: { perHour: 5 }, shards: 1, maxKeys: 100 });
+    await hourly.checkMany(Array.from({ length: 99 }, (_, i) => [`a${i}`, 1]), clock.now);
+    await new EdgeLimiter({ namespace: small, rule: { perSecond: 1 }, shards: 1, maxKeys: 100 }).check("soon", clock.now);
+    clock.now += 2_000; // only "soon" is idle
+    let tries = 0;
+    while (!(await hourly.check(`b${tries}`, clock.now)).allowed) {
+      tries += 1;
+      assert.ok(tries <= 100 / 8, `${tries} new keys refused while one key was idle`);
+    }
+  }));
+
+/** Arbitrary UTF-16 strings over units that stress every encoding: lone high and low
+ * surrogates, a pair, U+FFFD and U+FFFF, the slot separator. */
+function awkwardKeys(count, seed) {
+  const units = ["a", ":", "\uD800", "\uDBFF", "\uDC00", "\uDFFF", "\uD83D\uDE00", "\uFFFD", "\uFFFF", "d800", "%"];
+  const rand = random(seed);
+  const keys = new Set(["k\uD800", "k\uDC00", "k\uFFFD", "k\uFFFD\uFFFD\uFFFD", "k\uFFFFd800"]);
+  while (keys.size < count) {
+    let key = "";
+    for (let n = 1 + rand(5); n > 0; n--) key += units[rand(units.length)];
+    keys.add(key);
+  }
+  return [...keys];
+}
+
+test("every key is its own, lone surrogates included, in the local stage and the object", async () => {
+  const limiter = new EdgeLimiter({ namespace: namespace(), rule: { perHour: 1 }, shards: 3 });
+  for (const key of awkwardKeys(400, 10)) {
+    assert.equal((await limiter.check(key)).allowed, true, `${JSON.stringify(key)} is new`);
+    assert.equal((await limiter.check(key)).allowed, false, `${JSON.stringify(key)} is used`);
+  }
+});
+
+test("every key is its own, lone surrogates included, in storage across a restart", async () => {
+  const keys = awkwardKeys(400, 11);
+  const storages = new Map();
+  const rule = { perHour: 1 };
+  const before = await new EdgeLimiter({ namespace: namespace(storages), rule, shards: 3 }).checkMany(keys.map((k) => [k, 1]));
+  assert.ok(before.every((d) => d.allowed));
+  // New objects on the same storage (a restart) and a new isolate.
+  const after = await new EdgeLimiter({ namespace: namespace(storages), rule, shards: 3 }).checkMany(keys.map((k) => [k, 1]));
+  for (const [i, key] of keys.entries()) {
+    assert.equal(after[i].allowed, false, `${JSON.stringify(key)} was used before the restart`);
+  }
+});
+
+test("maxKeys is a whole number of at least 1", () => {
+  const ns = namespace();
+  for (const maxKeys of [NaN, "x", Infinity, 0, -1, 1.5]) {
+    assert.throws(() => new EdgeLimiter({ namespace: ns, rule: { perHour: 3 } , maxKeys }), portero(/maxKeys/), String(maxKeys));
+  }
+});
+
+test("a batch with bad input is a portero error, and nothing of it is sent", async () => {
+  const ns = namespace();
+  const limiter = new EdgeLimiter({ namespace: ns, rule: { perHour: 3 }, shards: 4 });
+  await assert.rejects(limiter.checkMany("abc"), portero(/checks/));
+  await assert.rejects(limiter.checkMany([["a", 1], "b"]), portero(/checks/));
+  await assert.rejects(limiter.checkMany([["a", 1], [5, 1]]), portero(/key/));
+  await assert.rejects(limiter.checkMany([["a", 1], ["b", -1]]), portero(/cost/));
+  await assert.rejects(limiter.checkMany([["a", 1], ["b", 4]]), portero(/capacity/));
+  await assert.rejects(limiter.check("a", NaN), portero(/now/));
+  await assert.rejects(limiter.check("a", "5"), portero(/now/));
+  assert.equal(ns.calls, 0, "nothing was sent");
+});
+
+test("a key with a remembered refusal still has its cost checked", () =>
+  withClock(async (clock) => {
+    const ns = namespace();
+    for (let i = 0; i < 3; i++) await new EdgeLimiter({ namespace: ns, rule: { perHour: 3 }, shards: 4 }).check("r", clock.now);
+    const limiter = new EdgeLimiter({ namespace: ns, rule: { perHour: 3 }, shards: 4 });
+    assert.equal((await limiter.check("r", clock.now)).servedBy, "shard");
+    await assert.rejects(limiter.check("r", clock.now, -1), portero(/cost/));
+    await assert.rejects(limiter.check("r", clock.now, 4), portero(/capacity/));
+  }));
+
+test("the object checks a whole batch before deciding any of it", async () => {
+  const shard = namespace().get("direct");
+  const options = { rule: { perHour: 3 } };
+  await assert.rejects(shard.checkMany(options, [["x", 1], ["y", -1]]), portero(/cost/));
+  await assert.rejects(shard.checkMany(options, [["x", 1], ["y", 4]]), portero(/capacity/));
+  const [x] = await shard.checkMany(options, [["x", 1]]);
+  assert.equal(x.remaining, 2, "the failed batches took nothing");
+  await assert.rejects(shard.checkMany(options, [["z", 1], [7, 1]]), portero(/key/));
+  await assert.rejects(shard.checkMany(options, "abc"), portero(/checks/));
+  for (const maxKeys of [NaN, "x", 0]) {
+    await assert.rejects(shard.checkMany({ ...options, maxKeys }, [["z", 1]]), portero(/maxKeys/));
+  }
+  const [z] = await shard.checkMany(options, [["z", 1]]);
+  assert.equal(z.remaining, 2);
 });

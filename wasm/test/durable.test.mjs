@@ -1,7 +1,8 @@
 // One exact limit across isolates, in workerd (Cloudflare's open-source Workers runtime,
 // from npm): two Worker services (standing for two isolates, on two loopback sockets)
-// share one Durable Object namespace with on-disk storage. The test starts workerd,
-// restarts it, and stops it by its own process id.
+// share one Durable Object namespace with on-disk storage; a third service checks keys
+// sent as JSON (any UTF-16 string). The test starts workerd, restarts it, and stops it by
+// its own process id.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { existsSync, mkdtempSync, rmSync, unlinkSync, writeFileSync } from "node:fs";
@@ -33,11 +34,13 @@ const config :Workerd.Config = (
   services = [
     (name = "main", worker = .main),
     (name = "other", worker = .other),
+    (name = "keys", worker = .keys),
     (name = "do-disk", disk = (path = "${disk}", writable = true)),
   ],
   sockets = [
     (name = "a", address = "127.0.0.1:${ports[0]}", http = (), service = "main"),
     (name = "b", address = "127.0.0.1:${ports[1]}", http = (), service = "other"),
+    (name = "c", address = "127.0.0.1:${ports[2]}", http = (), service = "keys"),
   ],
 );
 const main :Workerd.Worker = (
@@ -60,6 +63,17 @@ const other :Workerd.Worker = (
   ],
   compatibilityDate = "2026-11-01",
 );
+const keys :Workerd.Worker = (
+  modules = [
+    (name = "test/support/keys-worker.js", esModule = embed "test/support/keys-worker.js"),
+    (name = "js/index.js", esModule = embed "js/index.js"),
+    (name = "js/durable.js", esModule = embed "js/durable.js"),
+    (name = "pkg/portero_wasm.js", esModule = embed "pkg/portero_wasm.js"),
+    (name = "pkg/portero_wasm_bg.wasm", wasm = embed "pkg/portero_wasm_bg.wasm"),
+  ],
+  bindings = [ (name = "LIMITER", durableObjectNamespace = (className = "PorteroShard", serviceName = "main")) ],
+  compatibilityDate = "2026-11-01",
+);
 `,
   );
 }
@@ -80,7 +94,7 @@ async function stop() {
 before(async () => {
   assert.ok(existsSync(binary), `workerd binary missing at ${binary}: run npm ci in wasm/`);
   assert.ok(existsSync(`${root}pkg/portero_wasm_bg.wasm`), "wasm/pkg missing: run cargo xtask wasm");
-  ports = [await freePort(), await freePort()];
+  ports = [await freePort(), await freePort(), await freePort()];
   disk = mkdtempSync(join(tmpdir(), "portero-do-"));
   config = `${root}.workerd-durable-${process.pid}.capnp`;
   writeConfig();
@@ -179,4 +193,37 @@ test("a second rule on the same key has its own state, and idle keys are swept",
   const hourlyStill = await get(1, ip);
   await hourlyStill.text();
   assert.equal(hourlyStill.status, 429, "the hourly state is not idle and stays");
+});
+
+async function checkKeys(keys) {
+  const r = await fetch(`http://127.0.0.1:${ports[2]}/`, { method: "POST", body: JSON.stringify({ keys }) });
+  assert.equal(r.status, 200, log());
+  return r.json();
+}
+
+test("keys with lone surrogates are their own, through RPC, storage and a restart", async () => {
+  // workerd's storage keeps keys as UTF-8: unescaped, "k\uD800" and "k\uDC00" would be
+  // one stored key, and neither would be found after a restart.
+  const keys = new Set(["k\uD800", "k\uDC00", "k\uFFFD", "k\uFFFD\uFFFD\uFFFD", "k\uD83D\uDE00", "k\uD83D", "\uDFFFk", "k\uFFFF", "k\uFFFFd800", "k:\uD800:"]);
+  // And random strings of such units.
+  const units = ["a", ":", "\uD800", "\uDBFF", "\uDC00", "\uDFFF", "\uD83D\uDE00", "\uFFFD", "\uFFFF", "d800"];
+  let seed = 12;
+  const rand = (n) => ((seed = (Math.imul(seed, 1_103_515_245) + 12_345) >>> 0) >>> 8) % n;
+  while (keys.size < 60) {
+    let key = "r";
+    for (let n = 1 + rand(5); n > 0; n--) key += units[rand(units.length)];
+    keys.add(key);
+  }
+  const all = [...keys];
+  for (const key of all) {
+    const [d] = await checkKeys([key]);
+    assert.equal(d.allowed, true, `${JSON.stringify(key)} is new`);
+  }
+  assert.ok((await checkKeys(all)).every((d) => !d.allowed), "each is used");
+  await stop();
+  await start();
+  const after = await checkKeys(all);
+  for (const [i, key] of all.entries()) {
+    assert.deepEqual([after[i].allowed, after[i].servedBy], [false, "shard"], `${JSON.stringify(key)} after the restart`);
+  }
 });
