@@ -5,6 +5,8 @@ use std::env;
 use std::path::{Path, PathBuf};
 use std::process::{exit, Command};
 
+mod publish;
+
 const HELP: &str = "\
 cargo xtask <command>
 
@@ -15,6 +17,10 @@ cargo xtask <command>
   wasm         build wasm/pkg: cargo (nightly, build-std), wasm-bindgen, wasm-opt,
                and check the size budget
   wasi         the core's unit tests and the property tests on wasm32-wasip1 (Node's WASI)
+  package      cargo package the three library crates together (verified), and
+               their docs with warnings as errors
+  msrv         each library crate on its minimum Rust (1.82 core and HTTP, 1.83
+               Redis), dependencies resolved MSRV-aware
   setup        install what the checks need (rust targets, components, nightly
                rust-src, wasm-bindgen-cli, npm packages)
 ";
@@ -35,6 +41,8 @@ fn main() {
         Some("setup") => setup(),
         Some("wasm") => setup().and_then(|()| wasm()),
         Some("wasi") => setup().and_then(|()| wasi()),
+        Some("package") => publish::package_and_docs(),
+        Some("msrv") => publish::setup().and_then(|()| publish::msrv()),
         _ => {
             print!("{HELP}");
             Ok(())
@@ -132,6 +140,7 @@ fn setup() -> Step {
             &[],
         )?;
     }
+    publish::setup()?;
     // portero-redis's tests start their own redis-server (loopback, a free port).
     if output("redis-server", &["--version"]).is_none() {
         install_redis()?;
@@ -315,6 +324,8 @@ fn test_all() -> Step {
     )?;
     loom(false)?;
     wasi()?;
+    publish::package_and_docs()?;
+    publish::msrv()?;
     wasm()?;
     // The package's own test script: the test files, not the workers they load.
     run("npm", &["--prefix", "wasm", "test"], &[])?;

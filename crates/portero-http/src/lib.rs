@@ -44,6 +44,7 @@
 //! # let _ = app;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(missing_docs, missing_debug_implementations)]
 
 mod answer;
@@ -75,3 +76,8 @@ pub use rate_limit::{
 };
 pub use shed::{admission, LoadShedFuture, LoadShedLayer, LoadShedService};
 pub use stacked::{all_routes, StackedRateLimitLayer, StackedRateLimitService};
+
+// The crate's README (its crates.io page) is checked as a doc test too.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

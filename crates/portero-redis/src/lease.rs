@@ -2,28 +2,6 @@
 //! and spends them locally, so a hot key costs one round trip per batch instead of
 //! one per request.
 //!
-//! # Bounds
-//!
-//! - **Admissions.** A unit is charged in Redis, atomically with every other
-//!   instance's checks and leases, when it is leased; here it is spent at most once,
-//!   and only until its lease expires. A lease's `lease_for` is counted from when the
-//!   lease request was **sent**, which is before Redis charged it, so across all
-//!   instances never more is admitted than the limit allows, counted over any window
-//!   lengthened by `lease_for`.
-//! - **Resets.** [`reset`](LeasedLimiter::reset) drops this instance's lease and the
-//!   key in Redis. Other instances' leases are theirs until they expire: after a
-//!   reset at most the units they hold unspent then
-//!   ([`leased_units`](LeasedLimiter::leased_units), summed over the instances) are
-//!   admitted on top of the fresh limit, and none after `lease_for`.
-//! - **Loss.** Units leased and not spent are never returned: they are lost when their
-//!   lease expires or is replaced — at most one batch per key per instance.
-//! - **Waiting.** No lock shared between keys is held across I/O: concurrent requests
-//!   for one key wait for that key's one lease request (instead of each leasing a
-//!   batch and stranding the rest), requests for other keys go on. No check waits for
-//!   Redis longer than the limiter's timeout in all: waiting for another request's
-//!   lease and asking Redis share one budget, and a lease Redis does not answer in
-//!   time is answered by the outage policy at once, not asked again.
-//!
 //! Pick leases for hot keys with a high limit (a tenant's 10,000 per minute across a
 //! fleet): the saving is a factor of the batch. For small limits (logins, 5 per
 //! minute) a batch would strand most of the limit on one instance: check each request.
@@ -40,8 +18,30 @@ use crate::limiter::Mode;
 use crate::{RedisCheckError, RedisLimiter, ServedBy, Verdict};
 
 /// A [`RedisLimiter`] that leases up to `batch` units per key in one script call and
-/// spends them locally; see the [module docs](self) for its bounds. Pick it for hot
-/// keys with large limits.
+/// spends them locally. Pick it for hot keys with large limits.
+///
+/// # Bounds
+///
+/// - **Admissions.** A unit is charged in Redis, atomically with every other
+///   instance's checks and leases, when it is leased; here it is spent at most once,
+///   and only until its lease expires. A lease's `lease_for` is counted from when the
+///   lease request was **sent**, which is before Redis charged it, so across all
+///   instances never more is admitted than the limit allows, counted over any window
+///   lengthened by `lease_for`.
+/// - **Resets.** [`reset`](Self::reset) drops this instance's lease and the
+///   key in Redis. Other instances' leases are theirs until they expire: after a
+///   reset at most the units they hold unspent then
+///   ([`leased_units`](Self::leased_units), summed over the instances) are
+///   admitted on top of the fresh limit, and none after `lease_for`.
+/// - **Loss.** Units leased and not spent are never returned: they are lost when their
+///   lease expires or is replaced — at most one batch per key per instance.
+/// - **Waiting.** No lock shared between keys is held across I/O: concurrent requests
+///   for one key wait for that key's one lease request (instead of each leasing a
+///   batch and stranding the rest), requests for other keys go on. No check waits for
+///   Redis longer than the limiter's timeout in all: waiting for another request's
+///   lease and asking Redis share one budget, and a lease Redis does not answer in
+///   time is answered by the outage policy at once, not asked again.
+///
 #[derive(Debug)]
 pub struct LeasedLimiter {
     limiter: RedisLimiter,

@@ -72,6 +72,7 @@
 //! }
 //! # Ok(()) }
 //! ```
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(missing_docs, missing_debug_implementations)]
 
 mod algorithm;
@@ -94,3 +95,8 @@ pub use limiter::RedisLimiter;
 pub use local::{LocalCluster, LocalRedis};
 pub use outcome::{RedisCheckError, ServedBy, Verdict, WhenDown};
 pub use stack::{StackVerdict, StackedLimit};
+
+// The crate's README (its crates.io page) is checked as a doc test too.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

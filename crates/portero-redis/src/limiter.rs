@@ -226,9 +226,15 @@ impl RedisLimiter {
 
     /// Answers keys that Redis has just refused locally until their refusal ends,
     /// without a round trip ([`ServedBy::Cache`]), remembering at most `max_keys`.
-    /// The cache only refuses — every admission still comes from Redis — so it never
-    /// lets through anything Redis would have refused. Checks of one limiter share it
-    /// (clones included).
+    /// Checks of one limiter share it (clones included).
+    ///
+    /// Bound: the cache only refuses — every admission still comes from Redis — and
+    /// it never refuses a request that Redis would admit at that moment, unless
+    /// another instance gave units back meanwhile (its reset; this limiter's own
+    /// [`reset`](Self::reset) clears the key here first). A refusal lasts from the
+    /// request's *send* (Redis decided later), and only costs at least the refused one
+    /// are refused (compared exactly below 2^23 units, against a floor rounded up
+    /// above).
     pub fn blocked_key_cache(mut self, max_keys: usize) -> Self {
         self.cache = Some(Arc::new(BlockedKeys::new(max_keys)));
         self

@@ -32,15 +32,6 @@
 //! where every call is cancelled and none completes — drives the limit down to
 //! `min_limit` instead of leaving it where it was.
 //!
-//! # Bound
-//!
-//! For a service of parallelism `C ≥ min_limit` whose latency is `S` up to `C` calls
-//! in flight and grows in proportion beyond (`S × n / C`), the limit settles between
-//! `(1 + t) × C` and `(1 + t) × C + √((1 + t) × C)` (`t` the tolerance), so the mean
-//! latency after the first adjustments stays within `(1 + t) × S × (1 + 1/√((1 + t) × C))`
-//! — for every accepted configuration (tolerance 0–1,000 %), checked by a sweep in the
-//! tests.
-//!
 //! # Invariant
 //!
 //! `in_flight`, `limit` and the measuring flag share one atomic word: a permit is
@@ -145,8 +136,16 @@ impl core::error::Error for AdaptiveConfigError {}
 /// limit pinned low, then after every batch of calls the limit moves by
 /// `baseline × (1 + tolerance) / latency` (clamped to ½–2×), plus `√limit` above the
 /// floor of ½, and the baseline is measured again every
-/// `rebaseline_every` batches. See the [module docs](self) for the bound and the
-/// invariant.
+/// `rebaseline_every` batches; a cancelled or dropped call is a slow sample.
+///
+/// # Bound
+///
+/// For a service of parallelism `C ≥ min_limit` whose latency is `S` up to `C` calls
+/// in flight and grows in proportion beyond (`S × n / C`), the limit settles between
+/// `(1 + t) × C` and `(1 + t) × C + √((1 + t) × C)` (`t` the tolerance), so the mean
+/// latency after the first adjustments stays within `(1 + t) × S × (1 + 1/√((1 + t) × C))`
+/// — for every accepted configuration (tolerance 0–1,000 %), checked by a sweep in the
+/// tests.
 ///
 /// ```
 /// use std::{sync::Arc, time::Duration};

@@ -15,22 +15,6 @@
 //! A dependency that is down costs nothing while the breaker is open (no threads wait
 //! on timeouts), and when it comes back one probe finds out instead of a stampede.
 //!
-//! # Bounds
-//!
-//! - **A probe cannot hang the breaker.** A probe that has not reported within the
-//!   probe timeout ([`with_probe_timeout`](CircuitBreaker::with_probe_timeout), by
-//!   default the open period) counts as a failed probe at that instant: the breaker
-//!   is open for another period, then the next caller probes. So a dependency that
-//!   recovers is called again at most `probe timeout + open period` after a probe
-//!   went out, whatever the probe does.
-//! - **Outcomes count only in their own cycle.** Every transition (trip, probe out,
-//!   probe answered or timed out) starts a new generation, and a call carries the
-//!   generation that admitted it: a call admitted before the breaker tripped, or a
-//!   probe that timed out, changes nothing when it finally reports. Generations are
-//!   18 bits; a call is miscounted only if it stays out for exactly a multiple of
-//!   2^18 transitions, which at one transition per open period takes
-//!   `2^17 × open period` (36 hours at a 1 s period).
-//!
 //! # State: one `u64`
 //!
 //! ```text
@@ -224,8 +208,23 @@ pub struct BreakerOpen {
 /// A circuit breaker: closed until its [`Trip`] rule fires, then open for `open_for`
 /// (calls refused with the time left), then half-open with exactly one probe whose
 /// answer — or silence past the probe timeout — closes or reopens it. The whole state
-/// is one atomic word changed by compare-and-swap; see the [module docs](self) for the
-/// bounds.
+/// is one atomic word changed by compare-and-swap.
+///
+/// # Bounds
+///
+/// - **A probe cannot hang the breaker.** A probe that has not reported within the
+///   probe timeout ([`with_probe_timeout`](CircuitBreaker::with_probe_timeout), by
+///   default the open period) counts as a failed probe at that instant: the breaker
+///   is open for another period, then the next caller probes. So a dependency that
+///   recovers is called again at most `probe timeout + open period` after a probe
+///   went out, whatever the probe does.
+/// - **Outcomes count only in their own cycle.** Every transition (trip, probe out,
+///   probe answered or timed out) starts a new generation, and a call carries the
+///   generation that admitted it: a call admitted before the breaker tripped, or a
+///   probe that timed out, changes nothing when it finally reports. Generations are
+///   18 bits; a call is miscounted only if it stays out for exactly a multiple of
+///   2^18 transitions, which at one transition per open period takes
+///   `2^17 × open period` (36 hours at a 1 s period).
 ///
 /// ```
 /// use std::time::Duration;

@@ -63,6 +63,7 @@
 //!   `wasm32-unknown-unknown`; 64-bit (and the keyed table's 128-bit) atomics come from
 //!   `portable-atomic` on targets that lack them.
 #![cfg_attr(not(feature = "std"), no_std)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(missing_docs, missing_debug_implementations)]
 #![deny(unsafe_code)]
 
@@ -130,3 +131,8 @@ pub use sliding_log::SlidingLog;
 #[cfg(feature = "std")]
 pub use striped::Striped;
 pub use token_bucket::TokenBucket;
+
+// The crate's README (its crates.io page) is checked as a doc test too.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
