@@ -153,9 +153,10 @@ pub fn retry_after_value(wait: Duration) -> HeaderValue {
     HeaderValue::from(seconds_up(nanos).max(1))
 }
 
-/// Writes the fields for `decision` under `policy` into `headers` (replacing any of
-/// the same names): `RateLimit-Policy` and `RateLimit` always, and on a rejection
-/// `Retry-After` and `Cache-Control: no-store`.
+/// Writes the fields for `decision` under `policy` into `headers`: `RateLimit-Policy`
+/// and `RateLimit` always, **appended** to any a layer inside already wrote (each is a
+/// list, one member per policy, so nested layers show every policy), and on a
+/// rejection `Retry-After` and `Cache-Control: no-store`.
 pub fn insert(headers: &mut HeaderMap, decision: &Decision, policy: &Policy) {
     let t = insert_fields(headers, decision, policy);
     if !decision.is_allowed() {
@@ -168,18 +169,18 @@ pub fn insert(headers: &mut HeaderMap, decision: &Decision, policy: &Policy) {
 /// refused carries, even when its decision was a rejection, as in shadow mode), and
 /// returns the `t` it advertised.
 pub fn insert_fields(headers: &mut HeaderMap, decision: &Decision, policy: &Policy) -> u64 {
-    headers.insert(RATELIMIT_POLICY, policy.field.clone());
+    headers.append(RATELIMIT_POLICY, policy.field.clone());
     let t = seconds_to_advertise(decision);
     let now = format!("\"{}\";r={};t={t}", policy.name, decision.remaining());
-    headers.insert(
+    headers.append(
         RATELIMIT,
         HeaderValue::try_from(now).expect("a token and integers are a valid field value"),
     );
     t
 }
 
-/// Writes the fields of several policies that one request passed through, each field
-/// as one list in the given order (`RateLimit: "user";r=4;t=12, "tenant";r=90;t=3`),
+/// Writes (appends) the fields of several policies that one request passed through,
+/// each field as one list in the given order (`RateLimit: "user";r=4;t=12, "tenant";r=90;t=3`),
 /// and, when `refused_by` names one of them, that policy's `Retry-After` and
 /// `Cache-Control: no-store`.
 pub fn insert_all(
@@ -205,8 +206,8 @@ pub fn insert_all(
     }
     let value =
         |s: String| HeaderValue::try_from(s).expect("tokens and integers are a valid field");
-    headers.insert(RATELIMIT_POLICY, value(policies));
-    headers.insert(RATELIMIT, value(now));
+    headers.append(RATELIMIT_POLICY, value(policies));
+    headers.append(RATELIMIT, value(now));
     if let Some(&(decision, _)) = refused_by.and_then(|i| items.get(i)) {
         headers.insert(RETRY_AFTER, HeaderValue::from(retry_after_secs(&decision)));
         headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
@@ -355,6 +356,7 @@ mod tests {
         insert(&mut h, &never, &policy);
         assert_eq!(h[RETRY_AFTER], "31622400");
         assert_eq!(h[RATELIMIT], r#""p";r=0;t=31622400"#);
+        let mut h = HeaderMap::new();
         insert(&mut h, &Decision::new(true, 5, 4, 1, 0, u64::MAX), &policy);
         assert_eq!(h[RATELIMIT], r#""p";r=4;t=31622400"#);
     }

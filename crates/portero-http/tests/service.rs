@@ -400,3 +400,38 @@ async fn a_custom_refusal_keeps_the_fields() {
         "<p>page is busy; try again in 60 s</p>"
     );
 }
+
+/// Two layers nested — a login limit inside a per-client limit: the login's 429 keeps
+/// its own fields, and the outer layer adds its policy to the lists instead of
+/// replacing them (before: the 429 showed only the outer `"per-client";r=…`).
+#[tokio::test]
+async fn nested_layers_add_their_fields_to_the_lists() {
+    let login_quota = Quota::per_minute(2).unwrap();
+    let client_quota = Quota::per_minute(100).unwrap();
+    let app = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .layer(limited(login_quota, "login"))
+        .layer(limited(client_quota, "per-client"));
+    for _ in 0..2 {
+        let r = app.clone().oneshot(request(Some("eve"))).await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+    }
+    let r = app.clone().oneshot(request(Some("eve"))).await.unwrap();
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    let list = |name: &str| {
+        r.headers()
+            .get_all(name)
+            .iter()
+            .map(|v| v.to_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let fields = list("ratelimit");
+    assert!(fields.starts_with(r#""login";r=0;t="#), "{fields}");
+    assert!(fields.contains(r#", "per-client";r=97;t="#), "{fields}");
+    assert_eq!(
+        list("ratelimit-policy"),
+        r#""login";q=2;w=60, "per-client";q=100;w=60"#
+    );
+    assert_eq!(r.headers()["retry-after"], "30", "the refusing policy's");
+}

@@ -136,6 +136,9 @@ async fn every_limit_applies_all_or_none_with_every_field() {
         remaining(&s.user, &http::HeaderValue::from_static("bob")),
         2
     );
+    // The refusal reports bob's user limit as it is after the refund: 2 left, not the
+    // 1 it said before the unit went back.
+    assert!(fields.starts_with(r#""user";r=2;t="#), "{fields}");
     assert_eq!(remaining(&s.global, &()), 92);
     assert_eq!(remaining(&s.user, &ann), 0);
 }

@@ -22,8 +22,10 @@ pub(crate) trait RequestLimit<B>: Send + Sync {
 }
 
 /// How to give back what [`RequestLimit::acquire`] took: the key's fingerprint is not
-/// kept, so the refund closure holds what it needs.
-pub(crate) type Refund = Option<Box<dyn FnOnce() + Send>>;
+/// kept, so the refund closure holds what it needs. It returns the key's decision as
+/// it stands after the refund (what a refused request must report, not the numbers
+/// from before the units went back).
+pub(crate) type Refund = Option<Box<dyn FnOnce() -> Option<Decision> + Send>>;
 
 pub(crate) struct KeyedEntry<K, A: Copy, C, F, R> {
     pub(crate) limiter: Arc<KeyedLimiter<K, A, C>>,
@@ -50,7 +52,10 @@ where
         match (self.key)(request) {
             Some(key) => {
                 let d = limiter.check_at(&key, now, cost);
-                let refund: Refund = Some(Box::new(move || limiter.refund_at(&key, now, cost)));
+                let refund: Refund = Some(Box::new(move || {
+                    limiter.refund_at(&key, now, cost);
+                    limiter.peek_at(&key, now, 0).ok()
+                }));
                 (d, refund)
             }
             // No key: the shared bucket, which a refund cannot name (it stays charged:

@@ -8,6 +8,7 @@ use http::{Request, Response};
 use portero::{CheckError, Decision, KeyedError};
 use tower_service::Service;
 
+use super::limit::Refund;
 use super::StackedRateLimitLayer;
 use crate::answer::{too_costly, too_many_requests_for};
 use crate::headers::Policy;
@@ -54,18 +55,18 @@ where
     fn call(&mut self, request: Request<B>) -> Self::Future {
         let cost = self.layer.cost.of(&request);
         let mut taken: Vec<(Decision, Arc<Policy>)> = Vec::new();
-        let mut refunds = Vec::new();
+        let mut refunds: Vec<Refund> = Vec::new();
         for limit in self.layer.limits.iter().filter(|l| l.applies(&request)) {
             let (outcome, refund) = limit.acquire(&request, cost);
             let refused = match outcome {
                 Ok(d) if d.is_allowed() => {
                     taken.push((d, limit.policy().clone()));
-                    refunds.extend(refund);
+                    refunds.push(refund);
                     continue;
                 }
                 Ok(d) => d,
                 Err(KeyedError::Check(CheckError::CostExceedsCapacity { .. })) => {
-                    refunds.into_iter().rev().for_each(|r| r());
+                    give_back(&mut taken, refunds);
                     record(limit.policy(), Outcome::Rejected);
                     return RateLimitFuture::answered(too_costly());
                 }
@@ -73,7 +74,7 @@ where
                 Err(_) => Decision::deny_for(limit.policy().quota(), portero::DENY_FOR_NANOS),
             };
             // All or none: what the earlier limits took goes back.
-            refunds.into_iter().rev().for_each(|r| r());
+            give_back(&mut taken, refunds);
             record(limit.policy(), Outcome::Rejected);
             taken.push((refused, limit.policy().clone()));
             let refused_by = taken.len() - 1;
@@ -83,5 +84,15 @@ where
             record(policy, Outcome::Admitted);
         }
         RateLimitFuture::forwarded(self.inner.call(request), Some(Fields::Many(taken)))
+    }
+}
+
+/// Refunds the earlier limits, newest first, and reports each as it stands after its
+/// refund (a limit without one, the shared no-key bucket, stays charged and says so).
+fn give_back(taken: &mut [(Decision, Arc<Policy>)], refunds: Vec<Refund>) {
+    for ((decision, _), refund) in taken.iter_mut().zip(refunds).rev() {
+        if let Some(after) = refund.and_then(|r| r()) {
+            *decision = after;
+        }
     }
 }
