@@ -17,6 +17,7 @@ cargo xtask <command>
   wasm         build wasm/pkg: cargo (nightly, build-std), wasm-bindgen, wasm-opt,
                and check the size budget
   wasi         the core's unit tests and the property tests on wasm32-wasip1 (Node's WASI)
+  charts       redraw every committed chart (docs/*.svg) from the lab's experiments
   package      cargo package the three library crates together (verified), and
                their docs with warnings as errors
   msrv         each library crate on its minimum Rust (1.82 core and HTTP, 1.83
@@ -41,6 +42,7 @@ fn main() {
         Some("setup") => setup(),
         Some("wasm") => setup().and_then(|()| wasm()),
         Some("wasi") => setup().and_then(|()| wasi()),
+        Some("charts") => charts(),
         Some("package") => publish::package_and_docs(),
         Some("msrv") => publish::setup().and_then(|()| publish::msrv()),
         _ => {
@@ -291,6 +293,25 @@ fn wasi() -> Step {
         "cargo",
         &[&["test", "-p", "portero-tests", "--tests"][..], &target].concat(),
         &envs,
+    )
+}
+
+/// Redraws `docs/*.svg` from the lab's seeded, simulated-time experiments; the lab's
+/// chart test fails while a committed chart differs from what this writes.
+fn charts() -> Step {
+    run(
+        "cargo",
+        &[
+            "run",
+            "--release",
+            "--quiet",
+            "-p",
+            "portero-lab",
+            "--",
+            "charts",
+            "docs",
+        ],
+        &[],
     )
 }
 

@@ -56,7 +56,13 @@ pub(crate) fn msrv() -> Step {
     let root = std::env::current_dir().map_err(|e| e.to_string())?;
     for (i, (krate, rust, features)) in MSRV.iter().enumerate() {
         let dir = root.join("target/msrv").join(format!("{i}-{krate}"));
-        write_project(&dir, &root.join("crates").join(krate), krate, rust, features)?;
+        write_project(
+            &dir,
+            &root.join("crates").join(krate),
+            krate,
+            rust,
+            features,
+        )?;
         let manifest = dir.join("Cargo.toml");
         let manifest = manifest.to_str().ok_or("non-UTF-8 path")?;
         run(

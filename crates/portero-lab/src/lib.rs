@@ -5,10 +5,12 @@
 //! time axis (fixed windows start at 0) and reports, per algorithm, how many requests
 //! were admitted and the largest number admitted (for the queue: released) in any
 //! half-open interval `[t, t + W)`. [`scenario`] holds the embedded experiments,
-//! [`svg`] draws them.
+//! [`overload`] the overload experiments, [`svg`] draws them and [`charts`] builds
+//! every chart the project commits.
 #![deny(missing_docs)]
 
 pub mod arrivals;
+pub mod charts;
 pub mod contention;
 pub mod overload;
 pub mod race;

@@ -34,16 +34,28 @@ enum Command {
     /// The Redis race: check-then-act over-admits, one Lua script does not.
     Race(RaceArgs),
     /// A service for 100/s offered 150/s, clients giving up after 2 s: goodput with an
-    /// unbounded line, and with a bounded line, deadlines and early refusal.
+    /// unbounded line, and with a bounded line, deadlines and early refusal; then over
+    /// the line's length.
     Goodput(Seeded),
-    /// 30 small tenants and one noisy one: random against fair shedding.
+    /// 30 small tenants and one noisy one: random against fair shedding; then over the
+    /// fair share's reserve.
     Tenants(Seeded),
+    /// Three classes of traffic, 150/s to a service for 100/s: a plain concurrency
+    /// limit against shedding by priority; then over the offered load.
+    Priority(Seeded),
     /// Little's law: the service time doubles; rate limit, concurrency limit, adaptive.
     Little,
-    /// A dependency down for 60 s: calls that reach it without and with a breaker.
-    Breaker,
-    /// Retry storms: immediate retries against backoff, and a herd with and without jitter.
+    /// A dependency down for 60 s: calls that reach it without and with a breaker; then
+    /// over the heal time and the call timeout.
+    Breaker(Drawn),
+    /// Retry storms: immediate retries against backoff, and a herd with and without
+    /// jitter; then over the backoff base.
     Storm(Seeded),
+    /// Writes every chart the project commits (`docs/*.svg`) into DIR.
+    Charts {
+        /// Where to write them (`cargo xtask charts` writes into `docs/`).
+        dir: PathBuf,
+    },
 }
 
 #[derive(Args)]
@@ -51,7 +63,14 @@ struct Seeded {
     /// Seed of the random arrivals (and jitter).
     #[arg(long, default_value_t = portero_lab::overload::DEFAULT_SEED)]
     seed: u64,
-    /// Also draw the experiment as an SVG chart to this file (goodput only).
+    /// Also draw the experiment, and its curve, as an SVG chart to this file.
+    #[arg(long, value_name = "FILE")]
+    svg: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct Drawn {
+    /// Also draw the experiment's curves as an SVG chart to this file.
     #[arg(long, value_name = "FILE")]
     svg: Option<PathBuf>,
 }
@@ -139,10 +158,23 @@ fn run(cli: Cli) -> Result<()> {
         Command::Race(args) => race(args),
         Command::Goodput(args) => overload::goodput(&args),
         Command::Tenants(args) => overload::tenants(&args),
+        Command::Priority(args) => overload::priority(&args),
         Command::Little => overload::little(),
-        Command::Breaker => overload::breaker(),
+        Command::Breaker(args) => overload::breaker(&args),
         Command::Storm(args) => overload::storm(&args),
+        Command::Charts { dir } => charts(&dir),
     }
+}
+
+fn charts(dir: &std::path::Path) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    for chart in portero_lab::charts::all() {
+        let path = dir.join(chart.file);
+        std::fs::write(&path, chart.svg)
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        println!("{}", path.display());
+    }
+    Ok(())
 }
 
 fn race(args: RaceArgs) -> Result<()> {

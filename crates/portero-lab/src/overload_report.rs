@@ -1,11 +1,33 @@
-//! The overload experiments' tables (and the goodput chart).
+//! The overload experiments' tables: each headline, then the curve it sits on (the
+//! same run with the one parameter that decides it swept, a few points of it; the
+//! chart, `--svg FILE`, draws every point).
 
+use std::path::Path;
+
+use portero_lab::charts;
 use portero_lab::overload::{
-    breaker as brk, goodput as gp, little as lt, storm as st, tenants as tn,
+    breaker as brk, goodput as gp, little as lt, priority as pr, storm as st, tenants as tn, SEC,
 };
-use portero_lab::svg;
 
-use crate::{Result, Seeded};
+use crate::{Drawn, Result, Seeded};
+
+/// Writes `svg` to `path`, if one was asked for.
+fn write_chart(path: Option<&Path>, svg: impl FnOnce() -> String) -> Result<()> {
+    if let Some(path) = path {
+        std::fs::write(path, svg()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        println!("chart written to {}", path.display());
+    }
+    Ok(())
+}
+
+/// The mark on the row of the experiment's own value.
+fn mark(own: bool) -> &'static str {
+    if own {
+        "  ← the experiment"
+    } else {
+        ""
+    }
+}
 
 pub fn goodput(args: &Seeded) -> Result<()> {
     let runs = gp::run(args.seed);
@@ -15,7 +37,7 @@ pub fn goodput(args: &Seeded) -> Result<()> {
         gp::SERVICE / 1_000_000,
         gp::OFFERED,
         args.seed,
-        gp::PATIENCE / 1_000_000_000,
+        gp::PATIENCE / SEC,
         gp::SECONDS
     );
     println!(
@@ -33,26 +55,31 @@ pub fn goodput(args: &Seeded) -> Result<()> {
         );
     }
     println!("(goodput: answers that reach the client within its 2 s; bounded line: {} requests, 503 when full)", gp::QUEUE);
-    if let Some(path) = &args.svg {
-        let series: Vec<(&str, Vec<f64>)> = runs
-            .iter()
-            .map(|r| {
-                (
-                    r.line.name(),
-                    r.goodput.iter().map(|&g| f64::from(g)).collect(),
-                )
-            })
-            .collect();
-        let chart = svg::lines(
-            "Goodput: answers in time per second, 150/s offered to a service for 100/s",
-            "seconds",
-            "answers in time per second",
-            &series,
+    println!();
+    println!("over the line's length: goodput/s, last 30 s (start check: a request starts only while its deadline leaves the 100 ms of service)");
+    println!(
+        "{:>15} {:>14} {:>14} {:>22} {:>22}",
+        "waiting at most",
+        "oldest first",
+        "newest first",
+        "oldest, start check",
+        "newest, start check"
+    );
+    for p in gp::queue_curve(args.seed)
+        .iter()
+        .filter(|p| [0, 50, 100, 150, 200, 250, 300, 400, 500].contains(&p.queue))
+    {
+        println!(
+            "{:>15} {:>14.1} {:>14.1} {:>22.1} {:>22.1}{}",
+            p.queue,
+            p.oldest,
+            p.newest,
+            p.oldest_checked,
+            p.newest_checked,
+            mark(p.queue == gp::QUEUE)
         );
-        std::fs::write(path, chart).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-        println!("chart written to {}", path.display());
     }
-    Ok(())
+    write_chart(args.svg.as_deref(), || charts::goodput(args.seed))
 }
 
 pub fn tenants(args: &Seeded) -> Result<()> {
@@ -60,7 +87,7 @@ pub fn tenants(args: &Seeded) -> Result<()> {
     println!(
         "tenants: {} in flight × {} s (mean, exponential) = 100/s; {} tenants at {}/s and one at {}/s (Poisson, seed {}), {} s",
         tn::CAPACITY,
-        tn::SERVICE / 1_000_000_000,
+        tn::SERVICE / SEC,
         tn::SMALL_TENANTS,
         tn::SMALL_RATE,
         tn::BIG_RATE,
@@ -87,7 +114,89 @@ pub fn tenants(args: &Seeded) -> Result<()> {
         tn::RESERVE,
         tn::CAPACITY
     );
-    Ok(())
+    println!();
+    println!("over the reserve (fair shedding):");
+    println!(
+        "{:>8} {:>26} {:>18}",
+        "reserve", "small tenants lost", "big served per s"
+    );
+    for (reserve, r) in tn::reserve_curve(args.seed)
+        .iter()
+        .filter(|(reserve, _)| [0, 1, 2, 3, 5, 7, 10, 15, 20, 30].contains(reserve))
+    {
+        println!(
+            "{:>8} {:>7.2}% ({:>5} of {:>5}) {:>18.1}{}",
+            reserve,
+            r.small_lost_percent(),
+            r.small.0 - r.small.1,
+            r.small.0,
+            r.big_served_per_second(),
+            mark(*reserve == tn::RESERVE)
+        );
+    }
+    write_chart(args.svg.as_deref(), || charts::tenants(args.seed))
+}
+
+pub fn priority(args: &Seeded) -> Result<()> {
+    let mix: Vec<String> = pr::CLASSES
+        .iter()
+        .map(|c| format!("{} {:.0} % ({})", c.name, c.share * 100.0, c.path))
+        .collect();
+    println!(
+        "priority: {} in flight × {} s (mean, exponential) = 100/s offered {}/s (Poisson, seed {}): {}; {} s",
+        pr::CAPACITY,
+        pr::SERVICE / SEC,
+        pr::OFFERED,
+        args.seed,
+        mix.join(", "),
+        pr::SECONDS
+    );
+    println!(
+        "{:<24} {:>14} {:>14} {:>15} {:>10}",
+        "admission", "critical lost", "default lost", "sheddable lost", "served/s"
+    );
+    for r in pr::run(args.seed) {
+        println!(
+            "{:<24} {:>13.2}% {:>13.2}% {:>14.2}% {:>10.1}",
+            r.admission.name(),
+            r.lost_percent(0),
+            r.lost_percent(1),
+            r.lost_percent(2),
+            r.throughput()
+        );
+    }
+    println!("(both through LoadShedLayer: by_priority over PriorityLimit::three_classes, sheddable up to 70 in flight, default 90, critical 100; new over a ConcurrencyLimit)");
+    println!();
+    println!("over the offered load: refused, % of each class (by priority unless marked plain), and all classes served per second");
+    println!(
+        "{:>10} {:>16} {:>17} {:>12} {:>12} {:>12} {:>16} {:>13}",
+        "offered/s",
+        "plain: critical",
+        "plain: sheddable",
+        "critical",
+        "default",
+        "sheddable",
+        "served/s: plain",
+        "by priority"
+    );
+    for [plain, by] in pr::load_curve(args.seed)
+        .iter()
+        .filter(|[p, _]| [50.0, 100.0, 125.0, 150.0, 200.0, 300.0, 400.0].contains(&p.offered))
+    {
+        println!(
+            "{:>10} {:>15.2}% {:>16.2}% {:>11.2}% {:>11.2}% {:>11.2}% {:>16.1} {:>13.1}{}",
+            plain.offered,
+            plain.lost_percent(0),
+            plain.lost_percent(2),
+            by.lost_percent(0),
+            by.lost_percent(1),
+            by.lost_percent(2),
+            plain.throughput(),
+            by.throughput(),
+            mark(plain.offered == pr::OFFERED)
+        );
+    }
+    write_chart(args.svg.as_deref(), || charts::priority(args.seed))
 }
 
 pub fn little() -> Result<()> {
@@ -125,12 +234,16 @@ pub fn little() -> Result<()> {
     Ok(())
 }
 
-pub fn breaker() -> Result<()> {
+fn seconds(ns: u64) -> String {
+    format!("{:.2} s", ns as f64 / SEC as f64)
+}
+
+pub fn breaker(args: &Drawn) -> Result<()> {
     println!(
         "breaker: {} calls/s, dependency down from {} s to {} s; breaker: {} failures in a row, open {} s, one probe",
         brk::RATE,
-        brk::DOWN_FROM / 1_000_000_000,
-        brk::DOWN_UNTIL / 1_000_000_000,
+        brk::DOWN_FROM / SEC,
+        brk::DOWN_UNTIL / SEC,
         brk::FAILURES,
         brk::OPEN_FOR.as_secs()
     );
@@ -147,14 +260,95 @@ pub fn breaker() -> Result<()> {
             r.recovered_after_ms
         );
     }
-    Ok(())
+    println!();
+    println!("over the heal: recovered after the dependency healed, by outage and open period (calls reaching it: the 60 s outage)");
+    let curves: Vec<Vec<(u64, u64)>> = brk::OPEN_PERIODS
+        .iter()
+        .map(|&open| brk::recovery_curve(open))
+        .collect();
+    print!("{:>22}", "outage");
+    for open in brk::OPEN_PERIODS {
+        print!(" {:>12}", format!("open {} s", open.as_secs()));
+    }
+    println!();
+    let own = brk::DOWN_UNTIL - brk::DOWN_FROM;
+    for outage in [
+        10 * SEC,
+        30 * SEC,
+        45 * SEC,
+        own - brk::OUTAGE_STEP,
+        own,
+        own + brk::OUTAGE_STEP,
+        75 * SEC,
+        90 * SEC,
+        120 * SEC,
+    ] {
+        print!("{:>22}", seconds(outage));
+        for curve in &curves {
+            let (_, r) = curve
+                .iter()
+                .find(|(o, _)| *o == outage)
+                .expect("on the grid");
+            print!(" {:>12}", seconds(*r));
+        }
+        println!("{}", mark(outage == own));
+    }
+    print!(
+        "{:>22}",
+        format!("mean, every {} ms", brk::OUTAGE_STEP / 1_000_000)
+    );
+    for curve in &curves {
+        print!(" {:>12}", seconds(brk::mean_recovery(curve)));
+    }
+    println!();
+    print!("{:>22}", "calls reaching it");
+    for open in brk::OPEN_PERIODS {
+        let r = brk::simulate(brk::Setup {
+            open_for: open,
+            ..brk::Setup::headline(true)
+        });
+        print!(" {:>12}", r.reached_while_down);
+    }
+    println!();
+    println!(
+        "(mean over outages of {} to {}: a heal at a random moment waits about half an open period)",
+        seconds(brk::OUTAGE_STEP),
+        seconds(brk::LONGEST_OUTAGE)
+    );
+    println!();
+    println!("over the call timeout: each call to the dead dependency hangs until it (60 s outage, open 30 s)");
+    println!(
+        "{:>8} {:>20} {:>14} {:>16} {:>20} {:>14}",
+        "timeout",
+        "with: reaching it",
+        "most hanging",
+        "recovered after",
+        "without: reaching it",
+        "most hanging"
+    );
+    for (timeout, without, with) in brk::timeout_curve()
+        .iter()
+        .filter(|(t, _, _)| [0, 1, 5, 10, 20, 50, 100].contains(&(t / (SEC / 10))))
+    {
+        println!(
+            "{:>8} {:>20} {:>14} {:>16} {:>20} {:>14}{}",
+            seconds(*timeout),
+            with.reached_while_down,
+            with.most_hanging,
+            seconds(with.recovered_after),
+            without.reached_while_down,
+            without.most_hanging,
+            mark(*timeout == 0)
+        );
+    }
+    write_chart(args.svg.as_deref(), charts::breaker)
 }
 
 pub fn storm(args: &Seeded) -> Result<()> {
     println!(
         "storm: {}/s to a server refusing everything for {} s, Retry-After {} s, up to {} retries (seed {})",
         st::RATE,
-        st::DOWN_UNTIL / 1_000_000_000,
+        st::DOWN_UNTIL / SEC,
         st::RETRY_AFTER.as_secs(),
         st::RETRIES,
         args.seed
@@ -163,6 +357,7 @@ pub fn storm(args: &Seeded) -> Result<()> {
         "{:<22} {:>20} {:>22}",
         "retries", "load while down /s", "requests answered"
     );
+    let total = st::RATE * st::SECONDS;
     for r in st::amplification(args.seed) {
         println!(
             "{:<22} {:>20.1} {:>15} of {}",
@@ -172,7 +367,7 @@ pub fn storm(args: &Seeded) -> Result<()> {
             },
             r.load_while_down,
             r.answered,
-            st::RATE * st::SECONDS
+            total
         );
     }
     let h = st::herd(args.seed);
@@ -180,5 +375,38 @@ pub fn storm(args: &Seeded) -> Result<()> {
         "herd: {} clients refused at once, backoff 1 s base: most retries in any 100 ms: {} without jitter, {} with full jitter",
         st::HERD, h.peak_without_jitter, h.peak_with_jitter
     );
-    Ok(())
+    println!();
+    println!(
+        "over the backoff base (full jitter, cap 30 s): load while down /s, requests answered"
+    );
+    println!(
+        "{:>8} {:>22} {:>10} {:>22} {:>10}",
+        "base", "after Retry-After", "answered", "Retry-After ignored", "answered"
+    );
+    let own = st::Client::EXPERIMENT.base;
+    for (base, after, ignored) in st::base_curve(args.seed)
+        .iter()
+        .filter(|(b, _, _)| [1, 2, 5, 10, 15, 20, 30].contains(&(b.as_millis() / 100)))
+    {
+        println!(
+            "{:>8} {:>22.1} {:>10} {:>22.1} {:>10}{}",
+            format!("{:.1} s", base.as_secs_f64()),
+            after.load_while_down,
+            after.answered,
+            ignored.load_while_down,
+            ignored.answered,
+            mark(*base == own)
+        );
+    }
+    let quick = st::Client::QUICK;
+    let q = st::backing_off(quick, args.seed);
+    println!(
+        "base {} s, cap {} s, Retry-After ignored: {:.1}/s while down, {} of {} answered",
+        quick.base.as_secs_f64(),
+        quick.cap.as_secs(),
+        q.load_while_down,
+        q.answered,
+        total
+    );
+    write_chart(args.svg.as_deref(), || charts::storm(args.seed))
 }

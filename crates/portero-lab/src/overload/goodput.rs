@@ -3,6 +3,15 @@
 //! line grows without end, every answer comes too late, and the server stays busy
 //! serving clients who already left: full throughput, goodput near zero. A bounded
 //! line with a deadline per request and early refusal keeps goodput at capacity.
+//!
+//! What saves goodput at a line of 100 is the bound: 100 requests are one second of
+//! work, less than the clients' 2 s, so everyone queued is served in time and no
+//! deadline ever passes. [`queue_curve`] lengthens the line. Past 200 (the clients'
+//! patience times the capacity) an oldest-first line whose deadline is only the
+//! client's keeps starting requests with almost no time left, which answer too late;
+//! starting a request only while its deadline leaves the service time, as
+//! `DeadlineQueueLayer` does with its estimate, keeps every started request in time
+//! whatever the length.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -32,6 +41,17 @@ pub enum Line {
     Unbounded,
     /// At most [`QUEUE`] wait, each until its client's deadline; the rest get 503.
     Bounded(Order),
+}
+
+/// When a waiting request is given up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Start {
+    /// Once its client's deadline has passed (the line alone).
+    BeforeDeadline,
+    /// Once its deadline leaves less than the service time, so every request started
+    /// can still answer in time (`DeadlineQueueLayer` with its service-time estimate,
+    /// here exact: every request takes [`SERVICE`]).
+    LeavingServiceTime,
 }
 
 impl Line {
@@ -82,18 +102,69 @@ enum Waiting {
 
 /// Runs every line on the same arrivals (seeded).
 pub fn run(seed: u64) -> Vec<Run> {
-    let arrivals = poisson(OFFERED, SECONDS, &mut rng(seed));
+    let arrivals = arrivals(seed);
     Line::ALL
         .iter()
-        .map(|&line| run_line(line, &arrivals))
+        .map(|&line| run_line(line, QUEUE, Start::BeforeDeadline, &arrivals))
         .collect()
 }
 
-fn run_line(line: Line, arrivals: &[u64]) -> Run {
+/// The seeded arrivals every run of the experiment shares.
+fn arrivals(seed: u64) -> Vec<u64> {
+    poisson(OFFERED, SECONDS, &mut rng(seed))
+}
+
+/// The line lengths [`queue_curve`] tries: 0 to 500 in steps of 10.
+pub const QUEUES: std::ops::RangeInclusive<usize> = 0..=50;
+/// The step between [`QUEUES`].
+pub const QUEUE_STEP: usize = 10;
+
+/// Goodput over the second half of the run at one line length.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct QueuePoint {
+    /// Requests allowed to wait.
+    pub queue: usize,
+    /// Oldest first, given up once the client's deadline passed.
+    pub oldest: f64,
+    /// Newest first, the same.
+    pub newest: f64,
+    /// Oldest first, started only while the deadline leaves the service time.
+    pub oldest_checked: f64,
+    /// Newest first, the same.
+    pub newest_checked: f64,
+}
+
+/// Goodput for every line length in [`QUEUES`] (same arrivals as [`run`]).
+pub fn queue_curve(seed: u64) -> Vec<QueuePoint> {
+    let arrivals = arrivals(seed);
+    let at = |queue, order, start| {
+        run_line(Line::Bounded(order), queue, start, &arrivals).goodput_second_half()
+    };
+    QUEUES
+        .map(|k| {
+            let queue = k * QUEUE_STEP;
+            QueuePoint {
+                queue,
+                oldest: at(queue, Order::OldestFirst, Start::BeforeDeadline),
+                newest: at(queue, Order::NewestFirst, Start::BeforeDeadline),
+                oldest_checked: at(queue, Order::OldestFirst, Start::LeavingServiceTime),
+                newest_checked: at(queue, Order::NewestFirst, Start::LeavingServiceTime),
+            }
+        })
+        .collect()
+}
+
+/// One line of length `queue` (ignored when unbounded) on `arrivals`.
+pub fn run_line(line: Line, queue: usize, start: Start, arrivals: &[u64]) -> Run {
     let workers = Arc::new(ConcurrencyLimit::new(WORKERS));
     let mut waiting = match line {
         Line::Unbounded => Waiting::Fifo(VecDeque::new()),
-        Line::Bounded(order) => Waiting::Deadlines(DeadlineQueue::new(QUEUE, order)),
+        Line::Bounded(order) => Waiting::Deadlines(DeadlineQueue::new(queue, order)),
+    };
+    // The line's deadline: the client's, or the last moment a start can answer in time.
+    let start_by = match start {
+        Start::BeforeDeadline => PATIENCE,
+        Start::LeavingServiceTime => PATIENCE - SERVICE,
     };
     let mut run = Run {
         line,
@@ -131,7 +202,7 @@ fn run_line(line: Line, arrivals: &[u64]) -> Run {
             Err(_) => match &mut waiting {
                 Waiting::Fifo(q) => q.push_back(t),
                 Waiting::Deadlines(q) => {
-                    if q.push(t + PATIENCE, t).is_err() {
+                    if q.push(t + start_by, t).is_err() {
                         run.refused += 1;
                     }
                 }

@@ -9,6 +9,12 @@
 //! **Herd.** 200 clients are refused at the same instant. Waiting exactly the backoff
 //! ceiling (1 s, 2 s, 4 s) brings all 200 back in the same instant each time; drawing
 //! the wait uniformly below the ceiling (full jitter) spreads them.
+//!
+//! How much backoff cuts the load while the server is down depends on how long the
+//! first waits are, against the 10 s outage: a 1 s base after the server's
+//! `Retry-After: 1` pushes most retries out of the first seconds, while a short base
+//! without `Retry-After` brings them back within the outage, to be refused again.
+//! [`base_curve`] moves the base, with and without `Retry-After`.
 
 use std::time::Duration;
 
@@ -33,9 +39,66 @@ pub const WINDOW: u64 = SEC / 10;
 
 /// The backoff both experiments use: 1 s base, 30 s cap, 3 retries.
 pub fn backoff() -> Backoff {
-    Backoff::new(Duration::from_secs(1), Duration::from_secs(30))
-        .expect("valid")
-        .with_max_retries(RETRIES)
+    Client::EXPERIMENT.backoff()
+}
+
+/// How a backing-off client waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Client {
+    /// The first retry's ceiling.
+    pub base: Duration,
+    /// The largest ceiling.
+    pub cap: Duration,
+    /// Whether it waits the server's `Retry-After` before the jittered wait.
+    pub honours_retry_after: bool,
+}
+
+impl Client {
+    /// The experiment's client: 1 s base, 30 s cap, after `Retry-After`.
+    pub const EXPERIMENT: Self = Self {
+        base: Duration::from_secs(1),
+        cap: Duration::from_secs(30),
+        honours_retry_after: true,
+    };
+    /// A shorter-tempered client: 0.5 s base, 10 s cap, `Retry-After` not read.
+    pub const QUICK: Self = Self {
+        base: Duration::from_millis(500),
+        cap: Duration::from_secs(10),
+        honours_retry_after: false,
+    };
+
+    /// Its [`Backoff`], at most [`RETRIES`] retries.
+    pub fn backoff(self) -> Backoff {
+        Backoff::new(self.base, self.cap)
+            .expect("valid")
+            .with_max_retries(RETRIES)
+    }
+}
+
+/// The bases [`base_curve`] tries: every [`BASE_STEP`] up to this.
+pub const LONGEST_BASE: Duration = Duration::from_secs(3);
+/// The step between them.
+pub const BASE_STEP: Duration = Duration::from_millis(100);
+
+/// The experiment's client with every base from [`BASE_STEP`] to [`LONGEST_BASE`]:
+/// `(base, after Retry-After, without it)`.
+pub fn base_curve(seed: u64) -> Vec<(Duration, Amplification, Amplification)> {
+    let steps = (LONGEST_BASE.as_millis() / BASE_STEP.as_millis()) as u32;
+    (1..=steps)
+        .map(|k| {
+            let base = BASE_STEP * k;
+            let client = |honours_retry_after| Client {
+                base,
+                honours_retry_after,
+                ..Client::EXPERIMENT
+            };
+            (
+                base,
+                backing_off(client(true), seed),
+                backing_off(client(false), seed),
+            )
+        })
+        .collect()
 }
 
 /// How clients retry.
@@ -60,12 +123,21 @@ pub struct Amplification {
 
 /// Runs the amplification experiment for both retry policies (seeded).
 pub fn amplification(seed: u64) -> [Amplification; 2] {
-    [Retry::Immediate, Retry::Backoff].map(|r| amplify(r, seed))
+    [
+        amplify(Retry::Immediate, Client::EXPERIMENT, seed),
+        backing_off(Client::EXPERIMENT, seed),
+    ]
 }
 
-fn amplify(retry: Retry, seed: u64) -> Amplification {
+/// The amplification experiment with clients backing off as `client` does.
+pub fn backing_off(client: Client, seed: u64) -> Amplification {
+    amplify(Retry::Backoff, client, seed)
+}
+
+fn amplify(retry: Retry, client: Client, seed: u64) -> Amplification {
     let mut rng = rng(seed);
-    let policy = backoff();
+    let policy = client.backoff();
+    let retry_after = client.honours_retry_after.then_some(RETRY_AFTER);
     let mut attempts: Events<u32> = Events::default();
     for t in even(RATE, SECONDS) {
         attempts.push(t, 0);
@@ -85,7 +157,7 @@ fn amplify(retry: Retry, seed: u64) -> Amplification {
         let wait = match retry {
             Retry::Immediate => (attempt < RETRIES).then_some(Duration::ZERO),
             Retry::Backoff => {
-                (attempt < RETRIES).then(|| policy.delay_with(attempt, Some(RETRY_AFTER), &mut rng))
+                (attempt < RETRIES).then(|| policy.delay_with(attempt, retry_after, &mut rng))
             }
         };
         if let Some(wait) = wait {
