@@ -346,6 +346,31 @@ async fn a_request_without_time_to_finish_is_not_started() {
     assert_eq!(strict.service_time_estimate(), Duration::from_secs(20));
 }
 
+/// One cold request (2.5 s, longer than the clients' 2 s) must not lock the queue into
+/// refusing: a request that finds a free slot starts at once with its whole deadline,
+/// so the estimate keeps being measured and comes back down (before: 1,000 of 1,000
+/// requests to a healthy 10 ms service refused, the estimate stuck at 2.5 s).
+#[tokio::test(start_paused = true)]
+async fn a_cold_start_does_not_lock_the_queue_into_refusing() {
+    let layer = DeadlineQueueLayer::new(4, 16, Duration::from_secs(2));
+    let app = Router::new()
+        .fallback(|uri: http::Uri| async move {
+            let ms = if uri.path() == "/cold" { 2_500 } else { 10 };
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            "done"
+        })
+        .layer(layer.clone());
+    assert_eq!(status(&app, "/cold", &[]).await, StatusCode::OK);
+    assert_eq!(layer.service_time_estimate(), Duration::from_millis(2_500));
+    let mut ok = 0;
+    for _ in 0..1_000 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        ok += u32::from(status(&app, "/fast", &[]).await == StatusCode::OK);
+    }
+    assert_eq!(ok, 1_000);
+    assert!(layer.service_time_estimate() < Duration::from_millis(20));
+}
+
 /// Absurd durations for every duration setting of the queue and the breaker layer:
 /// no panic, no overflow (before: `Duration::MAX` as the queue's timeout panicked
 /// every request with "overflow when adding duration to instant").

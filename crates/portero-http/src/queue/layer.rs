@@ -18,9 +18,12 @@ use crate::headers::retry_after_value;
 /// line, keeps busy answering requests whose clients already gave up: full throughput,
 /// no goodput. This layer bounds the line and gives every request a deadline (the
 /// client's timeout, from a header if the client sends one, never beyond the
-/// configured one); a request is started only if its deadline leaves at least the
-/// [estimated service time](Self::service_time_estimate), so one that would answer
-/// after its client gave up is answered 503 and never reaches the inner service, and
+/// configured one); a request that waited in line is started only if its deadline
+/// still leaves the [estimated service time](Self::service_time_estimate), so one that
+/// would answer after its client gave up is answered 503 and never reaches the inner
+/// service (one that finds a free slot starts at once: it has its whole deadline, and
+/// running it keeps the estimate measured, so a slow spell cannot lock the queue into
+/// refusing everything), and
 /// one whose client disconnects leaves the line at once (its future is dropped). A
 /// full line refuses in constant time. The line is served oldest first by default
 /// ([`Order`]).
@@ -82,15 +85,16 @@ impl DeadlineQueueLayer {
         self
     }
 
-    /// The service time a request must have left before its deadline to be started,
-    /// instead of the measured one (below). A request that could not finish in time
-    /// is answered 503 without running: its answer would come after its client gave up.
+    /// The service time a request that waited must have left before its deadline to
+    /// be started, instead of the measured one (below). A request that could not
+    /// finish in time is answered 503 without running: its answer would come after
+    /// its client gave up.
     pub fn service_time(mut self, estimate: Duration) -> Self {
         self.service_time = Some(estimate);
         self
     }
 
-    /// What a request must have left before its deadline to be started: the
+    /// What a request that waited must have left before its deadline to be started: the
     /// configured [`service_time`](Self::service_time), or else the mean service
     /// time of the requests this layer has run (exponentially weighted, each new one
     /// counting 1/8; zero before the first).

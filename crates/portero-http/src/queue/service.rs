@@ -61,11 +61,11 @@ where
         let refused = service_unavailable::<ResB>(&self.layer.retry_after);
         let layer = self.layer.clone();
         Box::pin(async move {
-            let slot = match entry {
-                Entry::Now(slot) => slot,
+            let (slot, waited) = match entry {
+                Entry::Now(slot) => (slot, false),
                 Entry::Full => return Ok(refused),
                 Entry::Wait(line) => match tokio::time::timeout_at(start_by, line).await {
-                    Ok(Ok(slot)) => slot,
+                    Ok(Ok(slot)) => (slot, true),
                     // Past the deadline, or dropped from the line as expired.
                     _ => {
                         shed("deadline_queue", "deadline_passed");
@@ -75,7 +75,11 @@ where
             };
             let started = Instant::now();
             let done_by = started.checked_add(layer.service_time_estimate());
-            if done_by.is_none_or(|done| done > deadline) {
+            // Only a request that lost time in line is judged by the estimate: one that
+            // found a free slot has its whole deadline, and running it keeps the
+            // estimate measured (refusing those too, one slow request could push the
+            // estimate past every deadline and nothing would ever run to lower it).
+            if started >= deadline || (waited && done_by.is_none_or(|done| done > deadline)) {
                 // It could not answer before its client gives up: never run it.
                 shed("deadline_queue", "deadline_passed");
                 return Ok(refused);
