@@ -58,12 +58,14 @@ const LIMIT_SHIFT: u32 = 33;
 const MEASURING: u64 = 1 << 32;
 /// The highest `max_limit` the admission word holds.
 const MAX_LIMIT: u32 = (1 << 31) - 1;
-// The sample word: measuring (bit 63) | closing (bit 62) | count (14) | sum in µs (48).
+// The sample word: measuring (bit 63) | closing (bit 62) | count (14) | abandoned
+// (bit 47: a call of the measurement was abandoned) | sum in µs (47).
 const PROBING: u64 = 1 << 63;
 const CLOSING: u64 = 1 << 62;
 const COUNT_SHIFT: u32 = 48;
 const COUNT_MASK: u64 = (1 << 14) - 1;
-const SUM_MASK: u64 = (1 << COUNT_SHIFT) - 1;
+const ABANDONED: u64 = 1 << 47;
+const SUM_MASK: u64 = ABANDONED - 1;
 /// Latencies above this (µs, about 71 minutes) are counted as this.
 const MAX_SAMPLE_US: u64 = u32::MAX as u64;
 /// The largest tolerance accepted, in percent.
@@ -184,6 +186,14 @@ pub struct AdaptivePermit {
     reported: bool,
 }
 
+/// Which kind of batch a sample closed.
+#[derive(Clone, Copy)]
+enum Close {
+    Batch,
+    Measurement,
+    AbandonedMeasurement,
+}
+
 /// What a sample says about the call.
 #[derive(Clone, Copy)]
 enum Sample {
@@ -281,19 +291,27 @@ impl AdaptiveConcurrency {
         }
         .min(MAX_SAMPLE_US);
         let batch = u64::from(self.config.batch);
+        let abandoned = !matches!(sample, Sample::Took(_));
         let Ok(closed) = self.samples.apply::<_, core::convert::Infallible>(|s| {
             let probing = s & PROBING != 0;
-            if probing && (!in_probe || !matches!(sample, Sample::Took(_))) {
-                // Called before the measurement began (it may have queued), or
-                // abandoned: not a no-load latency.
+            if probing && !in_probe {
+                // Called before the measurement began: it may have queued.
                 return Ok(Transition::keep(None));
             }
+            // An abandoned call of a measurement is no no-load latency, but it must
+            // count: a measurement whose calls are all abandoned would never end.
+            let marks = if probing && abandoned { ABANDONED } else { 0 };
             let count = ((s >> COUNT_SHIFT) & COUNT_MASK) + 1;
             let sum = ((s & SUM_MASK) + us).min(SUM_MASK);
-            let flags = s & (PROBING | CLOSING);
+            let flags = (s & (PROBING | CLOSING | ABANDONED)) | marks;
             Ok(if count >= batch && s & CLOSING == 0 {
                 // This caller closes the batch, alone until it clears CLOSING.
-                Transition::write(Some((sum / count, probing)), flags | CLOSING)
+                let kind = match (probing, flags & ABANDONED != 0) {
+                    (false, _) => Close::Batch,
+                    (true, false) => Close::Measurement,
+                    (true, true) => Close::AbandonedMeasurement,
+                };
+                Transition::write(Some((sum / count, kind)), (flags & !ABANDONED) | CLOSING)
             } else {
                 // While a close is in progress, samples wait for the next batch.
                 let count = count.min(COUNT_MASK);
@@ -301,10 +319,41 @@ impl AdaptiveConcurrency {
             })
         });
         match closed {
-            Some((mean, true)) => self.end_probe(mean),
-            Some((mean, false)) => self.adjust(mean),
+            Some((mean, Close::Measurement)) => self.end_probe(mean),
+            Some((mean, Close::AbandonedMeasurement)) => self.abandon_probe(mean),
+            Some((mean, Close::Batch)) => self.adjust(mean),
             None => {}
         }
+    }
+
+    /// A measurement some of whose calls were abandoned: the service is slower than
+    /// its callers wait, so the old baseline stays and the limit the measurement
+    /// would have restored is cut by the batch's gradient instead. Before the first
+    /// baseline there is nothing to restore: measure again at the minimum.
+    fn abandon_probe(&self, mean_us: u64) {
+        let base = self.baseline.load();
+        if base >> 32 == 0 {
+            self.samples.store(PROBING);
+            return;
+        }
+        let next = self.next_limit(self.saved_limit.load(), mean_us);
+        self.baseline.store(base & !LOW_32);
+        self.word
+            .update(|w| Some((next << LIMIT_SHIFT) | (w & LOW_32)));
+        self.samples.store(0);
+    }
+
+    /// The limit after a batch of mean latency `mean_us` at `limit`: the gradient
+    /// (clamped to ½–2×), plus `√limit` above the floor, within the bounds.
+    fn next_limit(&self, limit: u64, mean_us: u64) -> u64 {
+        let c = &self.config;
+        // Integer arithmetic (no floating point in `no_std`): the gradient in 1/1000.
+        let gradient = (self.allowed_us() * 1000 / mean_us.max(1)).clamp(500, 2000);
+        // No headroom at the gradient's floor: latency at least twice the allowance
+        // (or abandoned calls) means overload, and the limit must be free to fall to
+        // its minimum; √limit on top of halving would stop it at 4.
+        let headroom = if gradient > 500 { isqrt(limit) } else { 0 };
+        (limit * gradient / 1000 + headroom).clamp(u64::from(c.min_limit), u64::from(c.max_limit))
     }
 
     // Both run with CLOSING held, so their stores never interleave with another close.
@@ -324,14 +373,8 @@ impl AdaptiveConcurrency {
         let c = &self.config;
         let base = self.baseline.load();
         let limit = self.limit();
-        // Integer arithmetic (no floating point in `no_std`): the gradient in 1/1000.
+        let next = self.next_limit(limit, mean_us);
         let gradient = (self.allowed_us() * 1000 / mean_us.max(1)).clamp(500, 2000);
-        // No headroom at the gradient's floor: latency at least twice the allowance
-        // (or abandoned calls) means overload, and the limit must be free to fall to
-        // its minimum; √limit on top of halving would stop it at 4.
-        let headroom = if gradient > 500 { isqrt(limit) } else { 0 };
-        let next = (limit * gradient / 1000 + headroom)
-            .clamp(u64::from(c.min_limit), u64::from(c.max_limit));
         let due = (base & LOW_32) + 1 >= u64::from(c.rebaseline_every);
         // Slower than allowed even at the minimum limit, where nothing should queue:
         // the service itself got slower and the baseline is stale. Measure it now
@@ -431,8 +474,8 @@ mod tests {
         let a = limit.try_acquire_owned().unwrap();
         let _b = limit.try_acquire_owned().unwrap();
         assert!(limit.try_acquire_owned().is_err());
-        drop(a);
-        run_batch(&limit, 4, 100);
+        a.completed(Duration::from_millis(100)); // frees its slot, one of the batch
+        run_batch(&limit, 3, 100);
         assert_eq!(limit.baseline(), Duration::from_millis(100));
         assert_eq!(limit.limit(), 10);
         run_batch(&limit, 4, 100); // gradient clamps to 1.25: 10 × 1.25 + √10
@@ -615,6 +658,33 @@ mod tests {
                     "no queue measured"
                 );
             }
+        }
+    }
+
+    /// Every call abandoned, whenever the outage starts — in the middle of normal
+    /// batches or just as a re-measurement of the baseline begins: the limit falls to
+    /// its minimum and stays there (before: a measurement that no call ever completed
+    /// never ended, and the limit stayed pinned at 107, 100 or 400).
+    #[test]
+    fn an_outage_at_any_moment_drives_the_limit_to_its_minimum() {
+        let c = AdaptiveConfig::default();
+        for offset in (0..u64::from(c.batch) * u64::from(c.rebaseline_every)).step_by(37) {
+            let limit = Arc::new(AdaptiveConcurrency::new(c).unwrap());
+            for _ in 0..2_001 + offset {
+                let p = limit.try_acquire_owned().unwrap();
+                p.completed(Duration::from_millis(10));
+            }
+            let before = limit.limit();
+            for i in 0..5_000 {
+                if let Ok(p) = limit.try_acquire_owned() {
+                    if i % 2 == 0 {
+                        drop(p);
+                    } else {
+                        p.cancelled(Duration::from_secs(30));
+                    }
+                }
+            }
+            assert_eq!(limit.limit(), 3, "offset {offset}: from {before}");
         }
     }
 }
