@@ -172,6 +172,24 @@ fn non_utf8_on_the_left_does_not_hide_the_hop_the_proxy_appended() {
     assert_eq!(resolve.resolve(proxy, &hidden), ClientAddr::UNIDENTIFIED);
 }
 
+/// A proxy on IPv6 loopback (a sidecar): `::1` groups to `::` at /64, and the
+/// unidentified bucket must not be that group (before it was `::` itself, so a client
+/// sending garbage through the sidecar drained the sidecar's own health checks).
+#[test]
+fn the_unidentified_bucket_is_no_peer_group() {
+    let resolve = ClientIp::new(TrustedProxies::new(["::1"]).unwrap());
+    let sidecar: IpAddr = "::1".parse().unwrap();
+    let own = resolve.resolve(sidecar, &HeaderMap::new());
+    let mut garbage = HeaderMap::new();
+    garbage.insert("x-forwarded-for", HeaderValue::from_static("unknown"));
+    let unreadable = resolve.resolve(sidecar, &garbage);
+    assert_eq!(unreadable, ClientAddr::UNIDENTIFIED);
+    assert_ne!(own, ClientAddr::UNIDENTIFIED, "the proxy's own key");
+    let direct = ClientIp::new(TrustedProxies::none()).resolve(sidecar, &HeaderMap::new());
+    assert_ne!(direct, ClientAddr::UNIDENTIFIED);
+    assert_eq!(unreadable.to_string(), "unidentified");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_without_a_key_share_one_bucket_by_default() {
     let quota = per_minute(5);
@@ -409,16 +427,17 @@ proptest! {
         let peer: IpAddr = "10.1.1.1".parse().unwrap();
         let key = ClientIp::new(trusted().writing(ForwardedField::Forwarded)).resolve(peer, &headers);
         let t = trusted();
-        let mut want = if chain.is_empty() { Some(peer) } else { None };
+        let group = |ip| Prefixes::default().group(ip);
+        let mut want = if chain.is_empty() { Some(group(peer)) } else { None };
         let mut leftmost = peer;
         for (node, ..) in chain.iter().rev() {
             match node {
-                Node::Ip(ip) if !t.contains(*ip) => { want = Some(*ip); break; }
+                Node::Ip(ip) if !t.contains(*ip) => { want = Some(group(*ip)); break; }
                 Node::Ip(ip) => leftmost = *ip,
-                _ => { want = Some(ClientAddr::UNIDENTIFIED.ip()); break; }
+                _ => { want = Some(ClientAddr::UNIDENTIFIED); break; }
             }
         }
-        let want = Prefixes::default().group(want.unwrap_or(leftmost));
+        let want = want.unwrap_or_else(|| group(leftmost));
         prop_assert_eq!(key, want, "{:?}", lines);
     }
 }

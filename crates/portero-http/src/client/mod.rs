@@ -44,23 +44,40 @@ pub use forwarded::{MAX_FORWARDED_BYTES, MAX_HOPS};
 
 /// A client address grouped by its prefix: a `Copy` key that allocates nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ClientAddr(IpAddr);
+pub struct ClientAddr {
+    ip: IpAddr,
+    // The unidentified bucket is told apart by this flag, not by an address: every
+    // address, `::` included, is some peer's group (`::1` groups to `::` at /64).
+    unidentified: bool,
+}
 
 impl ClientAddr {
     /// The key of clients behind a trusted proxy whose forwarding field could not be
     /// read at all (the proxy's own hop malformed or hidden): they share this bucket,
-    /// the unspecified address `::`, which no peer can have.
-    pub const UNIDENTIFIED: Self = Self(IpAddr::V6(Ipv6Addr::UNSPECIFIED));
+    /// which equals no grouped address (its [`ip`](Self::ip) reads `::`).
+    pub const UNIDENTIFIED: Self = Self {
+        ip: IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+        unidentified: true,
+    };
 
-    /// The grouped address (the prefix, with the host bits zero).
+    /// The grouped address (the prefix, with the host bits zero); `::` for
+    /// [`UNIDENTIFIED`](Self::UNIDENTIFIED).
     pub fn ip(&self) -> IpAddr {
-        self.0
+        self.ip
+    }
+
+    /// Whether this is [`UNIDENTIFIED`](Self::UNIDENTIFIED).
+    pub fn is_unidentified(&self) -> bool {
+        self.unidentified
     }
 }
 
 impl fmt::Display for ClientAddr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
+        if self.unidentified {
+            return f.write_str("unidentified");
+        }
+        self.ip.fmt(f)
     }
 }
 
@@ -87,10 +104,14 @@ impl Prefixes {
 
     /// `ip` as a key: IPv4-mapped IPv6 as IPv4, then the host bits cleared.
     pub fn group(&self, ip: IpAddr) -> ClientAddr {
-        ClientAddr(match canonical(ip) {
+        let ip = match canonical(ip) {
             IpAddr::V4(v4) => IpAddr::V4(Ipv4Addr::from(u32::from(v4) & mask32(self.v4))),
             IpAddr::V6(v6) => IpAddr::V6(Ipv6Addr::from(u128::from(v6) & mask128(self.v6))),
-        })
+        };
+        ClientAddr {
+            ip,
+            unidentified: false,
+        }
     }
 }
 
@@ -271,7 +292,10 @@ impl ClientIp {
 
     /// The client behind a request from `peer` with `headers`, grouped.
     pub fn resolve(&self, peer: IpAddr, headers: &HeaderMap) -> ClientAddr {
-        self.prefixes.group(self.client_of(peer, headers))
+        match self.client_of(peer, headers) {
+            Some(ip) => self.prefixes.group(ip),
+            None => ClientAddr::UNIDENTIFIED,
+        }
     }
 
     /// The client of a request, from the peer address the server recorded in its
@@ -282,25 +306,26 @@ impl ClientIp {
         Some(self.resolve(peer, request.headers()))
     }
 
-    fn client_of(&self, peer: IpAddr, headers: &HeaderMap) -> IpAddr {
+    /// The client's address, or `None` for an unreadable chain (unidentified).
+    fn client_of(&self, peer: IpAddr, headers: &HeaderMap) -> Option<IpAddr> {
         if !self.trusted.contains(peer) {
-            return peer;
+            return Some(peer);
         }
         let hops = hops_from_right(headers, self.trusted.field);
         if hops.is_empty() {
-            return peer; // the proxy forwarded no field: its own request
+            return Some(peer); // the proxy forwarded no field: its own request
         }
         let mut leftmost = peer;
         for hop in hops {
             match hop {
-                Hop::Addr(ip) if !self.trusted.contains(ip) => return ip,
+                Hop::Addr(ip) if !self.trusted.contains(ip) => return Some(ip),
                 Hop::Addr(ip) => leftmost = ip,
                 // Only trusted hops so far, then one nobody can read: charging the
                 // last of them would charge a proxy for what its client wrote.
-                Hop::Unreadable => return ClientAddr::UNIDENTIFIED.0,
+                Hop::Unreadable => return None,
             }
         }
-        leftmost // every hop trusted: the request came from inside
+        Some(leftmost) // every hop trusted: the request came from inside
     }
 }
 
