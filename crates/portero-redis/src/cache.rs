@@ -22,6 +22,8 @@
 //! Memory is the core's keyed table with its key cap: a full table caches no new keys
 //! (they go to Redis), and keys whose refusal has passed are reclaimed.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use portero::{Algorithm, CheckError, Clock, Decision, KeyedLimiter, Transition};
 
 /// Bit set in a "cost" that is really an instruction to block.
@@ -96,6 +98,16 @@ impl Algorithm for BlockedUntil {
 pub(crate) struct BlockedKeys {
     table: KeyedLimiter<str, BlockedUntil>,
     epoch: u64,
+    // Resets so far: a refusal Redis gave to a request sent before a reset is not
+    // cached (Redis may have forgotten the key since).
+    resets: AtomicU64,
+}
+
+/// When a request was sent, as the cache needs to know: the time and the resets.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Sent {
+    at: u64,
+    resets: u64,
 }
 
 impl BlockedKeys {
@@ -104,12 +116,21 @@ impl BlockedKeys {
         Self {
             table: KeyedLimiter::new(BlockedUntil { epoch }, max_keys),
             epoch,
+            resets: AtomicU64::new(0),
         }
     }
 
-    /// Now on the cache's clock (ns): read before a request is sent.
-    pub(crate) fn now(&self) -> u64 {
+    /// Now on the cache's clock (ns).
+    fn now(&self) -> u64 {
         self.table.clock().now()
+    }
+
+    /// Read just before a request is sent.
+    pub(crate) fn sent(&self) -> Sent {
+        Sent {
+            resets: self.resets.load(Ordering::SeqCst),
+            at: self.now(),
+        }
     }
 
     /// How long `key` is still refused for `cost` units, if it is.
@@ -120,11 +141,16 @@ impl BlockedKeys {
     }
 
     /// Redis refused `cost` units of `key` for `retry_after_ns`, answering a request
-    /// sent at `sent` (ns, from [`now`](Self::now)).
-    pub(crate) fn block(&self, key: &str, cost: u64, retry_after_ns: u64, sent: u64) {
+    /// [`sent`](Self::sent) then.
+    pub(crate) fn block(&self, key: &str, cost: u64, retry_after_ns: u64, sent: Sent) {
         let Some(floor) = floor_of(cost) else {
             return;
         };
+        let sent_resets = sent.resets;
+        if self.resets.load(Ordering::SeqCst) != sent_resets {
+            return; // a reset since the send: the refusal may no longer hold
+        }
+        let sent = sent.at;
         // Whole ms, rounded down: the cache never refuses past Redis's own answer. A
         // refusal past the word's range is cut short (refusing less is safe).
         let until_ms = (sent
@@ -136,11 +162,18 @@ impl BlockedKeys {
         if until_ms > now_ms && cost > 0 {
             let op = BLOCK | (until_ms << FLOOR_BITS) | floor;
             let _ = self.table.check_n(key, op);
+            // A reset between the check above and this write: undo it. (A reset after
+            // this point clears the key itself.)
+            if self.resets.load(Ordering::SeqCst) != sent_resets {
+                self.table.reset(key);
+            }
         }
     }
 
-    /// Forgets `key`'s refusal (its limit was reset).
+    /// Forgets `key`'s refusal (its limit was reset), and every refusal still on its
+    /// way from a request sent before now.
     pub(crate) fn forget(&self, key: &str) {
+        self.resets.fetch_add(1, Ordering::SeqCst);
         self.table.reset(key);
     }
 }

@@ -29,7 +29,8 @@ use crate::{RedisCheckError, RedisLimiter, ServedBy, Verdict};
 ///   instances never more is admitted than the limit allows, counted over any window
 ///   lengthened by `lease_for`.
 /// - **Resets.** [`reset`](Self::reset) drops this instance's lease and the
-///   key in Redis. Other instances' leases are theirs until they expire: after a
+///   key in Redis, and a lease request in flight when it runs is not kept. Other
+///   instances' leases are theirs until they expire: after a
 ///   reset at most the units they hold unspent then
 ///   ([`leased_units`](Self::leased_units), summed over the instances) are
 ///   admitted on top of the fresh limit, and none after `lease_for`.
@@ -54,6 +55,8 @@ pub struct LeasedLimiter {
 #[derive(Debug, Default)]
 struct Leases {
     live: HashMap<String, Lease>,
+    // This instance's resets so far: a lease asked for before one is not kept.
+    resets: u64,
     // Keys with a lease request in flight, and how to tell its waiters it is done.
     leasing: HashMap<String, Arc<Notify>>,
 }
@@ -165,6 +168,7 @@ impl LeasedLimiter {
             });
         }
         let sent = self.limiter.cache_now();
+        let resets = self.lock().resets;
         let asked = Instant::now();
         let decided = self
             .limiter
@@ -191,11 +195,14 @@ impl LeasedLimiter {
         let expires = asked
             .checked_add(self.lease_for)
             .or_else(|| asked.checked_add(Duration::from_secs(30 * 365 * 86_400)));
-        if let Some(expires) = expires {
-            self.lock()
-                .live
-                .insert(key.to_owned(), Lease { left, expires });
+        let mut leases = self.lock();
+        // A reset since the send: Redis may have forgotten the key before or after it
+        // charged these units; keeping them could admit a batch on top of the fresh
+        // limit, dropping them only strands it.
+        if let (Some(expires), true) = (expires, leases.resets == resets) {
+            leases.live.insert(key.to_owned(), Lease { left, expires });
         }
+        drop(leases);
         let decision = if fits {
             Decision::admitted(capacity, left, 0)
         } else {
@@ -212,7 +219,11 @@ impl LeasedLimiter {
     /// Forgets `key`: this instance's lease and the key in Redis (see the module
     /// docs for other instances' leases).
     pub async fn reset(&self, key: &str) -> Result<(), redis::RedisError> {
-        self.lock().live.remove(key);
+        {
+            let mut leases = self.lock();
+            leases.resets += 1;
+            leases.live.remove(key);
+        }
         self.limiter.reset(key).await
     }
 

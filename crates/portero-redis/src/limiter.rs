@@ -13,7 +13,7 @@ use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Script, Value};
 
 use crate::algorithm::{redis_keys, RedisAlgorithm, RedisQuotaError};
-use crate::cache::BlockedKeys;
+use crate::cache::{BlockedKeys, Sent};
 use crate::clock::RedisClock;
 use crate::outcome::{is_migrating, is_outage};
 use crate::stack::{StackVerdict, StackedLimit};
@@ -411,9 +411,9 @@ impl RedisLimiter {
         self.cache.as_deref()?.refused_for(redis_key, cost)
     }
 
-    /// Now on the blocked-key cache's clock (0 without a cache): read before sending.
-    pub(crate) fn cache_now(&self) -> u64 {
-        self.cache.as_deref().map_or(0, BlockedKeys::now)
+    /// What the blocked-key cache (if any) needs to know of a send: read just before.
+    pub(crate) fn cache_now(&self) -> Option<Sent> {
+        self.cache.as_deref().map(BlockedKeys::sent)
     }
 
     /// Tells the blocked-key cache (if any) that Redis refused `cost` units, in
@@ -423,9 +423,9 @@ impl RedisLimiter {
         redis_key: &str,
         cost: u64,
         retry_after_ns: u64,
-        sent: u64,
+        sent: Option<Sent>,
     ) {
-        if let Some(cache) = &self.cache {
+        if let (Some(cache), Some(sent)) = (&self.cache, sent) {
             cache.block(redis_key, cost, retry_after_ns, sent);
         }
     }

@@ -222,3 +222,51 @@ async fn the_cache_refuses_only_what_redis_refuses_over_random_operations() {
 fn elapsed_ns(since: std::time::Instant) -> u64 {
     u64::try_from(since.elapsed().as_nanos()).unwrap_or(u64::MAX)
 }
+
+/// A reset while a refused check is in flight (an operator unblocking a user as the
+/// user retries): the refusal that arrives after the reset is not cached, so the next
+/// check goes to Redis, which admits it (before: refused from the cache for 12 s in
+/// 20 of 20 rounds).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_in_flight_during_a_reset_is_not_cached() {
+    let server = LocalRedis::start().expect("redis-server for this test");
+    let gcra = RedisAlgorithm::gcra(Quota::per_minute(5).unwrap()).unwrap();
+    let l = limiter(&server, gcra).await.blocked_key_cache(1_000);
+    for round in 0..20 {
+        let key = format!("user-{round}");
+        for _ in 0..5 {
+            assert!(l.check(&key, 1).await.unwrap().decision.is_allowed());
+        }
+        let (refused, reset) = tokio::join!(l.check(&key, 1), l.reset(&key));
+        reset.unwrap();
+        assert!(
+            !refused.unwrap().decision.is_allowed(),
+            "decided before the reset"
+        );
+        let next = l.check(&key, 1).await.unwrap();
+        assert_eq!(next.served_by, ServedBy::Redis, "round {round}");
+        assert!(next.decision.is_allowed(), "round {round}");
+    }
+}
+
+/// A reset while this instance's lease request is in flight: the lease that arrives
+/// after it is not kept, so this instance holds nothing leased from before its own
+/// reset (before: 49 units kept, 149 admitted against a fresh limit of 100).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_in_flight_during_this_instances_reset_is_not_kept() {
+    let server = LocalRedis::start().expect("redis-server for this test");
+    let gcra = RedisAlgorithm::gcra(Quota::per_hour(100).unwrap()).unwrap();
+    for round in 0..10 {
+        let l = limiter(&server, gcra).await;
+        let leased = LeasedLimiter::new(l, 50, Duration::from_secs(60), 100);
+        let key = format!("k-{round}");
+        let (_, reset) = tokio::join!(leased.check(&key, 1), leased.reset(&key));
+        reset.unwrap();
+        assert_eq!(leased.leased_units(), 0, "round {round}");
+        let mut admitted = 0;
+        for _ in 0..200 {
+            admitted += u32::from(leased.check(&key, 1).await.unwrap().decision.is_allowed());
+        }
+        assert!(admitted <= 100, "round {round}: {admitted} after the reset");
+    }
+}
