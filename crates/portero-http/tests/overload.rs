@@ -819,3 +819,50 @@ async fn shed_requests_are_counted_by_layer_and_reason() {
     );
     assert_eq!(get("circuit_breaker", "circuit_open"), 2);
 }
+
+/// A client that never becomes ready (a connect to a black-holed host, a full buffer)
+/// once the open period is over: readiness past the call timeout is a failed call, so
+/// the probe fails, the breaker opens again and the fallback answers (before: every
+/// caller waited on the inner readiness forever, and no probe was ever taken).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_becomes_ready_fails_the_probe_within_the_call_timeout() {
+    use std::task::{Context, Poll};
+
+    #[derive(Clone)]
+    struct NeverReady;
+    impl tower::Service<()> for NeverReady {
+        type Response = Response<String>;
+        type Error = std::convert::Infallible;
+        type Future = std::future::Ready<Result<Response<String>, Self::Error>>;
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+            Poll::Pending
+        }
+        fn call(&mut self, _: ()) -> Self::Future {
+            unreachable!("never ready, never called")
+        }
+    }
+    let breaker = Arc::new(CircuitBreaker::new(1, Duration::from_millis(200)).unwrap());
+    breaker.try_call().unwrap().failure();
+    let client = CircuitBreakerLayer::new(breaker.clone())
+        .call_timeout(Duration::from_millis(100))
+        .fallback(|_| Response::new("fallback".to_string()))
+        .layer(NeverReady);
+    tokio::time::sleep(Duration::from_millis(250)).await; // the open period is over
+    let started = std::time::Instant::now();
+    let first = tokio::time::timeout(Duration::from_secs(2), client.clone().oneshot(()))
+        .await
+        .expect("answered within the call timeout, not hung");
+    assert!(matches!(first, Err(BreakerCallError::TimedOut)));
+    assert!(started.elapsed() < Duration::from_millis(500));
+    assert!(
+        breaker
+            .refusal_at(portero::Clock::now(breaker.clock()))
+            .is_some(),
+        "open again"
+    );
+    let next = tokio::time::timeout(Duration::from_millis(50), client.oneshot(()))
+        .await
+        .expect("the fallback, at once")
+        .unwrap();
+    assert_eq!(next.body(), "fallback");
+}

@@ -42,6 +42,8 @@ pin_project! {
             is_failure: FailureFn<B>,
         },
         Open { answer: Option<Result<Response<B>, BreakerOpen>> },
+        // Decided before any call: the inner service did not become ready in time.
+        ReadyTimedOut { answered: bool },
     }
 }
 
@@ -91,6 +93,11 @@ where
                     .expect("CircuitBreakerFuture polled after it completed")
                     .map_err(BreakerCallError::Open),
             ),
+            StateProj::ReadyTimedOut { answered } => {
+                assert!(!*answered, "CircuitBreakerFuture polled after it completed");
+                *answered = true;
+                Poll::Ready(Err(BreakerCallError::TimedOut))
+            }
         }
     }
 }

@@ -32,7 +32,10 @@ pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// above this layer). While the circuit is open the layer is ready without waiting
 /// for the inner service's readiness: a saturated client does not delay the fallback.
 /// (If the open period ends between `poll_ready` and `call` on such a service, that one
-/// call is answered as open with a zero `retry_after`; the next one probes.)
+/// call is answered as open with a zero `retry_after`; the next one probes.) The call
+/// timeout also runs while the inner service is not ready: a client that cannot take a
+/// call within it fails that call (`TimedOut`, counted), so a client stuck connecting
+/// to a black-holed host opens the breaker instead of hanging its callers.
 ///
 /// ```
 /// use std::{sync::Arc, time::Duration};
@@ -126,6 +129,8 @@ impl<S, B, C> Layer<S> for CircuitBreakerLayer<B, C> {
         CircuitBreakerService {
             inner,
             inner_ready: false,
+            ready_deadline: None,
+            ready_timed_out: false,
             layer: self.clone(),
         }
     }

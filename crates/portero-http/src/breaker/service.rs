@@ -1,11 +1,14 @@
 //! The service: ask the breaker, then call the dependency or answer without it.
 
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use http::Response;
 use portero::{BreakerOpen, Clock};
+use tokio::time::Sleep;
 use tower_service::Service;
 
 use super::future::{CircuitBreakerFuture, State};
@@ -18,6 +21,10 @@ pub struct CircuitBreakerService<S, B, C> {
     // Whether `inner.poll_ready` said ready since the last call: an open breaker
     // reports ready without asking the inner service.
     pub(super) inner_ready: bool,
+    // The call timeout runs while the inner service is not ready too: a client that
+    // cannot take a call within it has failed that call.
+    pub(super) ready_deadline: Option<Pin<Box<Sleep>>>,
+    pub(super) ready_timed_out: bool,
     pub(super) layer: CircuitBreakerLayer<B, C>,
 }
 
@@ -26,6 +33,8 @@ impl<S: Clone, B, C> Clone for CircuitBreakerService<S, B, C> {
         Self {
             inner: self.inner.clone(),
             inner_ready: false,
+            ready_deadline: None,
+            ready_timed_out: false,
             layer: self.layer.clone(),
         }
     }
@@ -57,12 +66,41 @@ where
             self.inner_ready = false;
             return Poll::Ready(Ok(()));
         }
-        let ready = self.inner.poll_ready(cx).map_err(BreakerCallError::Inner);
-        self.inner_ready = matches!(ready, Poll::Ready(Ok(())));
-        ready
+        match self.inner.poll_ready(cx) {
+            Poll::Ready(ready) => {
+                self.ready_deadline = None;
+                self.inner_ready = ready.is_ok();
+                Poll::Ready(ready.map_err(BreakerCallError::Inner))
+            }
+            Poll::Pending => {
+                let Some(timeout) = self.layer.timeout else {
+                    return Poll::Pending;
+                };
+                let deadline = self
+                    .ready_deadline
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+                if deadline.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                // Not ready within the call timeout: that call failed (as the probe,
+                // if one was due, so the breaker opens again instead of hanging).
+                self.ready_deadline = None;
+                if let Ok(call) = breaker.try_call_owned() {
+                    call.failure();
+                }
+                self.inner_ready = false;
+                self.ready_timed_out = true;
+                Poll::Ready(Ok(()))
+            }
+        }
     }
 
     fn call(&mut self, request: Req) -> Self::Future {
+        if std::mem::take(&mut self.ready_timed_out) {
+            return CircuitBreakerFuture {
+                state: State::ReadyTimedOut { answered: false },
+            };
+        }
         let breaker = &self.layer.breaker;
         let attempt = if std::mem::take(&mut self.inner_ready) {
             breaker.try_call_owned()
