@@ -371,7 +371,9 @@ impl<C: Clock> CircuitBreaker<C> {
 
     /// What a call at `now_ms` gets from state `w`: admitted (its generation, whether
     /// it is the probe) or refused, and the state to publish.
-    fn decide(&self, w: u64, now_ms: u64) -> Transition<Result<(u64, bool), BreakerOpen>> {
+    fn decide(&self, w: u64, now: u64) -> Transition<Result<(u64, bool), BreakerOpen>> {
+        // Periods start at `now` rounded up, so none is cut short by the rounding.
+        let (now_ms, from_ms) = (to_ms(now), to_ms_up(now));
         let word = Word::decode(w);
         let refuse = |wait_ms: u64| {
             Err(BreakerOpen {
@@ -380,7 +382,7 @@ impl<C: Clock> CircuitBreaker<C> {
         };
         let probe_from = |open: Word| {
             let probe = open.next(Mode::HalfOpen {
-                deadline_ms: now_ms.saturating_add(self.probe_timeout_ms),
+                deadline_ms: from_ms.saturating_add(self.probe_timeout_ms),
             });
             Transition::write(Ok((probe.generation, true)), probe.encode())
         };
@@ -407,17 +409,16 @@ impl<C: Clock> CircuitBreaker<C> {
 
     /// Lets a call in at `now` (ns), or refuses it.
     fn enter(&self, now: u64) -> Result<(u64, bool), BreakerOpen> {
-        let now_ms = to_ms(now);
         let Ok(admitted) = self
             .word
-            .apply::<_, core::convert::Infallible>(|w| Ok(self.decide(w, now_ms)));
+            .apply::<_, core::convert::Infallible>(|w| Ok(self.decide(w, now)));
         admitted
     }
 
     /// Why a call at `now` (ns) would be refused, without taking a slot or changing
     /// anything; `None` when it would go through (closed, or the next probe).
     pub fn refusal_at(&self, now: u64) -> Option<BreakerOpen> {
-        self.decide(self.word.load(), to_ms(now)).decision.err()
+        self.decide(self.word.load(), now).decision.err()
     }
 
     /// Whether a call at `now` (ns) would go through: closed, or open with its period
@@ -427,7 +428,7 @@ impl<C: Clock> CircuitBreaker<C> {
     }
 
     fn report(&self, generation: u64, probe: bool, ok: bool, now: u64) {
-        let now_ms = to_ms(now);
+        let (now_ms, from_ms) = (to_ms(now), to_ms_up(now));
         self.word.update(|w| {
             let word = Word::decode(w);
             if word.generation != generation {
@@ -441,7 +442,7 @@ impl<C: Clock> CircuitBreaker<C> {
             };
             let next = match word.mode {
                 Mode::Closed(record) if !probe => match self.trip.record(record, !ok) {
-                    (_, true) => open_from(now_ms),
+                    (_, true) => open_from(from_ms),
                     (next, false) if next == record => return None,
                     (next, false) => Word {
                         mode: Mode::Closed(next),
@@ -452,7 +453,7 @@ impl<C: Clock> CircuitBreaker<C> {
                 Mode::HalfOpen { deadline_ms } if probe && ok && now_ms < deadline_ms => {
                     word.next(Mode::Closed(0))
                 }
-                Mode::HalfOpen { deadline_ms } if probe => open_from(now_ms.min(deadline_ms)),
+                Mode::HalfOpen { deadline_ms } if probe => open_from(from_ms.min(deadline_ms)),
                 _ => return None,
             };
             Some(next.encode())
@@ -462,6 +463,10 @@ impl<C: Clock> CircuitBreaker<C> {
 
 fn to_ms(now: u64) -> u64 {
     now.min(crate::MAX_TIME_NANOS) / NANOS_PER_MS
+}
+
+fn to_ms_up(now: u64) -> u64 {
+    now.min(crate::MAX_TIME_NANOS).div_ceil(NANOS_PER_MS)
 }
 
 /// Permission to call the dependency once. Report how it went; dropping it unreported
@@ -589,6 +594,19 @@ mod tests {
         next.success_at(3_600 * S);
         hung.failure_at(3_601 * S); // the hung probe's late answer changes nothing
         assert!(b.try_call_at(3_601 * S).is_ok(), "closed");
+    }
+
+    /// A trip between two milliseconds: the open period counts from the trip rounded
+    /// up, never cut short (before: a probe went 29.000001 ms after a 30 ms trip).
+    #[test]
+    fn the_open_period_is_never_cut_short_by_rounding() {
+        let b = CircuitBreaker::new(1, Duration::from_millis(30))
+            .unwrap()
+            .with_clock(ManualClock::new());
+        b.try_call_at(0).unwrap().failure_at(999_999);
+        assert!(b.try_call_at(30_000_000).is_err());
+        assert!(b.try_call_at(30_999_999).is_err());
+        assert!(b.try_call_at(31_000_000).unwrap().is_probe());
     }
 
     /// Calls admitted before the breaker tripped report after it recovered: their
