@@ -172,6 +172,31 @@ fn non_utf8_on_the_left_does_not_hide_the_hop_the_proxy_appended() {
     assert_eq!(resolve.resolve(proxy, &hidden), ClientAddr::UNIDENTIFIED);
 }
 
+/// A proxy that appends `, for=…` to the client's own `Forwarded` line (a common
+/// nginx recipe): a malformed client part does not hide what the proxy appended
+/// (before: the whole line was unreadable and the client moved to the shared
+/// unidentified bucket at will).
+#[test]
+fn a_forwarded_line_appended_to_by_the_proxy_names_the_client() {
+    let resolve = ClientIp::new(trusted().writing(ForwardedField::Forwarded));
+    let proxy: IpAddr = "10.0.0.1".parse().unwrap();
+    for client_part in [
+        "garbage",
+        "for=1.1.1.1;for=2.2.2.2",
+        "for=\"unterminated",
+        "=;=,",
+    ] {
+        let mut h = HeaderMap::new();
+        let line = format!("{client_part}, for=203.0.113.9");
+        h.insert("forwarded", HeaderValue::from_str(&line).unwrap());
+        assert_eq!(
+            resolve.resolve(proxy, &h).to_string(),
+            "203.0.113.9",
+            "{line}"
+        );
+    }
+}
+
 /// A proxy on IPv6 loopback (a sidecar): `::1` groups to `::` at /64, and the
 /// unidentified bucket must not be that group (before it was `::` itself, so a client
 /// sending garbage through the sidecar drained the sidecar's own health checks).

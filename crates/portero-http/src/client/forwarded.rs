@@ -10,7 +10,8 @@
 //! UTF-8, an unterminated quote on a line of its own) cannot hide the hops the
 //! proxies wrote after it. A `Forwarded` line is parsed whole by the grammar, so a
 //! `,` or `;` inside a quoted-string (a copied `host="x,for=…"`) is text, not a
-//! separator.
+//! separator; a line that does not parse (a proxy that appended `, for=…` to the
+//! client's malformed line) is read from its longest tail that does, and stops there.
 
 use std::borrow::Cow;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -79,13 +80,16 @@ pub(super) fn hops_from_right(headers: &HeaderMap, field: ForwardedField) -> Vec
                 }
             }
             ForwardedField::Forwarded => {
-                let parsed = budget.checked_sub(line.len() + 1).and_then(|left| {
-                    budget = left;
-                    forwarded_line(line)
-                });
-                let Some(elements) = parsed else {
+                let Some(left) = budget.checked_sub(line.len() + 1) else {
                     push(Hop::Unreadable, &mut hops);
                     return hops;
+                };
+                budget = left;
+                // The whole line by the grammar; failing that (a proxy that appends
+                // to the client's own malformed line), its longest tail that parses.
+                let (elements, whole) = match forwarded_line(line) {
+                    Some(elements) => (elements, true),
+                    None => (forwarded_tail(line), false),
                 };
                 for node in elements.iter().rev() {
                     let hop = node
@@ -95,6 +99,10 @@ pub(super) fn hops_from_right(headers: &HeaderMap, field: ForwardedField) -> Vec
                     if !push(hop, &mut hops) {
                         return hops;
                     }
+                }
+                if !whole {
+                    push(Hop::Unreadable, &mut hops);
+                    return hops;
                 }
             }
         }
@@ -147,6 +155,23 @@ fn forwarded_line(line: &[u8]) -> Option<Vec<Option<Cow<'_, str>>>> {
             Some(_) => return None,
         }
     }
+}
+
+/// The elements of the longest tail of `line` after one of its last [`MAX_HOPS`]
+/// commas that parses by the grammar (empty if none does). A proxy that appends
+/// `, for=…` to the line it received writes its element after the client's text, so
+/// the tail holds what the proxy wrote even when the client's part is malformed. A
+/// comma inside a quoted value the proxy copied cannot fake a tail: the tail would
+/// end with that value's closing quote, unopened.
+fn forwarded_tail(line: &[u8]) -> Vec<Option<Cow<'_, str>>> {
+    line.iter()
+        .enumerate()
+        .rev()
+        .filter(|&(_, &b)| b == b',')
+        .take(MAX_HOPS)
+        .filter_map(|(comma, _)| forwarded_line(&line[comma + 1..]))
+        .last()
+        .unwrap_or_default()
 }
 
 /// A pair's value at `i`: a token, or a quoted-string unescaped; and where it ends.
@@ -319,6 +344,30 @@ mod tests {
         ] {
             assert_eq!(forwarded_node(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn a_proxy_appending_to_a_malformed_line_is_still_read() {
+        let tail = |s: &str| {
+            forwarded_tail(s.as_bytes())
+                .into_iter()
+                .map(|f| f.map(Cow::into_owned))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            tail("garbage, for=203.0.113.9"),
+            [Some("203.0.113.9".to_owned())]
+        );
+        assert_eq!(
+            tail("for=1.1.1.1;for=2.2.2.2, for=203.0.113.9"),
+            [Some("203.0.113.9".to_owned())]
+        );
+        // A comma inside the proxy's copied host= cannot fake a tail.
+        assert_eq!(
+            tail("garbage, for=198.51.100.1;host=\"x,for=6.6.6.6\""),
+            [Some("198.51.100.1".to_owned())]
+        );
+        assert!(tail("no commas \"").is_empty());
     }
 
     #[test]

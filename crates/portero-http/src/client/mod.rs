@@ -17,8 +17,8 @@
 //! right. Since proxies append on the right, a client's own garbage on the left is
 //! never reached: the address its proxy appended after it is read first, and the
 //! client is charged under it. A hop that cannot be read before any untrusted one
-//! (a proxy hiding its client as `for=unknown`, a line the proxy appended to after
-//! an unterminated quote) charges [`ClientAddr::UNIDENTIFIED`], a bucket of its own —
+//! (a proxy hiding its client as `for=unknown`, a field that no tail of parses)
+//! charges [`ClientAddr::UNIDENTIFIED`], a bucket of its own —
 //! never the proxy: a client sending 3 KB or non-UTF-8 garbage through the proxy
 //! would otherwise exhaust the proxy's own key (its health checks included).
 //!
