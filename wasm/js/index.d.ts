@@ -17,17 +17,21 @@ export interface KeyedDecision extends Decision {
   tableFull: boolean;
 }
 
-/** A rate: one of perSecond, perMinute, perHour, or limit with periodMs. */
-export interface QuotaOptions {
-  perSecond?: number;
-  perMinute?: number;
-  perHour?: number;
-  limit?: number;
-  periodMs?: number;
+/**
+ * A rate, spelled one of four ways (index.js reads the first present of perSecond,
+ * perMinute, perHour, then limit with periodMs; a rate missing or not a number
+ * throws), and the capacity, which defaults to the limit.
+ */
+export type QuotaOptions = (
+  | { perSecond: number }
+  | { perMinute: number }
+  | { perHour: number }
+  | { limit: number; periodMs: number }
+) & {
   /** Bucket capacity (alias of burst). Defaults to the limit. */
   capacity?: number;
   burst?: number;
-}
+};
 
 /** The algorithms' names, as the Rust core spells them (checked by the tests). */
 export type AlgorithmName = "gcra" | "token-bucket" | "fixed-window" | "sliding-window-counter" | "leaky-meter";
@@ -35,23 +39,32 @@ export type AlgorithmName = "gcra" | "token-bucket" | "fixed-window" | "sliding-
 /** The names `KeyedLimiter` accepts, from the module (after `initSync` or `init`). */
 export function algorithms(): AlgorithmName[];
 
-export interface KeyedOptions extends QuotaOptions {
+export type KeyedOptions = QuotaOptions & {
   algorithm?: AlgorithmName;
   /** Most keys held at once (memory is fixed at creation, ≈ 31 bytes a key). Default
-   * 100,000; at most 1,048,576. */
+   * 100,000; a whole number from 1 to 1,048,576. */
   maxKeys?: number;
   /** Evict the key closest to full instead of refusing new keys when full. */
   evict?: boolean;
+};
+
+/** What `new Rule(...)` (and a Durable Object's `rule`) takes: a quota and an algorithm. */
+export type RuleOptions = QuotaOptions & { algorithm?: AlgorithmName };
+
+/** `rateLimitHeaders`' description of the quota: `policy` is a structured-field token. */
+export interface HeaderOptions {
+  policy?: string;
+  /** Units per window: a whole number. */
+  quota: number;
+  /** The window in whole seconds, at least 1. */
+  windowSeconds: number;
 }
 
 export type Headers = Record<string, string>;
 
 export function initSync(module: WebAssembly.Module | BufferSource): void;
 export function init(input?: WebAssembly.Module | BufferSource | URL | string | Response): Promise<void>;
-export function rateLimitHeaders(
-  decision: Decision,
-  policy: { policy?: string; quota: number; windowSeconds: number },
-): Headers;
+export function rateLimitHeaders(decision: Decision, options: HeaderOptions): Headers;
 
 declare class Single {
   check(now: number, cost?: number): Decision;
@@ -90,12 +103,12 @@ export class KeyedLimiter {
 
 /** An algorithm and quota without state: you keep each key's state (a BigInt). */
 export declare class Rule {
-  constructor(options: Record<string, unknown>);
+  constructor(options: RuleOptions);
   /** The state of a key that has used nothing. */
   readonly initialState: bigint;
   /** The algorithm and quota, however the options spelled them. */
-  readonly quota: { algorithm: string; limit: number; periodMs: number; burst: number };
+  readonly quota: Readonly<{ algorithm: AlgorithmName; limit: number; periodMs: number; burst: number }>;
   /** `[decision, nextState]`; `take: false` peeks. */
   decide(state: bigint, now: number, cost?: number, take?: boolean): [Decision, bigint];
-  headers(decision: Decision, policy?: string): Record<string, string>;
+  headers(decision: Decision, policy?: string): Headers;
 }

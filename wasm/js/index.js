@@ -26,7 +26,7 @@ let ready = false;
 
 /**
  * Instantiates the module synchronously from a compiled `WebAssembly.Module` (in
- * workerd: `import wasm from "portero/wasm"`) or from its bytes (Node).
+ * workerd and wrangler: `import wasm from "portero/portero.wasm"`) or from its bytes (Node).
  */
 export function initSync(module) {
   initRaw({ module });

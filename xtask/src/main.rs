@@ -133,8 +133,21 @@ fn setup() -> Step {
             &[],
         )?;
     }
-    if !Path::new("wasm/node_modules/.bin/workerd").exists()
-        || !Path::new("wasm/node_modules/.bin/wasm-opt").exists()
+    // Every runtime and tool the JS tests run (pinned in wasm/package.json): an older
+    // checkout's node_modules without one of them gets `npm ci` again.
+    let tools = [
+        "workerd",
+        "wasm-opt",
+        "bun",
+        "deno",
+        "edge-runtime",
+        "tsc",
+        "esbuild",
+        "wrangler",
+    ];
+    if tools
+        .iter()
+        .any(|t| !Path::new("wasm/node_modules/.bin").join(t).exists())
     {
         run(
             "npm",
@@ -350,6 +363,7 @@ fn test_all() -> Step {
     wasm()?;
     // The package's own test script: the test files, not the workers they load.
     run("npm", &["--prefix", "wasm", "test"], &[])?;
+    run("npm", &["--prefix", "wasm", "run", "test:installed"], &[])?;
     eprintln!("\nxtask: all checks passed");
     Ok(())
 }

@@ -40,7 +40,10 @@ export async function startWorkerd(config, ports, probe = { path: "/", init: {} 
         await (await fetch(`http://127.0.0.1:${port}${probe.path}`, probe.init)).text();
         break;
       } catch {
-        if (Date.now() > deadline) throw new Error(`workerd did not start in 30 s:\n${log}`);
+        if (Date.now() > deadline) {
+          await stopWorkerd(child); // or the test process would wait on it forever
+          throw new Error(`workerd did not start in 30 s:\n${log}`);
+        }
         await new Promise((r) => setTimeout(r, 100));
       }
     }
