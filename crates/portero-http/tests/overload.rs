@@ -653,26 +653,11 @@ async fn a_hung_probe_does_not_keep_the_breaker_half_open() {
 /// does not matter.
 #[tokio::test(start_paused = true)]
 async fn an_open_breaker_answers_without_waiting_for_a_saturated_client() {
-    use std::task::{Context, Poll};
-
-    #[derive(Clone)]
-    struct Saturated;
-    impl tower::Service<()> for Saturated {
-        type Response = Response<String>;
-        type Error = std::convert::Infallible;
-        type Future = std::future::Ready<Result<Response<String>, Self::Error>>;
-        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-            Poll::Pending
-        }
-        fn call(&mut self, _: ()) -> Self::Future {
-            unreachable!("never ready, never called")
-        }
-    }
     let breaker = Arc::new(CircuitBreaker::new(1, Duration::from_secs(30)).unwrap());
     breaker.try_call().unwrap().failure();
     let client = CircuitBreakerLayer::new(breaker)
         .fallback(|_| Response::new("fallback".to_string()))
-        .layer(Saturated);
+        .layer(NeverReady);
     let answer = tokio::time::timeout(Duration::from_secs(10), client.oneshot(()))
         .await
         .expect("answered at once")
@@ -826,21 +811,6 @@ async fn shed_requests_are_counted_by_layer_and_reason() {
 /// caller waited on the inner readiness forever, and no probe was ever taken).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_never_becomes_ready_fails_the_probe_within_the_call_timeout() {
-    use std::task::{Context, Poll};
-
-    #[derive(Clone)]
-    struct NeverReady;
-    impl tower::Service<()> for NeverReady {
-        type Response = Response<String>;
-        type Error = std::convert::Infallible;
-        type Future = std::future::Ready<Result<Response<String>, Self::Error>>;
-        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-            Poll::Pending
-        }
-        fn call(&mut self, _: ()) -> Self::Future {
-            unreachable!("never ready, never called")
-        }
-    }
     let breaker = Arc::new(CircuitBreaker::new(1, Duration::from_millis(200)).unwrap());
     breaker.try_call().unwrap().failure();
     let client = CircuitBreakerLayer::new(breaker.clone())
@@ -865,4 +835,26 @@ async fn a_client_that_never_becomes_ready_fails_the_probe_within_the_call_timeo
         .expect("the fallback, at once")
         .unwrap();
     assert_eq!(next.body(), "fallback");
+}
+
+/// A client service that is never ready (saturated, or stuck connecting): the breaker
+/// layer must never call it.
+#[derive(Clone)]
+struct NeverReady;
+
+impl tower::Service<()> for NeverReady {
+    type Response = Response<String>;
+    type Error = std::convert::Infallible;
+    type Future = std::future::Ready<Result<Response<String>, Self::Error>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Pending
+    }
+
+    fn call(&mut self, _: ()) -> Self::Future {
+        unreachable!("never ready, never called")
+    }
 }
