@@ -25,11 +25,11 @@ use tower::{service_fn, Layer, Service, ServiceBuilder};
 const CAPACITY: usize = 1_000;
 /// A service that answers at once.
 fn answer(
-) -> impl Service<Request<()>, Response = Response<()>, Error = Infallible, Future = impl Send>
+) -> impl Service<Request<()>, Response = Response<String>, Error = Infallible, Future = impl Send>
        + Clone
        + Send
        + 'static {
-    service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new(())) })
+    service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new(String::new())) })
 }
 
 /// Times one request through `svc` (a fresh clone, as a server does per connection):
@@ -37,7 +37,7 @@ fn answer(
 /// outside the timing.
 fn bench<S>(g: &mut BenchmarkGroup<'_, WallTime>, name: &str, svc: S)
 where
-    S: Service<Request<()>, Response = Response<()>> + Clone,
+    S: Service<Request<()>, Response = Response<String>> + Clone,
     S::Error: std::fmt::Debug,
 {
     let mut cx = Context::from_waker(Waker::noop());
@@ -134,7 +134,7 @@ fn per_request(c: &mut Criterion) {
     bench(
         &mut g,
         "portero_breaker",
-        CircuitBreakerLayer::<()>::new(breaker).layer(answer()),
+        CircuitBreakerLayer::<String>::new(breaker).layer(answer()),
     );
     g.finish();
 }

@@ -1,6 +1,7 @@
 //! The answers a layer gives by itself, built in one place for every layer (this
-//! crate's and portero-redis's): 429 for a client over its limit (a small JSON body),
-//! 503 for a server over its capacity (an empty body).
+//! crate's and portero-redis's): 429 for a client over its limit, 503 for a server
+//! over its capacity, 413 for a request no limit could admit — each with a small JSON
+//! body of the same shape.
 
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderValue, Response, StatusCode};
@@ -57,13 +58,17 @@ pub fn too_costly<B: From<&'static str>>() -> Response<B> {
     response
 }
 
+/// The body of every 503 this crate answers (the same shape as the 429's).
+pub const SERVICE_UNAVAILABLE_BODY: &str = r#"{"error":"service overloaded"}"#;
+
 /// 503 Service Unavailable with `Retry-After: retry_after` (a value from
-/// [`headers::retry_after_value`]).
-pub fn service_unavailable<B: Default>(retry_after: &HeaderValue) -> Response<B> {
-    let mut response = Response::new(B::default());
+/// [`headers::retry_after_value`]) and [`SERVICE_UNAVAILABLE_BODY`] as
+/// `application/json`, so a client reads every refusal the same way.
+pub fn service_unavailable<B: From<&'static str>>(retry_after: &HeaderValue) -> Response<B> {
+    let mut response = Response::new(B::from(SERVICE_UNAVAILABLE_BODY));
     *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
-    response
-        .headers_mut()
-        .insert(RETRY_AFTER, retry_after.clone());
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(RETRY_AFTER, retry_after.clone());
     response
 }

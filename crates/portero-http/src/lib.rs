@@ -61,8 +61,8 @@ mod shed;
 mod stacked;
 
 pub use answer::{
-    service_unavailable, too_costly, too_many_requests, too_many_requests_for, TOO_COSTLY_BODY,
-    TOO_MANY_REQUESTS_BODY,
+    service_unavailable, too_costly, too_many_requests, too_many_requests_for,
+    SERVICE_UNAVAILABLE_BODY, TOO_COSTLY_BODY, TOO_MANY_REQUESTS_BODY,
 };
 pub use backoff::{retry_after, Backoff, BackoffError, DEFAULT_MAX_WAIT, MAX_WAIT_LIMIT};
 pub use breaker::{

@@ -22,7 +22,7 @@ use core::time::Duration;
 /// assert_eq!(second.reset_after().as_secs(), 1);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Decision {
     allowed: bool,
     limit: u64,
@@ -31,6 +31,23 @@ pub struct Decision {
     retry_after: u64,
     reset_after: u64,
     delay: u64,
+}
+
+/// What a reader needs (the internal slack and unit are how `remaining` is kept
+/// exact, not what it is).
+impl fmt::Debug for Decision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_struct("Decision");
+        d.field("allowed", &self.allowed)
+            .field("limit", &self.limit)
+            .field("remaining", &self.remaining())
+            .field("retry_after", &self.retry_after())
+            .field("reset_after", &self.reset_after());
+        if self.delay > 0 {
+            d.field("delay", &self.delay());
+        }
+        d.finish()
+    }
 }
 
 impl Decision {
@@ -249,6 +266,17 @@ pub(crate) fn check_range(now: u64, cost: u64, capacity: u64) -> Result<(), Chec
 #[cfg(test)]
 mod tests {
     use super::Decision;
+
+    #[test]
+    fn debug_shows_what_a_reader_needs() {
+        let d = Decision::rejected(5, 0, 12_000_000_000, 60_000_000_000);
+        assert_eq!(
+            format!("{d:?}"),
+            "Decision { allowed: false, limit: 5, remaining: 0, retry_after: 12s, reset_after: 60s }"
+        );
+        let queued = Decision::admitted(10, 9, 0).with_delay(100_000_000);
+        assert!(format!("{queued:?}").ends_with("delay: 100ms }"));
+    }
 
     #[test]
     fn an_admission_never_asks_to_wait() {

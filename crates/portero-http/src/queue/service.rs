@@ -33,7 +33,7 @@ where
     S::Future: Send,
     S::Error: Send,
     ReqB: Send + 'static,
-    ResB: Default + Send + 'static,
+    ResB: From<&'static str> + Send + 'static,
 {
     type Response = Response<ResB>;
     type Error = S::Error;

@@ -22,7 +22,7 @@ impl<S, A, ReqB, ResB> Service<Request<ReqB>> for LoadShedService<S, A>
 where
     S: Service<Request<ReqB>, Response = Response<ResB>>,
     A: Admission<ReqB>,
-    ResB: Default,
+    ResB: From<&'static str>,
 {
     type Response = Response<ResB>;
     type Error = S::Error;

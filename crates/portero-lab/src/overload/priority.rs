@@ -199,11 +199,11 @@ struct Server;
 struct Work(Arc<AtomicBool>);
 
 impl Future for Work {
-    type Output = Result<Response<()>, Infallible>;
+    type Output = Result<Response<String>, Infallible>;
 
     fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Self::Output> {
         if self.0.load(Ordering::Relaxed) {
-            Poll::Ready(Ok(Response::new(())))
+            Poll::Ready(Ok(Response::new(String::new())))
         } else {
             Poll::Pending
         }
@@ -211,7 +211,7 @@ impl Future for Work {
 }
 
 impl Service<Request<()>> for Server {
-    type Response = Response<()>;
+    type Response = Response<String>;
     type Error = Infallible;
     type Future = Work;
 
@@ -247,7 +247,7 @@ fn serve<S>(
     seed: u64,
 ) -> Run
 where
-    S: Service<Request<()>, Response = Response<()>, Error = Infallible>,
+    S: Service<Request<()>, Response = Response<String>, Error = Infallible>,
 {
     let waker = Waker::from(Arc::new(NoWake));
     let mut cx = Context::from_waker(&waker);

@@ -412,6 +412,23 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
         (d, SlotHint::at(self.table.slot_of(tag)))
     }
 
+    /// How `key` stands now, consuming nothing: the units left
+    /// ([`remaining`](Decision::remaining)) and when it is full again
+    /// ([`reset_after`](Decision::reset_after)).
+    ///
+    /// ```
+    /// use portero::{Gcra, KeyedLimiter, Quota};
+    ///
+    /// let limiter = KeyedLimiter::new(Gcra::new(Quota::per_minute(5)?), 100);
+    /// limiter.check(&"ann");
+    /// assert_eq!(limiter.peek(&"ann").remaining(), 4);
+    /// # Ok::<(), portero::QuotaError>(())
+    /// ```
+    pub fn peek(&self, key: &K) -> Decision {
+        self.peek_at(key, self.clock.now(), 0)
+            .unwrap_or_else(|_| Decision::never(self.algorithm.load().capacity()))
+    }
+
     /// What [`check_at`](Self::check_at) would answer, consuming nothing.
     pub fn peek_at(&self, key: &K, now: u64, cost: u64) -> Result<Decision, CheckError> {
         let algorithm = self.algorithm.load();
