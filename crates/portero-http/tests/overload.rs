@@ -98,7 +98,9 @@ async fn lower_priorities_are_refused_first_before_the_handler_runs() {
     assert_eq!(refused.headers()["retry-after"], "2");
     // The same JSON shape as a 429, so a client reads every refusal one way.
     assert_eq!(refused.headers()["content-type"], "application/json");
-    let body = axum::body::to_bytes(refused.into_body(), 1024).await.unwrap();
+    let body = axum::body::to_bytes(refused.into_body(), 1024)
+        .await
+        .unwrap();
     assert_eq!(body, portero_http::SERVICE_UNAVAILABLE_BODY);
     assert_eq!(
         calls.load(Ordering::SeqCst),
