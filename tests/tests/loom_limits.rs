@@ -416,3 +416,38 @@ fn adaptive_limit_admits_within_its_limit_and_closes_each_batch_once() {
         assert_eq!(limit.in_flight(), 0);
     });
 }
+
+/// Two callers book a slot of one GCRA limiter (burst 1, 10 per second) at once; one
+/// uses it, the other cancels. Slots go in booking order and a cancel gives back only
+/// if no booking came after it: every interleaving ends as one of the serial
+/// histories, the next booking included.
+#[test]
+fn reservations_book_in_order_and_a_cancel_never_frees_a_later_slot() {
+    use std::time::Duration;
+    loom::model(|| {
+        let quota = Quota::per_second(10).unwrap().with_burst(1).unwrap();
+        let limiter = Arc::new(portero::RateLimiter::gcra(quota).with_clock(ManualClock::new()));
+        let l = limiter.clone();
+        let user = thread::spawn(move || {
+            let r = l.reserve_at(0, 1, Duration::from_secs(1)).unwrap();
+            let at = r.ready_at();
+            r.commit();
+            at
+        });
+        let r = limiter.reserve_at(0, 1, Duration::from_secs(1)).unwrap();
+        let mine = r.ready_at();
+        let gave = r.cancel();
+        let theirs = user.join().unwrap();
+        let next = limiter
+            .reserve_at(0, 1, Duration::from_secs(1))
+            .unwrap()
+            .ready_at();
+        const T: u64 = 100_000_000;
+        // The serial histories: mine booked and cancelled before theirs (both at 0);
+        // mine first, theirs after it (mine cannot give back); theirs first, mine last
+        // (mine gives back).
+        let serial = [(0, 0, true, T), (0, T, false, 2 * T), (T, 0, true, T)];
+        let seen = (mine, theirs, gave, next);
+        assert!(serial.contains(&seen), "{seen:?}");
+    });
+}

@@ -131,3 +131,42 @@ async fn async_waiters_leave_in_arrival_order() {
     assert_eq!(admitted, [(0, 100), (1, 200), (2, 300), (3, 400), (4, 500)]);
     assert!(order.iter().any(|x| x.0 == 5 && !x.1));
 }
+
+/// 50 tasks wait their turn on one GCRA limiter (10 per second, burst 1) through
+/// reservations: each wakes exactly at its slot, the k-th booked at k × 100 ms — none
+/// starves behind the others (tokio's paused clock, so the instants are exact). The
+/// last one, cancelled while it waits, gives its slot back to the next booking.
+#[tokio::test(start_paused = true)]
+async fn waiters_are_served_first_come_first_served_at_exact_instants() {
+    let quota = Quota::per_second(10).unwrap().with_burst(1).unwrap();
+    let limiter = Arc::new(RateLimiter::gcra(quota).with_clock(ManualClock::new()));
+    let start = tokio::time::Instant::now();
+    let tasks: Vec<_> = (0..51)
+        .map(|_| {
+            let l = limiter.clone();
+            tokio::spawn(async move {
+                let r = l.reserve_at(0, 1, Duration::from_secs(60)).unwrap();
+                let slot = r.ready_at();
+                r.ready().await;
+                (slot, tokio::time::Instant::now() - start)
+            })
+        })
+        .collect();
+    tokio::task::yield_now().await; // every task books before any wakes
+    let last = tasks.last().unwrap();
+    last.abort();
+    let mut slots = Vec::new();
+    for t in tasks.into_iter().take(50) {
+        let (slot, woke) = t.await.unwrap();
+        assert_eq!(woke, Duration::from_nanos(slot), "woke exactly at its slot");
+        slots.push(slot);
+    }
+    let want: Vec<u64> = (0..50).map(|k| k * 100_000_000).collect();
+    assert_eq!(slots, want, "first come, first served");
+    let next = limiter.reserve_at(0, 1, Duration::from_secs(60)).unwrap();
+    assert_eq!(
+        next.ready_at(),
+        5_000_000_000,
+        "the cancelled slot came back"
+    );
+}

@@ -89,6 +89,7 @@ pub mod policies;
 #[cfg(feature = "alloc")]
 mod priority;
 mod quota;
+pub mod reserve;
 pub mod sliding_counter;
 #[cfg(feature = "std")]
 pub mod sliding_log;
@@ -125,6 +126,7 @@ pub use policies::{Policies, PolicyError};
 #[cfg(feature = "alloc")]
 pub use priority::{Priority, PriorityError, PriorityLimit, MAX_CLASSES};
 pub use quota::{Quota, QuotaError, MAX_SPAN_NANOS, MAX_TIME_NANOS};
+pub use reserve::{Reservation, ReserveError};
 pub use sliding_counter::SlidingWindowCounter;
 #[cfg(feature = "std")]
 pub use sliding_log::SlidingLog;

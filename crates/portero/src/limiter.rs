@@ -55,7 +55,7 @@ pub trait Algorithm {
 /// ```
 #[derive(Debug)]
 pub struct RateLimiter<A, C = DefaultClock> {
-    state: CachePadded<AtomicWord>,
+    pub(crate) state: CachePadded<AtomicWord>,
     algorithm: A,
     clock: C,
 }

@@ -1,0 +1,278 @@
+//! Waiting instead of refusing, for the calling side (an SMS provider billing per
+//! message, a partner API with a hard quota): a [`Reservation`] books a GCRA slot now
+//! and says when it may be used.
+//!
+//! # Bound: first come, first served
+//!
+//! A reservation of `n` units at `now` is the request as if it arrived at the first
+//! instant it conforms: `ready_at = max(now, TAT + n·T − B·T)`, and the TAT moves on
+//! exactly as an admission's would (`TAT ← max(TAT, now) + n·T`), in the same one
+//! compare-and-swap. So reservations are served in the order their CAS landed, and a
+//! waiter that booked after `u` units were booked ahead of it (the burst spent) is
+//! ready at most `(u + n)·T` after it booked — no waiter starves because others keep
+//! winning the word, and what is admitted over any interval is still at most
+//! `B + t / T`, reservations and checks together (they are one schedule).
+//!
+//! A reservation that would wait longer than its `max_wait` books nothing; one that
+//! cannot ever fit (a cost above the burst) is an error at once. Cancelling — or
+//! dropping it unused, as a cancelled task does — gives its units back if no other
+//! booking or admission came after it (the word still holds what it wrote); otherwise
+//! its slot stays unused: never an over-admission. Checked by a loom model and a
+//! property test.
+
+use core::time::Duration;
+
+use crate::{CheckError, Clock, Gcra, RateLimiter, Transition};
+
+/// The longest `max_wait` a reservation takes (2^61 ns, about 73 years): it keeps
+/// every booked TAT, and every sum formed with it, inside a `u64`.
+pub const MAX_WAIT_NANOS: u64 = 1 << 61;
+
+/// Why nothing was booked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReserveError {
+    /// The cost can never fit, or the time is out of range.
+    Check(CheckError),
+    /// The slot would be ready only after `max_wait`: it is this far away.
+    TooLong {
+        /// How long the request would have had to wait.
+        wait: Duration,
+    },
+}
+
+impl core::fmt::Display for ReserveError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::Check(e) => e.fmt(f),
+            Self::TooLong { wait } => {
+                write!(f, "the slot is {wait:?} away, beyond the wait allowed")
+            }
+        }
+    }
+}
+
+impl core::error::Error for ReserveError {}
+
+/// A booked slot of a GCRA limiter: its units are charged, usable from
+/// [`ready_at`](Self::ready_at). See the [module docs](self) for the bound.
+#[derive(Debug)]
+#[must_use = "dropping a reservation cancels it"]
+pub struct Reservation<'a, C> {
+    limiter: &'a RateLimiter<Gcra, C>,
+    ready_at: u64,
+    // The TAT this booking wrote and the one it found: a cancel restores `before`
+    // only while the word still holds `after`.
+    before: u64,
+    after: u64,
+    done: bool,
+}
+
+impl<C: Clock> RateLimiter<Gcra, C> {
+    /// Books `cost` units now, to be used when the reservation is ready.
+    pub fn reserve(
+        &self,
+        cost: u64,
+        max_wait: Duration,
+    ) -> Result<Reservation<'_, C>, ReserveError> {
+        self.reserve_at(self.clock().now(), cost, max_wait)
+    }
+
+    /// Books `cost` units at `now` (ns): ready at once if they fit, or at the first
+    /// instant they do, unless that is more than `max_wait` away (capped at
+    /// [`MAX_WAIT_NANOS`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use portero::{Quota, RateLimiter};
+    ///
+    /// // 10 per second, no burst beyond one: five callers book one slot each.
+    /// let limiter = RateLimiter::gcra(Quota::per_second(10)?.with_burst(1)?);
+    /// let minute = Duration::from_secs(60);
+    /// let slots: Vec<u64> = (0..5)
+    ///     .map(|_| limiter.reserve_at(0, 1, minute).map(|r| { let at = r.ready_at(); r.commit(); at }))
+    ///     .collect::<Result<_, _>>()?;
+    /// assert_eq!(slots, [0, 100_000_000, 200_000_000, 300_000_000, 400_000_000]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn reserve_at(
+        &self,
+        now: u64,
+        cost: u64,
+        max_wait: Duration,
+    ) -> Result<Reservation<'_, C>, ReserveError> {
+        let quota = *self.algorithm().quota();
+        crate::decision::check_range(now, cost, quota.burst()).map_err(ReserveError::Check)?;
+        let max_wait = u64::try_from(max_wait.as_nanos())
+            .unwrap_or(u64::MAX)
+            .min(MAX_WAIT_NANOS);
+        let increment = cost * quota.interval_nanos();
+        let span = quota.capacity_nanos();
+        let booked = self.state.apply(|tat| {
+            // The first instant the request conforms (saturating: a TAT near the
+            // top of the range only makes the wait longer, and refused).
+            let ready_at = tat.saturating_add(increment).saturating_sub(span).max(now);
+            if ready_at - now > max_wait {
+                let wait = Duration::from_nanos(ready_at - now);
+                return Err(ReserveError::TooLong { wait });
+            }
+            // Within the wait cap: TAT + n·T ≤ now + B·T + max_wait < 2^64.
+            let after = tat.max(now) + increment;
+            Ok(Transition::write((ready_at, tat, after), after))
+        })?;
+        let (ready_at, before, after) = booked;
+        Ok(Reservation {
+            limiter: self,
+            ready_at,
+            before,
+            after,
+            done: false,
+        })
+    }
+}
+
+impl<C: Clock> Reservation<'_, C> {
+    /// When the units may be used (ns on the limiter's clock).
+    pub fn ready_at(&self) -> u64 {
+        self.ready_at
+    }
+
+    /// How long from `now` (ns) until the units may be used (zero if they may now).
+    pub fn wait_from(&self, now: u64) -> Duration {
+        Duration::from_nanos(self.ready_at.saturating_sub(now))
+    }
+
+    /// Uses the units (at or after [`ready_at`](Self::ready_at); the reservation
+    /// only says when, the caller keeps to it).
+    pub fn commit(mut self) {
+        self.done = true;
+    }
+
+    /// Gives the units back if nothing was booked or admitted after this reservation;
+    /// returns whether it did (otherwise the slot stays unused).
+    pub fn cancel(mut self) -> bool {
+        self.done = true;
+        self.give_back()
+    }
+
+    fn give_back(&self) -> bool {
+        let (before, after) = (self.before, self.after);
+        let mut gave = false;
+        self.limiter.state.update(|tat| {
+            gave = tat == after;
+            gave.then_some(before)
+        });
+        gave
+    }
+
+    /// Waits (tokio's timer) until the units may be used, then uses them. Dropped
+    /// while waiting (a cancelled task), the reservation is cancelled.
+    #[cfg(feature = "tokio")]
+    pub async fn ready(self) {
+        let wait = self.wait_from(self.limiter.clock().now());
+        tokio::time::sleep(wait).await;
+        self.commit();
+    }
+}
+
+impl<C> Drop for Reservation<'_, C> {
+    fn drop(&mut self) {
+        if !self.done {
+            let (before, after) = (self.before, self.after);
+            self.limiter
+                .state
+                .update(|tat| (tat == after).then_some(before));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ManualClock, Quota};
+
+    const MS: u64 = 1_000_000;
+
+    fn limiter() -> RateLimiter<Gcra, ManualClock> {
+        let q = Quota::per_second(10).unwrap().with_burst(2).unwrap();
+        RateLimiter::new(Gcra::new(q)).with_clock(ManualClock::new())
+    }
+
+    #[test]
+    fn slots_come_first_come_first_served_at_exact_instants() {
+        let l = limiter();
+        let long = Duration::from_secs(10);
+        let at: Vec<u64> = (0..5)
+            .map(|_| {
+                let r = l.reserve_at(0, 1, long).unwrap();
+                let t = r.ready_at();
+                r.commit();
+                t
+            })
+            .collect();
+        assert_eq!(
+            at,
+            [0, 0, 100 * MS, 200 * MS, 300 * MS],
+            "burst 2, then 1 per 100 ms"
+        );
+        // A check meets the same schedule: nothing left until 400 ms.
+        assert!(!l.check_at(350 * MS, 1).unwrap().is_allowed());
+        assert!(l.check_at(400 * MS, 1).unwrap().is_allowed());
+    }
+
+    #[test]
+    fn too_long_and_too_costly_book_nothing() {
+        let l = limiter();
+        for _ in 0..2 {
+            l.reserve_at(0, 1, Duration::ZERO).unwrap().commit();
+        }
+        assert_eq!(
+            l.reserve_at(0, 1, Duration::from_millis(50)).unwrap_err(),
+            ReserveError::TooLong {
+                wait: Duration::from_millis(100)
+            }
+        );
+        assert!(matches!(
+            l.reserve_at(0, 3, Duration::MAX),
+            Err(ReserveError::Check(CheckError::CostExceedsCapacity { .. }))
+        ));
+        assert!(matches!(
+            l.reserve_at(u64::MAX, 1, Duration::MAX),
+            Err(ReserveError::Check(CheckError::TimeOutOfRange { .. }))
+        ));
+        // Nothing was booked by the refusals: the next slot is still at 100 ms.
+        assert_eq!(
+            l.reserve_at(0, 1, Duration::MAX).unwrap().ready_at(),
+            100 * MS
+        );
+    }
+
+    #[test]
+    fn a_cancel_gives_back_only_when_nothing_came_after() {
+        let l = limiter();
+        let long = Duration::from_secs(10);
+        let first = l.reserve_at(0, 2, long).unwrap();
+        let second = l.reserve_at(0, 1, long).unwrap();
+        assert_eq!(second.ready_at(), 100 * MS);
+        assert!(second.cancel(), "the last booking: given back");
+        let third = l.reserve_at(0, 1, long).unwrap();
+        assert_eq!(third.ready_at(), 100 * MS, "the same slot again");
+        assert!(!first.cancel(), "a booking after it: the slot stays unused");
+        drop(third); // dropped unused: given back, it was the last
+        assert_eq!(l.reserve_at(0, 1, long).unwrap().ready_at(), 100 * MS);
+    }
+
+    #[test]
+    fn absurd_waits_and_times_never_overflow() {
+        let l = limiter();
+        let near_end = crate::MAX_TIME_NANOS;
+        for _ in 0..1_000 {
+            match l.reserve_at(near_end, 2, Duration::MAX) {
+                Ok(r) => r.commit(),
+                Err(ReserveError::TooLong { .. }) => break,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert!(!l.check_at(near_end, 1).unwrap().is_allowed());
+    }
+}
