@@ -59,6 +59,7 @@ pub mod queue;
 mod rate_limit;
 mod shed;
 mod stacked;
+mod throttle;
 
 pub use answer::{
     service_unavailable, too_costly, too_many_requests, too_many_requests_for,
@@ -76,6 +77,7 @@ pub use rate_limit::{
 };
 pub use shed::{admission, LoadShedFuture, LoadShedLayer, LoadShedService};
 pub use stacked::{all_routes, StackedRateLimitLayer, StackedRateLimitService};
+pub use throttle::{ThrottleError, ThrottleFuture, ThrottleLayer, ThrottleService};
 
 // The crate's README (its crates.io page) is checked as a doc test too.
 #[cfg(doctest)]

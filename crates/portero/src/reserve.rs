@@ -59,7 +59,7 @@ impl core::error::Error for ReserveError {}
 #[derive(Debug)]
 #[must_use = "dropping a reservation cancels it"]
 pub struct Reservation<'a, C> {
-    limiter: &'a RateLimiter<Gcra, C>,
+    limiter: Handle<'a, C>,
     ready_at: u64,
     // The TAT this booking wrote and the one it found: a cancel restores `before`
     // only while the word still holds `after`.
@@ -68,7 +68,46 @@ pub struct Reservation<'a, C> {
     done: bool,
 }
 
+/// The limiter a reservation gives back to: borrowed, or shared (a reservation that
+/// moves into a task).
+#[derive(Debug)]
+enum Handle<'a, C> {
+    Borrowed(&'a RateLimiter<Gcra, C>),
+    #[cfg(feature = "alloc")]
+    Shared(alloc::sync::Arc<RateLimiter<Gcra, C>>),
+}
+
+impl<C> core::ops::Deref for Handle<'_, C> {
+    type Target = RateLimiter<Gcra, C>;
+
+    fn deref(&self) -> &RateLimiter<Gcra, C> {
+        match self {
+            Self::Borrowed(l) => l,
+            #[cfg(feature = "alloc")]
+            Self::Shared(l) => l,
+        }
+    }
+}
+
 impl<C: Clock> RateLimiter<Gcra, C> {
+    /// [`reserve`](Self::reserve) for a shared limiter: the reservation keeps the
+    /// limiter alive and may move to another task.
+    #[cfg(feature = "alloc")]
+    pub fn reserve_owned(
+        self: &alloc::sync::Arc<Self>,
+        cost: u64,
+        max_wait: Duration,
+    ) -> Result<Reservation<'static, C>, ReserveError> {
+        let (ready_at, before, after) = self.book(self.clock().now(), cost, max_wait)?;
+        Ok(Reservation {
+            limiter: Handle::Shared(self.clone()),
+            ready_at,
+            before,
+            after,
+            done: false,
+        })
+    }
+
     /// Books `cost` units now, to be used when the reservation is ready.
     pub fn reserve(
         &self,
@@ -101,6 +140,23 @@ impl<C: Clock> RateLimiter<Gcra, C> {
         cost: u64,
         max_wait: Duration,
     ) -> Result<Reservation<'_, C>, ReserveError> {
+        let (ready_at, before, after) = self.book(now, cost, max_wait)?;
+        Ok(Reservation {
+            limiter: Handle::Borrowed(self),
+            ready_at,
+            before,
+            after,
+            done: false,
+        })
+    }
+
+    /// The booking's CAS: when it is ready, the TAT it found and the one it wrote.
+    fn book(
+        &self,
+        now: u64,
+        cost: u64,
+        max_wait: Duration,
+    ) -> Result<(u64, u64, u64), ReserveError> {
         let quota = *self.algorithm().quota();
         crate::decision::check_range(now, cost, quota.burst()).map_err(ReserveError::Check)?;
         let max_wait = u64::try_from(max_wait.as_nanos())
@@ -120,14 +176,7 @@ impl<C: Clock> RateLimiter<Gcra, C> {
             let after = tat.max(now) + increment;
             Ok(Transition::write((ready_at, tat, after), after))
         })?;
-        let (ready_at, before, after) = booked;
-        Ok(Reservation {
-            limiter: self,
-            ready_at,
-            before,
-            after,
-            done: false,
-        })
+        Ok(booked)
     }
 }
 

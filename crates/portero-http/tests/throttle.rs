@@ -1,0 +1,60 @@
+//! The calling side's limit: calls to a dependency wait their turn through
+//! `ThrottleLayer` instead of being refused (tokio's paused clock: exact instants).
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use portero::{ManualClock, Quota, RateLimiter};
+use portero_http::{ThrottleError, ThrottleLayer};
+use tower::{service_fn, Layer, ServiceExt};
+
+/// A provider allowing 10 calls per second (burst 1), called by 8 tasks at once with
+/// up to 500 ms of patience: the first 6 are served at 0, 100, …, 500 ms in call
+/// order, the dependency sees exactly those 6, and the last 2, whose turns would be
+/// 600 and 700 ms away, fail at once without calling. A call dropped while waiting
+/// gives its turn to the next one.
+#[tokio::test(start_paused = true)]
+async fn calls_wait_their_turn_and_the_impatient_fail_at_once() {
+    let quota = Quota::per_second(10).unwrap().with_burst(1).unwrap();
+    let limiter = Arc::new(RateLimiter::gcra(quota).with_clock(ManualClock::new()));
+    let calls = Arc::new(AtomicU32::new(0));
+    let c = calls.clone();
+    let provider = service_fn(move |_: ()| {
+        c.fetch_add(1, Ordering::SeqCst);
+        async { Ok::<_, std::convert::Infallible>(tokio::time::Instant::now()) }
+    });
+    let client = ThrottleLayer::new(limiter.clone(), Duration::from_millis(500)).layer(provider);
+    let start = tokio::time::Instant::now();
+    let tasks: Vec<_> = (0..8)
+        .map(|_| tokio::spawn(client.clone().oneshot(())))
+        .collect();
+    let mut results = Vec::new();
+    for t in tasks {
+        results.push(t.await.unwrap());
+    }
+    let served: Vec<Duration> = results
+        .iter()
+        .filter_map(|r| r.as_ref().ok().map(|at| *at - start))
+        .collect();
+    let want: Vec<Duration> = (0..6).map(|k| Duration::from_millis(100 * k)).collect();
+    assert_eq!(served, want);
+    assert!(results[6..]
+        .iter()
+        .all(|r| matches!(r, Err(ThrottleError::WouldWait(_)))));
+    assert_eq!(calls.load(Ordering::SeqCst), 6);
+
+    // A call that gives up while it waits: its turn goes to the next caller.
+    let limiter = Arc::new(RateLimiter::gcra(quota).with_clock(ManualClock::new()));
+    let client = ThrottleLayer::new(limiter.clone(), Duration::from_secs(1)).layer(service_fn(
+        |_: ()| async { Ok::<_, std::convert::Infallible>(()) },
+    ));
+    client.clone().oneshot(()).await.unwrap(); // the burst
+    let impatient = tokio::time::timeout(Duration::from_millis(10), client.clone().oneshot(()));
+    assert!(
+        impatient.await.is_err(),
+        "gave up before its turn at 100 ms"
+    );
+    let next = limiter.reserve_at(0, 1, Duration::from_secs(1)).unwrap();
+    assert_eq!(next.ready_at(), 100_000_000, "its slot came back");
+}
