@@ -170,3 +170,86 @@ async fn waiters_are_served_first_come_first_served_at_exact_instants() {
         "the cancelled slot came back"
     );
 }
+
+/// A keyed wait under tokio's paused clock: a key at its limit is admitted once its
+/// refusal's retry-after has passed (the first try after it, not a busy poll), a
+/// dropped wait takes nothing, a cost that can never fit is an error at once, and a
+/// wait beyond `max_wait` gives up.
+#[tokio::test(start_paused = true)]
+async fn a_keyed_wait_sleeps_the_retry_after_and_takes_nothing_when_dropped() {
+    use portero::{Gcra, KeyedLimiter, WaitError};
+    let quota = Quota::per_second(10).unwrap().with_burst(1).unwrap();
+    // Real time on tokio's clock: the limiter reads the same paused instant.
+    let keyed = Arc::new(KeyedLimiter::with_clock(
+        Gcra::new(quota),
+        100,
+        TokioClock::new(),
+    ));
+    let (long, none) = (Duration::from_secs(5), Duration::ZERO);
+    assert!(keyed
+        .until_key_ready(&"k", 1, long, none)
+        .await
+        .unwrap()
+        .is_allowed());
+    let start = tokio::time::Instant::now();
+    assert!(keyed
+        .until_key_ready(&"k", 1, long, none)
+        .await
+        .unwrap()
+        .is_allowed());
+    assert_eq!(
+        start.elapsed(),
+        Duration::from_millis(100),
+        "exactly the retry-after"
+    );
+    let dropped = tokio::time::timeout(
+        Duration::from_millis(50),
+        keyed.until_key_ready(&"k", 1, long, none),
+    );
+    assert!(dropped.await.is_err());
+    let start = tokio::time::Instant::now();
+    keyed.until_key_ready(&"k", 1, long, none).await.unwrap();
+    assert_eq!(
+        start.elapsed(),
+        Duration::from_millis(50),
+        "the dropped wait took nothing"
+    );
+    assert!(matches!(
+        keyed.until_key_ready(&"k", 2, long, none).await,
+        Err(WaitError::Keyed(_))
+    ));
+    assert!(matches!(
+        keyed
+            .until_key_ready(&"k", 1, Duration::from_millis(10), none)
+            .await,
+        Err(WaitError::TooLong { .. })
+    ));
+    // With jitter the wake-up lands within [retry-after, retry-after + jitter].
+    let start = tokio::time::Instant::now();
+    keyed.until_key_ready(&"j", 1, long, none).await.unwrap();
+    keyed
+        .until_key_ready(&"j", 1, long, Duration::from_millis(30))
+        .await
+        .unwrap();
+    let took = start.elapsed();
+    assert!(
+        (Duration::from_millis(100)..=Duration::from_millis(130)).contains(&took),
+        "{took:?}"
+    );
+}
+
+/// Nanoseconds since it was made, on tokio's clock (paused in tests).
+#[derive(Debug, Clone, Copy)]
+struct TokioClock(tokio::time::Instant);
+
+impl TokioClock {
+    fn new() -> Self {
+        Self(tokio::time::Instant::now())
+    }
+}
+
+impl portero::Clock for TokioClock {
+    fn now(&self) -> u64 {
+        u64::try_from(self.0.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+}

@@ -296,6 +296,34 @@ impl RedisLimiter {
         }
     }
 
+    /// Waits until `cost` units of `key` are admitted, at most `max_wait` in all.
+    /// Between tries it sleeps the `retry_after` Redis itself computed (never polling
+    /// Redis faster than the limit can admit); each try takes nothing unless admitted,
+    /// so a dropped wait takes nothing. The last verdict is returned, admitted or not
+    /// (refused: the next try would come after `max_wait`); a cost above the
+    /// capacity is an error at once. Answers from the outage policy end the wait too
+    /// (`served_by` says so).
+    pub async fn until_ready(
+        &self,
+        key: &str,
+        cost: u64,
+        max_wait: Duration,
+    ) -> Result<Verdict, RedisCheckError> {
+        let started = tokio::time::Instant::now();
+        loop {
+            let verdict = self.check(key, cost).await?;
+            let retry = verdict.decision.retry_after();
+            let waited = started.elapsed();
+            if verdict.decision.is_allowed()
+                || verdict.served_by == ServedBy::Fallback
+                || waited + retry > max_wait
+            {
+                return Ok(verdict);
+            }
+            tokio::time::sleep(retry).await;
+        }
+    }
+
     /// What [`check`](Self::check) would answer for `cost` units now, taking nothing
     /// (cost 0: how many are left and when the key is full again). When Redis does not
     /// answer in time the outage policy answers, but a local fallback is only asked,

@@ -270,3 +270,35 @@ async fn a_lease_in_flight_during_this_instances_reset_is_not_kept() {
         assert!(admitted <= 100, "round {round}: {admitted} after the reset");
     }
 }
+
+/// Waiting on a Redis limit in real time (bounded: about 300 ms): 10 per second,
+/// burst 1 — four waits in a row are admitted about 100 ms apart, each after one
+/// refusal and one sleep of Redis's own retry-after (two round trips, not a busy
+/// poll); a wait allowed less than the retry-after returns the refusal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn until_ready_sleeps_redis_own_retry_after() {
+    let server = LocalRedis::start().expect("redis-server for this test");
+    let quota = Quota::per_second(10).unwrap().with_burst(1).unwrap();
+    let l = limiter(&server, RedisAlgorithm::gcra(quota).unwrap()).await;
+    let started = std::time::Instant::now();
+    for _ in 0..4 {
+        let v = l
+            .until_ready("wait", 1, Duration::from_secs(2))
+            .await
+            .unwrap();
+        assert!(v.decision.is_allowed());
+    }
+    let took = started.elapsed();
+    assert!(took >= Duration::from_millis(290), "{took:?}");
+    assert!(took < Duration::from_millis(900), "{took:?}");
+    assert!(l.round_trips() <= 7, "{} round trips", l.round_trips());
+    let impatient = l
+        .until_ready("wait", 1, Duration::from_millis(10))
+        .await
+        .unwrap();
+    assert!(!impatient.decision.is_allowed());
+    assert!(matches!(
+        l.until_ready("wait", 2, Duration::from_secs(1)).await,
+        Err(portero_redis::RedisCheckError::Check(_))
+    ));
+}

@@ -126,6 +126,8 @@ pub use policies::{Policies, PolicyError};
 #[cfg(feature = "alloc")]
 pub use priority::{Priority, PriorityError, PriorityLimit, MAX_CLASSES};
 pub use quota::{Quota, QuotaError, MAX_SPAN_NANOS, MAX_TIME_NANOS};
+#[cfg(feature = "tokio")]
+pub use reserve::WaitError;
 pub use reserve::{Reservation, ReserveError};
 pub use sliding_counter::SlidingWindowCounter;
 #[cfg(feature = "std")]

@@ -325,3 +325,102 @@ mod tests {
         assert!(!l.check_at(near_end, 1).unwrap().is_allowed());
     }
 }
+
+/// Waiting on a keyed limiter: each try takes nothing unless it is admitted, so a
+/// wait dropped at any point takes nothing; between tries it sleeps the refusal's
+/// own `retry_after` (never polling faster than the limiter can admit) plus, if asked,
+/// a random part of `jitter` ("full jitter": callers that were refused together do
+/// not all come back together). Unlike a [`Reservation`] there is no order among
+/// waiters of one key: for first come, first served, keep the key's calls behind a
+/// single GCRA limiter and reserve.
+#[cfg(feature = "tokio")]
+impl<K: core::hash::Hash + ?Sized, A: crate::Algorithm + Copy, C: Clock>
+    crate::KeyedLimiter<K, A, C>
+{
+    /// Waits until `cost` units of `key` are admitted, at most `max_wait` in all;
+    /// the admission, or why it could not be (a cost that can never fit is an error at
+    /// once; a full table or a wait past `max_wait` too).
+    ///
+    /// ```
+    /// # async fn demo() {
+    /// use std::time::Duration;
+    /// use portero::{Gcra, KeyedLimiter, Quota};
+    ///
+    /// let per_tenant = KeyedLimiter::new(Gcra::new(Quota::per_second(100).unwrap()), 1_000);
+    /// let d = per_tenant
+    ///     .until_key_ready(&"acme", 1, Duration::from_secs(5), Duration::from_millis(10))
+    ///     .await
+    ///     .unwrap();
+    /// assert!(d.is_allowed());
+    /// # }
+    /// ```
+    pub async fn until_key_ready(
+        &self,
+        key: &K,
+        cost: u64,
+        max_wait: Duration,
+        jitter: Duration,
+    ) -> Result<crate::Decision, WaitError> {
+        let started = tokio::time::Instant::now();
+        let mut seed = self.clock().now() ^ (key as *const K as *const u8 as u64);
+        loop {
+            let d = self.check_n(key, cost).map_err(WaitError::Keyed)?;
+            if d.is_allowed() {
+                return Ok(d);
+            }
+            let pause = d.retry_after() + full_jitter(jitter, &mut seed);
+            let waited = started.elapsed();
+            if waited + d.retry_after() > max_wait {
+                return Err(WaitError::TooLong {
+                    wait: waited + d.retry_after(),
+                });
+            }
+            tokio::time::sleep(pause.min(max_wait.saturating_sub(waited))).await;
+        }
+    }
+}
+
+/// Why a keyed wait ended without an admission.
+#[cfg(feature = "tokio")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WaitError {
+    /// The limiter refused outright: a cost that can never fit, a full table, a time
+    /// out of range.
+    Keyed(crate::KeyedError),
+    /// The next try would come after the wait allowed.
+    TooLong {
+        /// How long the caller would have waited in all.
+        wait: Duration,
+    },
+}
+
+#[cfg(feature = "tokio")]
+impl core::fmt::Display for WaitError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::Keyed(e) => e.fmt(f),
+            Self::TooLong { wait } => {
+                write!(f, "admitted only after {wait:?}, beyond the wait allowed")
+            }
+        }
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl core::error::Error for WaitError {}
+
+/// A random part of `bound` (SplitMix64 on `seed`): uniform in `[0, bound]`.
+#[cfg(feature = "tokio")]
+fn full_jitter(bound: Duration, seed: &mut u64) -> Duration {
+    let bound = u64::try_from(bound.as_nanos()).unwrap_or(u64::MAX);
+    if bound == 0 {
+        return Duration::ZERO;
+    }
+    *seed = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *seed;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    Duration::from_nanos(z % bound.saturating_add(1).max(1))
+}
