@@ -132,5 +132,53 @@ fn reject(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, clocks, admit, reject);
+/// Waiting callers whose turn is now (the common case of an outbound throttle under
+/// its rate): portero's reservation, booked and used at once (runtime-agnostic) and
+/// awaited on tokio, against governor's `until_ready`, each awaited on the same
+/// current-thread runtime.
+fn wait_admitted(c: &mut Criterion) {
+    let mut g = c.benchmark_group("wait_admitted");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("a tokio runtime");
+    let portero = RateLimiter::gcra(open_quota());
+    let forever = std::time::Duration::from_secs(3_600);
+    g.bench_function("portero_reserve_commit", |b| {
+        b.iter(|| portero.reserve(1, forever).expect("room").commit())
+    });
+    g.bench_function("portero_reserve_ready", |b| {
+        b.iter(|| rt.block_on(portero.reserve(1, forever).expect("room").ready()))
+    });
+    let governor = governor_open();
+    g.bench_function("governor_until_ready", |b| {
+        b.iter(|| rt.block_on(governor.until_ready()))
+    });
+    // The same awaits inside one task, so the runtime's entry cost is not in them.
+    g.bench_function("portero_reserve_ready_in_task", |b| {
+        b.iter_custom(|iters| {
+            rt.block_on(async {
+                let start = std::time::Instant::now();
+                for _ in 0..iters {
+                    portero.reserve(1, forever).expect("room").ready().await;
+                }
+                start.elapsed()
+            })
+        })
+    });
+    g.bench_function("governor_until_ready_in_task", |b| {
+        b.iter_custom(|iters| {
+            rt.block_on(async {
+                let start = std::time::Instant::now();
+                for _ in 0..iters {
+                    governor.until_ready().await;
+                }
+                start.elapsed()
+            })
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, clocks, admit, reject, wait_admitted);
 criterion_main!(benches);

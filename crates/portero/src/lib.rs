@@ -127,7 +127,7 @@ pub use policies::{Policies, PolicyError};
 pub use priority::{Priority, PriorityError, PriorityLimit, MAX_CLASSES};
 pub use quota::{Quota, QuotaError, MAX_SPAN_NANOS, MAX_TIME_NANOS};
 #[cfg(feature = "tokio")]
-pub use reserve::WaitError;
+pub use reserve::{Ready, WaitError};
 pub use reserve::{Reservation, ReserveError};
 pub use sliding_counter::SlidingWindowCounter;
 #[cfg(feature = "std")]

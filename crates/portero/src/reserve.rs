@@ -65,6 +65,8 @@ pub struct Reservation<'a, C> {
     // only while the word still holds `after`.
     before: u64,
     after: u64,
+    // Whether the slot was ready at the booking's own `now`.
+    ready_now: bool,
     done: bool,
 }
 
@@ -98,12 +100,14 @@ impl<C: Clock> RateLimiter<Gcra, C> {
         cost: u64,
         max_wait: Duration,
     ) -> Result<Reservation<'static, C>, ReserveError> {
-        let (ready_at, before, after) = self.book(self.clock().now(), cost, max_wait)?;
+        let now = self.clock().now();
+        let (ready_at, before, after) = self.book(now, cost, max_wait)?;
         Ok(Reservation {
             limiter: Handle::Shared(self.clone()),
             ready_at,
             before,
             after,
+            ready_now: ready_at <= now,
             done: false,
         })
     }
@@ -146,6 +150,7 @@ impl<C: Clock> RateLimiter<Gcra, C> {
             ready_at,
             before,
             after,
+            ready_now: ready_at <= now,
             done: false,
         })
     }
@@ -180,7 +185,7 @@ impl<C: Clock> RateLimiter<Gcra, C> {
     }
 }
 
-impl<C: Clock> Reservation<'_, C> {
+impl<'a, C: Clock> Reservation<'a, C> {
     /// When the units may be used (ns on the limiter's clock).
     pub fn ready_at(&self) -> u64 {
         self.ready_at
@@ -217,10 +222,47 @@ impl<C: Clock> Reservation<'_, C> {
     /// Waits (tokio's timer) until the units may be used, then uses them. Dropped
     /// while waiting (a cancelled task), the reservation is cancelled.
     #[cfg(feature = "tokio")]
-    pub async fn ready(self) {
-        let wait = self.wait_from(self.limiter.clock().now());
-        tokio::time::sleep(wait).await;
-        self.commit();
+    pub fn ready(self) -> Ready<'a, C> {
+        // Ready when booked (the common case under the rate): no second clock read and
+        // no timer, so the future stays two words and a reservation.
+        let sleep = (!self.ready_now)
+            .then(|| self.wait_from(self.limiter.clock().now()))
+            .filter(|wait| !wait.is_zero())
+            .map(|wait| alloc::boxed::Box::pin(tokio::time::sleep(wait)));
+        Ready {
+            reservation: Some(self),
+            sleep,
+        }
+    }
+}
+
+/// The future of [`Reservation::ready`]: resolves when the slot may be used.
+#[cfg(feature = "tokio")]
+#[derive(Debug)]
+#[must_use = "a future does nothing unless awaited"]
+pub struct Ready<'a, C: Clock> {
+    reservation: Option<Reservation<'a, C>>,
+    // Only when the slot is still ahead: a timer is boxed, since a wait dwarfs it.
+    sleep: Option<core::pin::Pin<alloc::boxed::Box<tokio::time::Sleep>>>,
+}
+
+#[cfg(feature = "tokio")]
+impl<C: Clock> core::future::Future for Ready<'_, C> {
+    type Output = ();
+
+    fn poll(
+        mut self: core::pin::Pin<&mut Self>,
+        cx: &mut core::task::Context<'_>,
+    ) -> core::task::Poll<()> {
+        if let Some(sleep) = self.sleep.as_mut() {
+            if sleep.as_mut().poll(cx).is_pending() {
+                return core::task::Poll::Pending;
+            }
+        }
+        if let Some(r) = self.reservation.take() {
+            r.commit();
+        }
+        core::task::Poll::Ready(())
     }
 }
 
