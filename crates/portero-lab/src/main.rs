@@ -43,6 +43,8 @@ enum Command {
     /// Three classes of traffic, 150/s to a service for 100/s: a plain concurrency
     /// limit against shedding by priority; then over the offered load.
     Priority(Seeded),
+    /// 50 tasks share a provider's 100/s quota: waiting for a turn against retrying on 429.
+    Outbound(Seeded),
     /// Little's law: the service time doubles; rate limit, concurrency limit, adaptive.
     Little,
     /// A dependency down for 60 s: calls that reach it without and with a breaker; then
@@ -159,6 +161,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Goodput(args) => overload::goodput(&args),
         Command::Tenants(args) => overload::tenants(&args),
         Command::Priority(args) => overload::priority(&args),
+        Command::Outbound(args) => overload::outbound(&args),
         Command::Little => overload::little(),
         Command::Breaker(args) => overload::breaker(&args),
         Command::Storm(args) => overload::storm(&args),

@@ -410,3 +410,32 @@ pub fn storm(args: &Seeded) -> Result<()> {
     );
     write_chart(args.svg.as_deref(), || charts::storm(args.seed))
 }
+
+/// `portero-lab outbound`.
+pub fn outbound(args: &Seeded) -> Result<()> {
+    use portero_lab::overload::outbound as ob;
+    println!(
+        "outbound: {} tasks x {} messages at once, a provider allowing {}/s (burst 1), seed {}",
+        ob::TASKS,
+        ob::MESSAGES,
+        ob::PER_SECOND,
+        args.seed
+    );
+    println!(
+        "{:<18} {:>12} {:>11} {:>9} {:>9} {:>9}",
+        "strategy", "delivered/s", "over quota", "wait p50", "wait p99", "wait max"
+    );
+    for r in ob::run(args.seed) {
+        println!(
+            "{:<18} {:>12.1} {:>11} {:>8.2}s {:>8.2}s {:>8.2}s",
+            r.strategy.name(),
+            r.delivered_per_second,
+            r.over_quota,
+            r.wait_at(0.5),
+            r.wait_at(0.99),
+            r.wait_at(1.0)
+        );
+    }
+    println!("(simulated time: the same on every machine)");
+    Ok(())
+}

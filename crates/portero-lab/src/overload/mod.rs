@@ -7,6 +7,7 @@
 pub mod breaker;
 pub mod goodput;
 pub mod little;
+pub mod outbound;
 pub mod priority;
 pub mod storm;
 pub mod tenants;
