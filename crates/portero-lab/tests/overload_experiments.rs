@@ -312,11 +312,22 @@ fn waiting_for_a_turn_makes_no_call_over_the_quota_and_delivers_at_its_rate() {
     let [wait, naive, jittered] = outbound::run(portero_lab::overload::DEFAULT_SEED);
     assert_eq!(wait.strategy, Strategy::Wait);
     assert_eq!(wait.over_quota, 0, "no call the provider refuses");
-    assert_eq!(wait.waits.len() as u64, outbound::TASKS * outbound::MESSAGES);
+    assert_eq!(
+        wait.waits.len() as u64,
+        outbound::TASKS * outbound::MESSAGES
+    );
     assert!(wait.delivered_per_second >= 99.0 && wait.delivered_per_second <= 101.0);
-    assert!(wait.wait_at(1.0) < 10.0, "the last one within 1,000 / 100 s");
+    assert!(
+        wait.wait_at(1.0) < 10.0,
+        "the last one within 1,000 / 100 s"
+    );
     for retry in [&naive, &jittered] {
-        assert!(retry.over_quota > 1_000, "{:?}: {}", retry.strategy, retry.over_quota);
+        assert!(
+            retry.over_quota > 1_000,
+            "{:?}: {}",
+            retry.strategy,
+            retry.over_quota
+        );
         assert!(retry.delivered_per_second < wait.delivered_per_second);
         assert!(retry.wait_at(0.99) > wait.wait_at(0.99));
     }
