@@ -28,7 +28,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// key prefix and algorithm. Cloning is cheap and shares the connection.
 #[derive(Clone)]
 pub struct RedisLimiter {
-    connection: Connection,
+    link: Link,
     algorithm: RedisAlgorithm,
     script: Arc<Script>,
     prefix: Arc<str>,
@@ -87,6 +87,60 @@ impl ConnectionLike for Connection {
     }
 }
 
+/// The connection: made at once ([`RedisLimiter::connect`]), or on first use and again
+/// after every failed attempt ([`RedisLimiter::connect_lazy`]).
+#[derive(Clone)]
+struct Link {
+    ready: Arc<tokio::sync::OnceCell<Connection>>,
+    // How to make it, for a lazy limiter.
+    client: Option<redis::Client>,
+}
+
+impl Link {
+    /// The connection, making it within `budget` if it is not made yet; `None` if it
+    /// cannot be had in time (Redis down at start-up: the outage policy answers).
+    async fn get(&self, budget: Duration, clock: &RedisClock) -> Option<Connection> {
+        if let Some(c) = self.ready.get() {
+            return Some(c.clone());
+        }
+        let client = self.client.clone()?;
+        let made = self.ready.get_or_try_init(|| establish(client, clock));
+        match tokio::time::timeout(budget, made).await {
+            Ok(Ok(c)) => Some(c.clone()),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "portero-redis: cannot connect yet; the outage policy answers");
+                None
+            }
+            Err(_) => None,
+        }
+    }
+}
+
+/// Connects to one server and checks it: Redis 5 or newer, and its clock.
+async fn establish(client: redis::Client, clock: &RedisClock) -> Result<Connection, RedisError> {
+    // No response timeout on the connection: each check bounds its own wait
+    // (`timeout`), so a caller who allows more time gets it.
+    let config = ConnectionManagerConfig::new()
+        .set_connection_timeout(CONNECT_TIMEOUT)
+        .set_number_of_retries(1);
+    let connection = ConnectionManager::new_with_config(client, config).await?;
+    let mut connection = Connection::Single(connection);
+    check_server(&mut connection, clock).await?;
+    Ok(connection)
+}
+
+/// Refuses a server older than Redis 5, and reads its clock once.
+async fn check_server(connection: &mut Connection, clock: &RedisClock) -> Result<(), RedisError> {
+    let info: String = connection
+        .ask_one_node(redis::cmd("INFO").arg("server"))
+        .await?;
+    check_version(&info)?;
+    let sent = clock.local_us();
+    let (secs, micros): (u64, u64) = connection.ask_one_node(&redis::cmd("TIME")).await?;
+    clock.observe(sent, secs * 1_000_000 + micros);
+    Ok(())
+}
+
 impl Connection {
     /// A command that concerns no key, on one node (any node of a Cluster).
     async fn ask_one_node<T: redis::FromRedisValue>(&mut self, cmd: &Cmd) -> Result<T, RedisError> {
@@ -126,15 +180,40 @@ impl RedisLimiter {
     /// Connects to `url` (e.g. `redis://127.0.0.1:6379`). Fails if Redis cannot be
     /// reached now; afterwards the connection is re-established in the background and
     /// checks that find it down follow [`WhenDown`] (default: [`WhenDown::FailClosed`]).
+    /// For a service that must start while Redis is down, see
+    /// [`connect_lazy`](Self::connect_lazy).
     pub async fn connect(url: &str, algorithm: RedisAlgorithm) -> Result<Self, RedisError> {
-        let client = redis::Client::open(url)?;
-        // No response timeout on the connection: each check bounds its own wait
-        // (`timeout`), so a caller who allows more time gets it.
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(CONNECT_TIMEOUT)
-            .set_number_of_retries(1);
-        let connection = ConnectionManager::new_with_config(client, config).await?;
-        Self::with_connection(Connection::Single(connection), algorithm).await
+        let clock = RedisClock::new();
+        let connection = establish(redis::Client::open(url)?, &clock).await?;
+        let link = Link {
+            ready: Arc::new(tokio::sync::OnceCell::new_with(Some(connection))),
+            client: None,
+        };
+        Ok(Self::with_link(link, clock, algorithm))
+    }
+
+    /// Like [`connect`](Self::connect), but returns at once (only a malformed `url` is
+    /// an error): the connection is made by the first check that needs it, within that
+    /// check's timeout, and tried again by the next check as long as it fails. Until
+    /// then every check is answered by the [`WhenDown`] policy, so a service starts
+    /// and answers while Redis is down, and shares the limit as soon as it is up.
+    ///
+    /// ```no_run
+    /// use portero::Quota;
+    /// use portero_redis::{RedisAlgorithm, RedisLimiter, WhenDown};
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let limiter = RedisLimiter::connect_lazy("redis://10.0.0.5:6379", RedisAlgorithm::gcra(Quota::per_minute(100)?)?)?
+    ///     .when_down(WhenDown::FailOpen);
+    /// let verdict = limiter.check("client-42", 1).await?; // Redis down: the policy answers
+    /// # let _ = verdict; Ok(()) }
+    /// ```
+    pub fn connect_lazy(url: &str, algorithm: RedisAlgorithm) -> Result<Self, RedisError> {
+        let link = Link {
+            ready: Arc::new(tokio::sync::OnceCell::new()),
+            client: Some(redis::Client::open(url)?),
+        };
+        Ok(Self::with_link(link, RedisClock::new(), algorithm))
     }
 
     /// Connects to a Redis Cluster through any of its nodes (`redis://host:port`
@@ -155,16 +234,18 @@ impl RedisLimiter {
         mut connection: Connection,
         algorithm: RedisAlgorithm,
     ) -> Result<Self, RedisError> {
-        let info: String = connection
-            .ask_one_node(redis::cmd("INFO").arg("server"))
-            .await?;
-        check_version(&info)?;
         let clock = RedisClock::new();
-        let sent = clock.local_us();
-        let (secs, micros): (u64, u64) = connection.ask_one_node(&redis::cmd("TIME")).await?;
-        clock.observe(sent, secs * 1_000_000 + micros);
-        Ok(Self {
-            connection,
+        check_server(&mut connection, &clock).await?;
+        let link = Link {
+            ready: Arc::new(tokio::sync::OnceCell::new_with(Some(connection))),
+            client: None,
+        };
+        Ok(Self::with_link(link, clock, algorithm))
+    }
+
+    fn with_link(link: Link, clock: RedisClock, algorithm: RedisAlgorithm) -> Self {
+        Self {
+            link,
             algorithm,
             script: Arc::new(Script::new(scripts::LIMITS)),
             prefix: Arc::from("portero:"),
@@ -174,7 +255,7 @@ impl RedisLimiter {
             errors: Arc::new(AtomicU64::new(0)),
             round_trips: Arc::new(AtomicU64::new(0)),
             cache: None,
-        })
+        }
     }
 
     /// Starts every key with `prefix` (default `portero:`), e.g. to keep one
@@ -381,7 +462,12 @@ impl RedisLimiter {
         key: &str,
         algorithm: &RedisAlgorithm,
     ) -> Result<(), RedisError> {
-        let mut connection = self.connection.clone();
+        let Some(mut connection) = self.link.get(self.timeout, &self.clock).await else {
+            return Err(RedisError::from((
+                ErrorKind::IoError,
+                "Redis not reachable: the key was not reset",
+            )));
+        };
         let keys = redis_keys(&self.prefix, key, algorithm);
         if let Some(cache) = &self.cache {
             // Before Redis forgets it: a check between the two must not be answered
@@ -514,7 +600,11 @@ impl RedisLimiter {
                 .arg(&call.algorithm.script_args()[..])
                 .arg(call.cost);
         }
-        let mut connection = self.connection.clone();
+        let started = tokio::time::Instant::now();
+        let Some(mut connection) = self.link.get(budget, &self.clock).await else {
+            return Ok(None); // not connected yet: the outage policy answers
+        };
+        let budget = budget.saturating_sub(started.elapsed());
         self.round_trips.fetch_add(1, Ordering::Relaxed);
         // A slot being migrated answers TRYAGAIN (or an ASK the client could not
         // follow) for a moment: ask again, within the same timeout and the same

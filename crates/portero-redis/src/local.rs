@@ -31,6 +31,12 @@ impl LocalRedis {
         Self::start_with(port, &[], None)
     }
 
+    /// Starts `redis-server` on loopback `port` (a test that needs Redis to appear
+    /// where a client already looks); fails if the port is taken by anything else.
+    pub fn start_on(port: u16) -> io::Result<Self> {
+        Self::start_with(port, &[], None)
+    }
+
     fn start_with(port: u16, extra: &[&str], dir: Option<&Path>) -> io::Result<Self> {
         let mut command = Command::new("redis-server");
         if let Some(dir) = dir {

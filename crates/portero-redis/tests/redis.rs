@@ -403,3 +403,45 @@ async fn a_check_the_policy_answered_is_not_charged_later() {
         "the five late scripts charged nothing"
     );
 }
+
+/// A service that starts while Redis is down: a lazy limiter answers with the outage
+/// policy within its timeout (before: `connect` failed, so the service could not
+/// start), and once Redis comes up on that address the same limiter shares the limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lazy_limiter_starts_while_redis_is_down_and_uses_it_once_up() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let gcra = RedisAlgorithm::gcra(Quota::per_minute(5).unwrap()).unwrap();
+    let url = format!("redis://127.0.0.1:{port}");
+    assert!(
+        RedisLimiter::connect(&url, gcra).await.is_err(),
+        "the eager one cannot start"
+    );
+    let lazy = RedisLimiter::connect_lazy(&url, gcra)
+        .unwrap()
+        .timeout(Duration::from_millis(200))
+        .when_down(WhenDown::FailOpen);
+    let started = std::time::Instant::now();
+    let v = lazy.check("k", 1).await.unwrap();
+    assert_eq!(v.served_by, ServedBy::Fallback);
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "within the timeout, roughly"
+    );
+    let _server = LocalRedis::start_on(port).expect("redis-server on the free port");
+    let mut served = None;
+    for _ in 0..50 {
+        let v = lazy.check("k", 1).await.unwrap();
+        if v.served_by == ServedBy::Redis {
+            served = Some(v);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let v = served.expect("connected once Redis was up");
+    assert!(v.decision.is_allowed());
+    assert_eq!(v.decision.remaining(), 4, "the shared limit in Redis");
+}

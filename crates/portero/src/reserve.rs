@@ -65,7 +65,8 @@ pub struct Reservation<'a, C> {
     // only while the word still holds `after`.
     before: u64,
     after: u64,
-    // Whether the slot was ready at the booking's own `now`.
+    // Whether the slot was ready at the booking's own `now` (read by the tokio wait).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     ready_now: bool,
     done: bool,
 }
