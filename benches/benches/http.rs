@@ -14,7 +14,7 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use http::Request;
 use portero::{Gcra, KeyedLimiter};
 use portero_benches::open_quota;
-use portero_http::{ClientIp, Policy, RateLimitLayer, TrustedProxies};
+use portero_http::{ClientIp, Limit, LimitLayer, Policy, TrustedProxies};
 use tower::ServiceExt;
 
 const CLIENTS: u32 = 10_000;
@@ -36,11 +36,11 @@ fn routers() -> [(&'static str, Router); 3] {
         2 * CLIENTS as usize,
     ));
     let client = ClientIp::new(TrustedProxies::none());
-    let portero = plain.clone().layer(RateLimitLayer::new(
+    let portero = plain.clone().layer(LimitLayer::new(Limit::new(
         limiter,
         Policy::for_quota("per-ip", &open_quota()).unwrap(),
         move |req: &Request<Body>| client.key(req),
-    ));
+    )));
     let config = tower_governor::governor::GovernorConfigBuilder::default()
         .per_nanosecond(1)
         .burst_size(1 << 30)

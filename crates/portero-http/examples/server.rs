@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use axum::{routing::get, Router};
 use portero::{Gcra, KeyedLimiter, Quota};
-use portero_http::{ClientIp, Policy, RateLimitLayer, TrustedProxies};
+use portero_http::{ClientIp, Limit, LimitLayer, Policy, TrustedProxies};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -20,11 +20,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let limiter = Arc::new(KeyedLimiter::new(Gcra::new(quota), 100_000));
     let client = ClientIp::new(TrustedProxies::new(["127.0.0.1"])?);
     let app = Router::new().route("/", get(|| async { "hello\n" })).layer(
-        RateLimitLayer::new(
+        LimitLayer::new(Limit::new(
             limiter,
             Policy::for_quota("per-client", &quota)?,
             move |req: &http::Request<axum::body::Body>| client.key(req),
-        )
+        ))
         .legacy_headers(true),
     );
     let addr = std::env::var("PORTERO_ADDR").unwrap_or_else(|_| "127.0.0.1:3000".into());

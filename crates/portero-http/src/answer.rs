@@ -1,7 +1,7 @@
-//! The answers a layer gives by itself, built in one place for every layer (this
-//! crate's and portero-redis's): 429 for a client over its limit, 503 for a server
-//! over its capacity, 413 for a request no limit could admit — each with a small JSON
-//! body of the same shape.
+//! The answers a layer gives by itself, built in one place for every layer and store:
+//! 429 for a client over its limit, 503 for a server over its capacity, 413 for a
+//! request no limit could admit, 500 for a limit that could not be checked — each
+//! with a small JSON body of the same shape.
 
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderValue, Response, StatusCode};
@@ -19,28 +19,29 @@ pub fn too_many_requests<B: From<&'static str>>(
     decision: &Decision,
     policy: &Policy,
 ) -> Response<B> {
-    let mut response = Response::new(B::from(TOO_MANY_REQUESTS_BODY));
-    *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
-    response
-        .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    let mut response = rate_limited();
     headers::insert(response.headers_mut(), decision, policy);
     response
 }
 
-/// 429 for a stack of limits: every applied policy's fields as one list each, the
-/// `Retry-After` of the one that refused (`items[refused_by]`), and the JSON body.
-pub fn too_many_requests_for<B: From<&'static str>>(
-    items: &[(Decision, std::sync::Arc<Policy>)],
-    refused_by: usize,
-) -> Response<B> {
+/// A 429's status, `Content-Type` and body, without the fields.
+pub(crate) fn rate_limited<B: From<&'static str>>() -> Response<B> {
     let mut response = Response::new(B::from(TOO_MANY_REQUESTS_BODY));
     *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
     response
         .headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    let items: Vec<(Decision, &Policy)> = items.iter().map(|(d, p)| (*d, p.as_ref())).collect();
-    headers::insert_all(response.headers_mut(), &items, Some(refused_by));
+    response
+}
+
+/// 429 for several limits: every applied policy's fields as one list each, the
+/// `Retry-After` of the one that refused (`items[refused_by]`), and the JSON body.
+pub fn too_many_requests_for<B: From<&'static str>>(
+    items: &[(Decision, &Policy)],
+    refused_by: usize,
+) -> Response<B> {
+    let mut response = rate_limited();
+    headers::insert_all(response.headers_mut(), items, Some(refused_by));
     response
 }
 
@@ -70,5 +71,20 @@ pub fn service_unavailable<B: From<&'static str>>(retry_after: &HeaderValue) -> 
     let headers = response.headers_mut();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     headers.insert(RETRY_AFTER, retry_after.clone());
+    response
+}
+
+/// The body of a 500 for a limit that could not decide: the key could not be told
+/// (no peer address recorded) or its store failed. Never an admission, never a 429
+/// (the client did nothing wrong).
+pub const LIMIT_FAILED_BODY: &str = r#"{"error":"rate limit could not be checked"}"#;
+
+/// 500 Internal Server Error with [`LIMIT_FAILED_BODY`] as `application/json`.
+pub fn limit_failed<B: From<&'static str>>() -> Response<B> {
+    let mut response = Response::new(B::from(LIMIT_FAILED_BODY));
+    *response.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response
 }

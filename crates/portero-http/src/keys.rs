@@ -1,7 +1,13 @@
-//! Ready-made key functions for [`RateLimitLayer`](crate::RateLimitLayer): each turns a
-//! request into a key without allocating (a header value is shared, not copied; an
-//! extension is cloned as its type does). For the client's address see
-//! [`ClientIp::key`](crate::ClientIp::key).
+//! What a key function returns, and ready-made key functions for
+//! [`LimitLayer`](crate::LimitLayer): each turns a request into a key without
+//! allocating (a header value is shared, not copied; an extension is cloned as its type
+//! does). For the client's address see [`ClientIp::key`](crate::ClientIp::key).
+//!
+//! A key function says one of three things ([`IntoKey`]): here is the key; the client
+//! sent nothing to key on (`None`: the layer's [`WhenNoKey`](crate::WhenNoKey)
+//! decides); or the *server* cannot know ([`KeyError`]: no peer address was recorded),
+//! which is answered 500 and logged, never folded into a shared bucket where one
+//! abuser would lock every client out.
 //!
 //! A key a client writes (an API key header) is only as good as what checks it: put
 //! the limit behind authentication, or add a **second limit on the address** (a stack
@@ -9,9 +15,83 @@
 //! limit. [`both`] is not that: it counts under the *pair*, and every rotated key makes
 //! a new pair — use it for two parts that are both verified (tenant and user).
 
+use core::fmt;
 use std::hash::Hash;
 
 use http::{HeaderName, HeaderValue, Request};
+
+/// Why a key function could not find a request's key although the client did nothing
+/// wrong: a fault of the server's set-up, answered 500 and logged, not limited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KeyError {
+    /// The server recorded no peer address for the request: serve axum with
+    /// `into_make_service_with_connect_info::<SocketAddr>()` (and enable this crate's
+    /// `axum` feature), or put the connection's `SocketAddr` in the request's
+    /// extensions.
+    NoPeerAddress,
+    /// An extension an earlier layer should have inserted is missing (the layers are
+    /// in the wrong order); the type's name.
+    MissingExtension(&'static str),
+}
+
+impl fmt::Display for KeyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NoPeerAddress => f.write_str(
+                "no peer address recorded for the request: serve axum with \
+                 into_make_service_with_connect_info::<SocketAddr>() and enable \
+                 portero-http's `axum` feature, or insert the connection's SocketAddr \
+                 into the request's extensions",
+            ),
+            Self::MissingExtension(name) => write!(
+                f,
+                "the request has no {name} extension: the layer that inserts it must \
+                 run before (outside) the rate-limit layer"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for KeyError {}
+
+/// What a key function may return: `Option<K>` (`None`: the client sent no key) or
+/// `Result<K, KeyError>` / [`KeyLookup<K>`] when the server itself may be unable to tell.
+pub trait IntoKey {
+    /// The key.
+    type Key;
+    /// The key, `Ok(None)` for none sent, or why the server cannot know.
+    fn into_key(self) -> Result<Option<Self::Key>, KeyError>;
+}
+
+impl<K> IntoKey for Option<K> {
+    type Key = K;
+    #[inline]
+    fn into_key(self) -> Result<Option<K>, KeyError> {
+        Ok(self)
+    }
+}
+
+impl<K> IntoKey for Result<K, KeyError> {
+    type Key = K;
+    #[inline]
+    fn into_key(self) -> Result<Option<K>, KeyError> {
+        self.map(Some)
+    }
+}
+
+/// All three answers of a key function in one type: what [`both`] and [`either`]
+/// return when their parts may fail.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyLookup<K>(pub Result<Option<K>, KeyError>);
+
+impl<K> IntoKey for KeyLookup<K> {
+    type Key = K;
+    #[inline]
+    fn into_key(self) -> Result<Option<K>, KeyError> {
+        self.0
+    }
+}
 
 /// The value of header `name` (an API key, a tenant id), as sent: `None` if absent.
 ///
@@ -42,28 +122,45 @@ pub fn global<B>() -> impl Fn(&Request<B>) -> Option<()> + Clone {
 /// pair, and has no key if either part is missing. Not a defence against a client
 /// that rotates one part (each rotation is a fresh pair): for that, stack a limit on
 /// each part.
-pub fn both<B, F, G, X, Y>(first: F, second: G) -> impl Fn(&Request<B>) -> Option<(X, Y)> + Clone
+pub fn both<B, F, G, RF, RG>(
+    first: F,
+    second: G,
+) -> impl Fn(&Request<B>) -> KeyLookup<(RF::Key, RG::Key)> + Clone
 where
-    F: Fn(&Request<B>) -> Option<X> + Clone,
-    G: Fn(&Request<B>) -> Option<Y> + Clone,
+    F: Fn(&Request<B>) -> RF + Clone,
+    G: Fn(&Request<B>) -> RG + Clone,
+    RF: IntoKey,
+    RG: IntoKey,
 {
-    move |req| Some((first(req)?, second(req)?))
+    move |req| {
+        KeyLookup((|| {
+            let Some(x) = first(req).into_key()? else {
+                return Ok(None);
+            };
+            Ok(second(req).into_key()?.map(|y| (x, y)))
+        })())
+    }
 }
 
 /// A key from the first function, or else from the second: an API key when the client
 /// sent one, else its address (`either(header(..), move |r| client.key(r))`). The two
-/// kinds never share a bucket.
-pub fn either<B, F, G, X, Y>(
+/// kinds never share a bucket. An error from either part is the answer.
+pub fn either<B, F, G, RF, RG>(
     first: F,
     second: G,
-) -> impl Fn(&Request<B>) -> Option<Either<X, Y>> + Clone
+) -> impl Fn(&Request<B>) -> KeyLookup<Either<RF::Key, RG::Key>> + Clone
 where
-    F: Fn(&Request<B>) -> Option<X> + Clone,
-    G: Fn(&Request<B>) -> Option<Y> + Clone,
+    F: Fn(&Request<B>) -> RF + Clone,
+    G: Fn(&Request<B>) -> RG + Clone,
+    RF: IntoKey,
+    RG: IntoKey,
 {
-    move |req| match first(req) {
-        Some(x) => Some(Either::First(x)),
-        None => second(req).map(Either::Second),
+    move |req| {
+        KeyLookup(match first(req).into_key() {
+            Ok(Some(x)) => Ok(Some(Either::First(x))),
+            Ok(None) => second(req).into_key().map(|y| y.map(Either::Second)),
+            Err(e) => Err(e),
+        })
     }
 }
 
@@ -74,6 +171,40 @@ pub enum Either<X, Y> {
     First(X),
     /// From the second.
     Second(Y),
+}
+
+#[cfg_attr(
+    feature = "axum",
+    doc = "The client's address as [`ClientAddrLayer`](crate::axum::ClientAddrLayer) resolved it"
+)]
+#[cfg_attr(
+    not(feature = "axum"),
+    doc = "The client's address as `axum::ClientAddrLayer` (feature `axum`) resolved it"
+)]
+/// (the request's [`ClientAddr`](crate::ClientAddr) extension). Use it in a limit
+/// behind that layer (added to the router after the limit, so it runs first): handlers
+/// extract the same [`ClientAddr`](crate::ClientAddr), so they and the limits see one
+/// address, resolved once. No extension (the layer is missing, or runs after the limit) is
+/// [`KeyError::MissingExtension("ClientAddr")`](KeyError::MissingExtension), answered
+/// 500 and logged, never a shared bucket.
+///
+/// ```
+/// use portero_http::keys::{self, KeyError};
+/// let key = keys::client_addr::<()>();
+/// let mut req = http::Request::builder().body(()).unwrap();
+/// assert_eq!(key(&req), Err(KeyError::MissingExtension("ClientAddr")));
+/// let client = portero_http::ClientIp::default()
+///     .resolve("192.0.2.1".parse().unwrap(), req.headers());
+/// req.extensions_mut().insert(client);
+/// assert_eq!(key(&req), Ok(client));
+/// ```
+pub fn client_addr<B>() -> impl Fn(&Request<B>) -> Result<crate::ClientAddr, KeyError> + Clone {
+    |req| {
+        req.extensions()
+            .get::<crate::ClientAddr>()
+            .copied()
+            .ok_or(KeyError::MissingExtension("ClientAddr"))
+    }
 }
 
 #[cfg(test)]
@@ -97,11 +228,14 @@ mod tests {
         assert_eq!(global()(&req), Some(()));
         let pair = both(tenant.clone(), user.clone());
         assert_eq!(
-            pair(&req).map(|(t, u)| (t.to_str().unwrap().to_owned(), u)),
+            pair(&req)
+                .into_key()
+                .unwrap()
+                .map(|(t, u)| (t.to_str().unwrap().to_owned(), u)),
             Some(("acme".into(), UserId(7)))
         );
         let bare = Request::builder().body(()).unwrap();
-        assert_eq!(both(tenant.clone(), user.clone())(&bare), None);
+        assert_eq!(both(tenant.clone(), user.clone())(&bare).0, Ok(None));
         // Header values and pairs are keys as they are.
         let quota = portero::Quota::per_second(1).unwrap();
         let limits = portero::KeyedLimiter::with_clock(
@@ -109,7 +243,7 @@ mod tests {
             10,
             portero::ManualClock::new(),
         );
-        let k = both(tenant, user)(&req).unwrap();
+        let k = both(tenant, user)(&req).into_key().unwrap().unwrap();
         assert!(limits.check_at(&k, 0, 1).unwrap().is_allowed());
         assert!(!limits.check_at(&k, 0, 1).unwrap().is_allowed());
         // An API key if sent, else the peer address.
@@ -122,7 +256,9 @@ mod tests {
         anonymous
             .extensions_mut()
             .insert(std::net::SocketAddr::from(([192, 0, 2, 1], 4000)));
-        assert!(matches!(key(&anonymous), Some(Either::Second(a)) if a.to_string() == "192.0.2.1"));
+        assert!(
+            matches!(key(&anonymous).0, Ok(Some(Either::Second(a))) if a.to_string() == "192.0.2.1")
+        );
         let mut keyed = Request::builder()
             .header("x-api-key", "k")
             .body(())
@@ -130,6 +266,9 @@ mod tests {
         keyed
             .extensions_mut()
             .insert(std::net::SocketAddr::from(([192, 0, 2, 1], 4000)));
-        assert!(matches!(key(&keyed), Some(Either::First(_))));
+        assert!(matches!(key(&keyed).0, Ok(Some(Either::First(_)))));
+        // No peer recorded and no API key: the server's fault, said as such.
+        let bare = Request::builder().body(()).unwrap();
+        assert_eq!(key(&bare).0, Err(KeyError::NoPeerAddress));
     }
 }

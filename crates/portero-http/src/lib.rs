@@ -7,10 +7,14 @@
 //! - [`headers`]: the IETF `RateLimit` / `RateLimit-Policy` fields, `Retry-After`
 //!   (whole seconds, rounded up, at most a year) and `Cache-Control: no-store` on a
 //!   429, from any portero [`Decision`](portero::Decision); legacy `X-RateLimit-*`.
-//! - [`RateLimitLayer`]: a tower layer (axum, hyper, tonic) that checks a
-//!   [`KeyedLimiter`](portero::KeyedLimiter) per request and answers 429 itself, before
-//!   the body is read; requests without a key share one bucket; shadow mode; costs.
-//!   [`StackedRateLimitLayer`]: per-route, user, tenant and global limits, all or none.
+//! - [`LimitLayer`]: the one rate-limit pipeline, a tower layer (axum, hyper, tonic)
+//!   that checks every applicable [`Limit`] per request, all or none, and answers 429
+//!   itself, before the body is read. A limit's counts live in a [`Store`]: the
+//!   in-memory [`KeyedLimiter`](portero::KeyedLimiter), or (portero-redis) a Redis or
+//!   leased limiter; every option — no key, a store that cannot take the key, cost,
+//!   shadow, custom refusal, legacy fields, routes ([`route`]) — works the same for each.
+//!   [`axum`] (feature `axum`): the client's address resolved once, for limits and
+//!   handlers alike, and a loud 500 when the server recorded no peer address.
 //! - [`LoadShedLayer`]: 503 at once instead of queueing behind a struggling server,
 //!   decided before the handler runs — beyond a fixed `C`, by priority class
 //!   ([`portero::PriorityLimit`]), by tenant ([`fair::FairShare`]: the largest tenant
@@ -22,13 +26,14 @@
 //! - [`Backoff`]: the client side — exponential backoff with full jitter that never
 //!   retries before the server's `Retry-After`, nor waits past its own ceiling.
 //!
-//! Features: `axum` (read axum's `ConnectInfo`), `metrics` (count every decision per
-//! policy and outcome), `tracing` (an event per refusal).
+//! Features: `axum` (read axum's `ConnectInfo`, the [`axum`] module), `metrics` (count
+//! every decision per policy, outcome and source), `tracing` (an event per refusal,
+//! fallback answer and failed check).
 //!
 //! ```
 //! use axum::{routing::get, Router};
 //! use portero::{Gcra, KeyedLimiter, Quota};
-//! use portero_http::{ClientIp, Policy, RateLimitLayer, TrustedProxies};
+//! use portero_http::{ClientIp, Limit, LimitLayer, Policy, TrustedProxies};
 //! use std::sync::Arc;
 //!
 //! let quota = Quota::per_minute(60)?;
@@ -36,11 +41,11 @@
 //! let client = ClientIp::new(TrustedProxies::none()); // no proxy: the peer is the client
 //! let app: Router = Router::new()
 //!     .route("/", get(|| async { "hello" }))
-//!     .layer(RateLimitLayer::new(
+//!     .layer(LimitLayer::new(Limit::new(
 //!         per_client,
 //!         Policy::for_quota("per-client", &quota)?,
 //!         move |req: &http::Request<axum::body::Body>| client.key(req),
-//!     ));
+//!     )));
 //! # let _ = app;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -48,22 +53,25 @@
 #![deny(missing_docs, missing_debug_implementations)]
 
 mod answer;
+#[cfg(feature = "axum")]
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
+pub mod axum;
 mod backoff;
 mod breaker;
 pub mod client;
 pub mod fair;
 pub mod headers;
 pub mod keys;
+mod limit;
 mod observe;
 pub mod queue;
-mod rate_limit;
+pub mod route;
 mod shed;
-mod stacked;
 mod throttle;
 
 pub use answer::{
-    service_unavailable, too_costly, too_many_requests, too_many_requests_for,
-    SERVICE_UNAVAILABLE_BODY, TOO_COSTLY_BODY, TOO_MANY_REQUESTS_BODY,
+    limit_failed, service_unavailable, too_costly, too_many_requests, too_many_requests_for,
+    LIMIT_FAILED_BODY, SERVICE_UNAVAILABLE_BODY, TOO_COSTLY_BODY, TOO_MANY_REQUESTS_BODY,
 };
 pub use backoff::{retry_after, Backoff, BackoffError, DEFAULT_MAX_WAIT, MAX_WAIT_LIMIT};
 pub use breaker::{
@@ -72,11 +80,12 @@ pub use breaker::{
 };
 pub use client::{ClientAddr, ClientIp, TrustedProxies};
 pub use headers::{Policy, PolicyError};
-pub use rate_limit::{
-    CostFn, RateLimitFuture, RateLimitLayer, RateLimitService, RefusalFn, WhenNoKey, WhenTableFull,
+pub use limit::{
+    AllRoutes, Checked, Checking, CostFn, Limit, LimitFuture, LimitLayer, LimitService, Pending,
+    RefusalFn, Route, Source, Store, StoreError, StoreKey, Ticket, WhenNoKey, WhenUnavailable,
+    NO_KEY_TEXT, RATELIMIT_SOURCE,
 };
 pub use shed::{admission, LoadShedFuture, LoadShedLayer, LoadShedService};
-pub use stacked::{all_routes, StackedRateLimitLayer, StackedRateLimitService};
 pub use throttle::{ThrottleError, ThrottleFuture, ThrottleLayer, ThrottleService};
 
 // The crate's README (its crates.io page) is checked as a doc test too.

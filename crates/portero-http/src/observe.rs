@@ -2,15 +2,21 @@
 //! `metrics` and `tracing` this compiles to nothing, and with them and no recorder or
 //! subscriber installed each call is a few loads.
 //!
-//! Metrics: `portero_requests_total{policy, outcome}`, a counter; `outcome` is one of
-//! [`Outcome`]'s names. `portero_shed_total{layer, reason}`, a counter of requests the
+//! Metrics: `portero_requests_total{policy, outcome, source}`, a counter per limit
+//! and request; `outcome` is one of [`Outcome`]'s names, `source` who decided
+//! (`memory`, `redis`, `cache`, `lease`, `fallback`). `portero_fallback_total{policy}`:
+//! checks an outage policy answered. `portero_limit_failures_total{cause}`: requests
+//! answered 500 because a limit could not be checked (`key`: the server could not tell
+//! the key, no peer address; `store`: the store failed). `portero_shed_total{layer, reason}`, a counter of requests the
 //! overload layers answered without the inner service: `load_shed` / `over_capacity`,
 //! `deadline_queue` / `queue_full` or `deadline_passed`, `circuit_breaker` /
-//! `circuit_open`. Events (`tracing`, level INFO, target `portero_http`): one per
-//! refused or shadow-refused request, with the policy and the outcome; one per shed
-//! request, with the layer and the reason.
+//! `circuit_open`. Events (`tracing`, target `portero_http`): INFO per refused or
+//! shadow-refused request, with the policy and the outcome; INFO per shed request,
+//! with the layer and the reason; WARN per fallback answer; ERROR per limit that could
+//! not be checked, with its cause (which names the fix).
 
 use crate::headers::Policy;
+use crate::limit::Source;
 
 /// What the layer did with a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,14 +44,15 @@ impl Outcome {
     }
 }
 
-/// Counts `outcome` under `policy` (and traces refusals).
+/// Counts `outcome` under `policy`, decided by `source` (and traces refusals).
 #[inline]
-pub(crate) fn record(policy: &Policy, outcome: Outcome) {
+pub(crate) fn record(policy: &Policy, outcome: Outcome, source: Source) {
     #[cfg(feature = "metrics")]
     metrics::counter!(
         "portero_requests_total",
         "policy" => metrics::SharedString::from(policy.shared_name()),
-        "outcome" => outcome.as_str()
+        "outcome" => outcome.as_str(),
+        "source" => source.as_str()
     )
     .increment(1);
     #[cfg(feature = "tracing")]
@@ -53,10 +60,37 @@ pub(crate) fn record(policy: &Policy, outcome: Outcome) {
         tracing::info!(
             policy = policy.name(),
             outcome = outcome.as_str(),
+            source = source.as_str(),
             "rate limited"
         );
     }
-    let _ = (policy, outcome);
+    let _ = (policy, outcome, source);
+}
+
+/// Counts and traces a check an outage policy answered.
+#[inline]
+pub(crate) fn fallback(policy: &Policy) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!(
+        "portero_fallback_total",
+        "policy" => metrics::SharedString::from(policy.shared_name())
+    )
+    .increment(1);
+    #[cfg(feature = "tracing")]
+    tracing::warn!(
+        policy = policy.name(),
+        "rate limit decided by the outage policy: the shared store did not answer in time"
+    );
+    let _ = policy;
+}
+
+/// Counts and logs a request answered 500 because its limit could not be checked.
+pub(crate) fn failed(cause: &'static str, error: &dyn std::error::Error) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!("portero_limit_failures_total", "cause" => cause).increment(1);
+    #[cfg(feature = "tracing")]
+    tracing::error!(cause, error = %error, "rate limit could not be checked; answered 500");
+    let _ = (cause, error);
 }
 
 /// Counts a request an overload layer answered without calling the inner service.

@@ -8,7 +8,7 @@ use axum::{routing::get, Router};
 use http::{HeaderMap, HeaderValue, Request};
 use portero::{Gcra, KeyedLimiter, Overflow, Quota};
 use portero_http::client::{ForwardedField, Prefixes};
-use portero_http::{ClientAddr, ClientIp, Policy, RateLimitLayer, TrustedProxies, WhenNoKey};
+use portero_http::{ClientAddr, ClientIp, Limit, LimitLayer, Policy, TrustedProxies, WhenNoKey};
 use proptest::prelude::*;
 use tower::ServiceExt;
 
@@ -28,11 +28,11 @@ async fn serve(trusted: TrustedProxies) -> SocketAddr {
     let policy = Policy::for_quota("per-ip", &per_minute(5)).unwrap();
     let app = Router::new()
         .route("/", get(|| async { "ok" }))
-        .layer(RateLimitLayer::new(
+        .layer(LimitLayer::new(Limit::new(
             limiter,
             policy,
             move |req: &Request<axum::body::Body>| resolve.key(req),
-        ));
+        )));
     support::loopback::serve(app).await
 }
 
@@ -219,7 +219,7 @@ fn the_unidentified_bucket_is_no_peer_group() {
 async fn requests_without_a_key_share_one_bucket_by_default() {
     let quota = per_minute(5);
     let layer = |when| {
-        RateLimitLayer::new(
+        LimitLayer::new(Limit::new(
             Arc::new(KeyedLimiter::new(Gcra::new(quota), 100)),
             Policy::for_quota("per-client", &quota).unwrap(),
             |req: &Request<axum::body::Body>| {
@@ -229,7 +229,7 @@ async fn requests_without_a_key_share_one_bucket_by_default() {
                     .ok()
                     .map(str::to_owned)
             },
-        )
+        ))
         .when_no_key(when)
     };
     for (when, want) in [

@@ -9,7 +9,7 @@ use axum::Router;
 use http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use portero::{ConcurrencyLimit, Gcra, KeyedLimiter, ManualClock, Quota};
-use portero_http::{LoadShedLayer, Policy, RateLimitLayer, WhenTableFull};
+use portero_http::{Limit, LimitLayer, LoadShedLayer, Policy, WhenUnavailable};
 use tower::ServiceExt;
 
 mod support {
@@ -26,14 +26,14 @@ fn client_key(req: &Request<Body>) -> Option<String> {
         .map(str::to_owned)
 }
 
-fn app(limiter: Arc<Limiter>, quota: &Quota, when_full: WhenTableFull) -> Router {
+fn app(limiter: Arc<Limiter>, quota: &Quota, when_full: WhenUnavailable) -> Router {
     Router::new().route("/", get(|| async { "ok" })).layer(
-        RateLimitLayer::new(
+        LimitLayer::new(Limit::new(
             limiter,
             Policy::for_quota("per-client", quota).unwrap(),
             client_key,
-        )
-        .when_table_full(when_full),
+        ))
+        .when_unavailable(when_full),
     )
 }
 
@@ -46,16 +46,16 @@ fn fresh_limiter(quota: Quota) -> Arc<Limiter> {
     ))
 }
 
-type Layer = RateLimitLayer<String, Gcra, Arc<ManualClock>, fn(&Request<Body>) -> Option<String>>;
+type Layer = LimitLayer<Body>;
 
 /// A layer over [`fresh_limiter`], advertising `name`, keyed by `x-client`.
 fn limited(quota: Quota, name: &str) -> Layer {
     let key: fn(&Request<Body>) -> Option<String> = client_key;
-    RateLimitLayer::new(
+    LimitLayer::new(Limit::new(
         fresh_limiter(quota),
         Policy::for_quota(name, &quota).unwrap(),
         key,
-    )
+    ))
 }
 
 fn request(client: Option<&str>) -> Request<Body> {
@@ -80,7 +80,7 @@ async fn five_per_minute_then_429_with_every_field() {
         100,
         clock.clone(),
     ));
-    let app = app(limiter, &quota, WhenTableFull::Reject);
+    let app = app(limiter, &quota, WhenUnavailable::Reject);
 
     for left in (0..5).rev() {
         let response = app.clone().oneshot(request(Some("alice"))).await.unwrap();
@@ -135,8 +135,8 @@ async fn five_per_minute_then_429_with_every_field() {
 async fn a_full_key_table_rejects_or_admits_new_clients_as_configured() {
     let quota = Quota::per_minute(5).unwrap();
     for (when_full, expected) in [
-        (WhenTableFull::Reject, StatusCode::TOO_MANY_REQUESTS),
-        (WhenTableFull::Allow, StatusCode::OK),
+        (WhenUnavailable::Reject, StatusCode::TOO_MANY_REQUESTS),
+        (WhenUnavailable::Allow, StatusCode::OK),
     ] {
         let clock = Arc::new(ManualClock::new());
         // Room for one key: "first" holds it (it has used units, so it is not idle).
@@ -149,7 +149,7 @@ async fn a_full_key_table_rejects_or_admits_new_clients_as_configured() {
             let client = format!("new-{i}");
             let response = app.clone().oneshot(request(Some(&client))).await.unwrap();
             assert_eq!(response.status(), expected, "{when_full:?}");
-            if when_full == WhenTableFull::Reject {
+            if when_full == WhenUnavailable::Reject {
                 // The window: "first" is back to full 12 s after its request, within it
                 // (before: "1", while newcomers stayed refused for 12 s).
                 assert_eq!(response.headers()["retry-after"], "60");
@@ -268,11 +268,11 @@ async fn a_refused_request_body_is_never_read() {
     let limiter = fresh_limiter(quota);
     let app = Router::new()
         .route("/", axum::routing::post(|body: String| async move { body }))
-        .layer(RateLimitLayer::new(
+        .layer(LimitLayer::new(Limit::new(
             limiter,
             Policy::for_quota("p", &quota).unwrap(),
             client_key,
-        ));
+        )));
     for expect_read in [true, false] {
         let read = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let req = Request::post("/")
@@ -294,11 +294,11 @@ fn outcomes_are_counted_per_policy() {
     let recorder = Counters::default();
     for (name, shadow) in [("enforced", false), ("trial", true)] {
         let limiter = fresh_limiter(quota);
-        let layer = RateLimitLayer::new(
+        let layer = LimitLayer::new(Limit::new(
             limiter,
             Policy::for_quota(name, &quota).unwrap(),
             client_key,
-        )
+        ))
         .shadow(shadow);
         let inner = tower::service_fn(|_: Request<Body>| async {
             Ok::<_, std::convert::Infallible>(http::Response::new(Body::empty()))
@@ -313,7 +313,7 @@ fn outcomes_are_counted_per_policy() {
     }
     let key = |policy: &str, outcome: &str| {
         recorder.get(&format!(
-            "portero_requests_total{{policy={policy},outcome={outcome}}}"
+            "portero_requests_total{{policy={policy},outcome={outcome},source=memory}}"
         ))
     };
     assert_eq!(key("enforced", "admitted"), 2);

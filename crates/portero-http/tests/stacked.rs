@@ -8,7 +8,7 @@ use axum::routing::{get, post};
 use axum::Router;
 use http::{HeaderName, Method, Request, StatusCode};
 use portero::{Gcra, KeyedLimiter, ManualClock, Quota};
-use portero_http::{all_routes, keys, Policy, StackedRateLimitLayer};
+use portero_http::{keys, Limit, LimitLayer, Policy};
 use tower::ServiceExt;
 
 mod support {
@@ -44,21 +44,20 @@ fn setup() -> Setup {
     let by = |name: &'static str| keys::header::<Body>(HeaderName::from_static(name));
     let policy = |name: &str, n| Policy::for_quota(name, &per_min(n)).unwrap();
     let is_login = |r: &Request<Body>| r.method() == Method::POST && r.uri().path() == "/login";
-    let layer = StackedRateLimitLayer::<Body>::new()
-        .limit(is_login, login, policy("login", 2), by("x-user"))
-        .limit(all_routes, user.clone(), policy("user", 5), by("x-user"))
-        .limit(
-            all_routes,
-            tenant.clone(),
-            policy("tenant", 8),
-            by("x-tenant"),
-        )
-        .limit(
-            all_routes,
-            global.clone(),
-            policy("global", 100),
-            keys::global(),
-        );
+    let layer = LimitLayer::<Body>::new(
+        Limit::new(login, policy("login", 2), by("x-user")).route(is_login),
+    )
+    .limit(Limit::new(user.clone(), policy("user", 5), by("x-user")))
+    .limit(Limit::new(
+        tenant.clone(),
+        policy("tenant", 8),
+        by("x-tenant"),
+    ))
+    .limit(Limit::new(
+        global.clone(),
+        policy("global", 100),
+        keys::global(),
+    ));
     let app = Router::new()
         .route("/", get(|| async { "ok" }))
         .route("/login", post(|| async { "welcome" }))
@@ -198,15 +197,14 @@ async fn rotating_a_written_key_meets_the_address_limit_in_a_stack() {
     let policy = |name: &str| Policy::for_quota(name, &five).unwrap();
     let api_key = || keys::header::<Body>(HeaderName::from_static("x-api-key"));
     let address = || keys::header::<Body>(HeaderName::from_static("x-peer"));
-    let pair = StackedRateLimitLayer::<Body>::new().limit(
-        all_routes,
+    let pair = LimitLayer::<Body>::new(Limit::new(
         limiter(five, &clock),
         policy("pair"),
         keys::both(api_key(), address()),
-    );
-    let stacked = StackedRateLimitLayer::<Body>::new()
-        .limit(all_routes, limiter(five, &clock), policy("key"), api_key())
-        .limit(all_routes, limiter(five, &clock), policy("addr"), address());
+    ));
+    let stacked =
+        LimitLayer::<Body>::new(Limit::new(limiter(five, &clock), policy("key"), api_key()))
+            .limit(Limit::new(limiter(five, &clock), policy("addr"), address()));
     for (layer, want) in [(pair, 20), (stacked, 5)] {
         let app = Router::new()
             .route("/", get(|| async { "ok" }))

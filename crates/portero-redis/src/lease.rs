@@ -43,13 +43,14 @@ use crate::{RedisCheckError, RedisLimiter, ServedBy, Verdict};
 ///   lease and asking Redis share one budget, and a lease Redis does not answer in
 ///   time is answered by the outage policy at once, not asked again.
 ///
-#[derive(Debug)]
+/// Cloning is cheap and shares the leases (and the Redis connection).
+#[derive(Debug, Clone)]
 pub struct LeasedLimiter {
     limiter: RedisLimiter,
     batch: u64,
     lease_for: Duration,
     max_keys: usize,
-    leases: Mutex<Leases>,
+    leases: Arc<Mutex<Leases>>,
 }
 
 #[derive(Debug, Default)]
@@ -100,7 +101,7 @@ impl LeasedLimiter {
             batch: batch.max(1),
             lease_for,
             max_keys,
-            leases: Mutex::default(),
+            leases: Arc::default(),
         }
     }
 
@@ -239,7 +240,7 @@ impl LeasedLimiter {
             .sum()
     }
 
-    fn spend_from_lease(&self, key: &str, cost: u64) -> Option<Verdict> {
+    pub(crate) fn spend_from_lease(&self, key: &str, cost: u64) -> Option<Verdict> {
         let left = self.spend(key, cost)?;
         Some(Verdict {
             decision: Decision::admitted(self.limiter.capacity(), left, 0),

@@ -47,9 +47,12 @@
 //!   does nothing once past it, so a request the policy answered is not charged again
 //!   when a stalled Redis catches up (the bound is on [`RedisLimiter::timeout`]).
 //!
-//! With the `tower` feature, `RedisRateLimitLayer` puts the shared limit in front of
-//! an axum or hyper service (429, `Retry-After` and the `RateLimit` fields, from
-//! portero-http).
+//! With the `tower` feature, [`RedisLimiter`] and [`LeasedLimiter`] are stores of
+//! portero-http's one pipeline, `LimitLayer`: the shared limit in front of an axum or
+//! hyper service with every option of the layer (429, `Retry-After` and the
+//! `RateLimit` fields, the same no-key, shadow, cost and refusal options as in
+//! memory, stacked with in-memory limits), and `RateLimit-Source: fallback` plus
+//! the fallback's own quota when the outage policy answered.
 //!
 //! Asynchronous replication can lose the last writes when a primary fails over: for
 //! a moment a client may get more than its limit. That drift is accepted here, as it
@@ -78,18 +81,16 @@
 mod algorithm;
 mod cache;
 mod clock;
-#[cfg(feature = "tower")]
-mod layer;
 mod lease;
 mod limiter;
 mod local;
 mod outcome;
 mod scripts;
 mod stack;
+#[cfg(feature = "tower")]
+mod store;
 
 pub use algorithm::{RedisAlgorithm, RedisQuotaError};
-#[cfg(feature = "tower")]
-pub use layer::{RedisRateLimitFuture, RedisRateLimitLayer, RedisRateLimitService};
 pub use lease::LeasedLimiter;
 pub use limiter::RedisLimiter;
 pub use local::{LocalCluster, LocalRedis};

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use portero::{CheckError, Decision};
+use portero::{CheckError, CircuitBreaker, Decision};
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
@@ -38,6 +38,7 @@ pub struct RedisLimiter {
     errors: Arc<AtomicU64>,
     round_trips: Arc<AtomicU64>,
     cache: Option<Arc<BlockedKeys>>,
+    breaker: Option<Arc<CircuitBreaker>>,
 }
 
 impl fmt::Debug for RedisLimiter {
@@ -47,6 +48,7 @@ impl fmt::Debug for RedisLimiter {
             .field("prefix", &self.prefix)
             .field("timeout", &self.timeout)
             .field("when_down", &self.when_down)
+            .field("breaker", &self.breaker)
             .finish_non_exhaustive()
     }
 }
@@ -255,6 +257,7 @@ impl RedisLimiter {
             errors: Arc::new(AtomicU64::new(0)),
             round_trips: Arc::new(AtomicU64::new(0)),
             cache: None,
+            breaker: None,
         }
     }
 
@@ -297,6 +300,28 @@ impl RedisLimiter {
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
+    }
+
+    /// Stops waiting for a Redis that keeps timing out: once `failures_in_a_row`
+    /// script calls in a row got no answer in time (a timeout, a refused or dropped
+    /// connection, no connection yet), checks skip Redis for `open_for` and the outage
+    /// policy answers them at once; then one check probes Redis (waiting at most the
+    /// timeout) and its answer closes the breaker or opens it again. Shared by clones.
+    ///
+    /// Bound: while Redis is away, at most `failures_in_a_row` checks (plus those
+    /// already in flight when it trips) wait the full [`timeout`](Self::timeout), and
+    /// afterwards one per `open_for`; every other check is answered by the outage
+    /// policy without waiting. A check cancelled by its caller counts as neither
+    /// failure nor a hang. Errors Redis answers with are answers, not failures.
+    pub fn breaker(
+        mut self,
+        failures_in_a_row: u32,
+        open_for: Duration,
+    ) -> Result<Self, portero::BreakerError> {
+        let breaker = CircuitBreaker::new(failures_in_a_row, open_for)?
+            .with_probe_timeout(self.timeout.max(Duration::from_millis(1)))?;
+        self.breaker = Some(Arc::new(breaker));
+        Ok(self)
     }
 
     /// The outage policy.
@@ -600,8 +625,17 @@ impl RedisLimiter {
                 .arg(&call.algorithm.script_args()[..])
                 .arg(call.cost);
         }
+        // An open breaker: Redis kept timing out, so the outage policy answers now.
+        let mut guard = match &self.breaker {
+            Some(breaker) => match breaker.try_call_owned() {
+                Ok(call) => BreakerGuard(Some(call)),
+                Err(_) => return Ok(None),
+            },
+            None => BreakerGuard(None),
+        };
         let started = tokio::time::Instant::now();
         let Some(mut connection) = self.link.get(budget, &self.clock).await else {
+            guard.failed();
             return Ok(None); // not connected yet: the outage policy answers
         };
         let budget = budget.saturating_sub(started.elapsed());
@@ -626,7 +660,10 @@ impl RedisLimiter {
             Ok(Ok(reply)) => reply,
             Ok(Err(e)) if !is_outage(&e) => return Err(self.error(calls, e)),
             // Timed out, or Redis unreachable, loading or failing over.
-            _ => return Ok(None),
+            _ => {
+                guard.failed();
+                return Ok(None);
+            }
         };
         let number = |i: usize| reply.get(i).map(|&v| u64::try_from(v).unwrap_or(0));
         let (Some(status), Some(now)) = (number(0), number(1)) else {
@@ -694,6 +731,26 @@ impl RedisLimiter {
             });
         }
         self.fallback(key, cost, &self.algorithm)
+    }
+}
+
+/// A breaker call that reports success unless told it failed: a reply (even an
+/// error reply) and a caller's cancellation are not Redis hanging.
+struct BreakerGuard(Option<portero::BreakerCall<'static, portero::DefaultClock>>);
+
+impl BreakerGuard {
+    fn failed(&mut self) {
+        if let Some(call) = self.0.take() {
+            call.failure();
+        }
+    }
+}
+
+impl Drop for BreakerGuard {
+    fn drop(&mut self) {
+        if let Some(call) = self.0.take() {
+            call.success();
+        }
     }
 }
 

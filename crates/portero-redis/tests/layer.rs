@@ -5,8 +5,8 @@ use axum::routing::get;
 use axum::Router;
 use http::{Request, StatusCode};
 use portero::Quota;
-use portero_http::Policy;
-use portero_redis::{LocalRedis, RedisAlgorithm, RedisLimiter, RedisRateLimitLayer, WhenDown};
+use portero_http::{Limit, LimitLayer, Policy};
+use portero_redis::{LocalRedis, RedisAlgorithm, RedisLimiter, WhenDown};
 use std::time::Duration;
 use tower::ServiceExt;
 
@@ -26,11 +26,11 @@ async fn instance(url: &str, quota: Quota, when_down: WhenDown) -> Router {
         .when_down(when_down);
     Router::new()
         .route("/", get(|| async { "ok" }))
-        .layer(RedisRateLimitLayer::new(
+        .layer(LimitLayer::new(Limit::new(
             limiter,
             Policy::for_quota("per-client", &quota).unwrap(),
             client,
-        ))
+        )))
 }
 
 fn request(client: Option<&str>) -> Request<Body> {
@@ -103,11 +103,11 @@ async fn requests_without_a_key_are_never_unlimited() {
         (Some(WhenNoKey::Allow), 20),
     ] {
         let layer = |limiter| {
-            let l = RedisRateLimitLayer::new(
+            let l = LimitLayer::new(Limit::new(
                 limiter,
                 Policy::for_quota("per-client", &quota).unwrap(),
                 client,
-            );
+            ));
             match when {
                 Some(w) => l.when_no_key(w),
                 None => l,

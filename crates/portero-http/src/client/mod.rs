@@ -299,11 +299,14 @@ impl ClientIp {
     }
 
     /// The client of a request, from the peer address the server recorded in its
-    /// extensions (a `SocketAddr`, or axum's `ConnectInfo<SocketAddr>` with the `axum`
-    /// feature). `None` if the server recorded none.
-    pub fn key<B>(&self, request: &Request<B>) -> Option<ClientAddr> {
-        let peer = peer_of(request)?;
-        Some(self.resolve(peer, request.headers()))
+    /// extensions (a `SocketAddr`, or with the `axum` feature axum's
+    /// `ConnectInfo<SocketAddr>` or `MockConnectInfo`'s). No recorded peer is
+    /// [`KeyError::NoPeerAddress`](crate::keys::KeyError::NoPeerAddress) — a server
+    /// set-up fault that the rate-limit layer answers 500 and logs, never one bucket
+    /// for every client.
+    pub fn key<B>(&self, request: &Request<B>) -> Result<ClientAddr, crate::keys::KeyError> {
+        let peer = peer_of(request).ok_or(crate::keys::KeyError::NoPeerAddress)?;
+        Ok(self.resolve(peer, request.headers()))
     }
 
     /// The client's address, or `None` for an unreadable chain (unidentified).
@@ -335,6 +338,11 @@ fn peer_of<B>(request: &Request<B>) -> Option<IpAddr> {
     #[cfg(feature = "axum")]
     if let Some(info) = ext.get::<axum::extract::ConnectInfo<SocketAddr>>() {
         return Some(info.0.ip());
+    }
+    // What tests put in place of a real connection (axum's own extractor reads it too).
+    #[cfg(feature = "axum")]
+    if let Some(mock) = ext.get::<axum::extract::connect_info::MockConnectInfo<SocketAddr>>() {
+        return Some(mock.0.ip());
     }
     ext.get::<SocketAddr>()
         .map(SocketAddr::ip)

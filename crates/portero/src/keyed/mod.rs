@@ -431,12 +431,7 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
 
     /// What [`check_at`](Self::check_at) would answer, consuming nothing.
     pub fn peek_at(&self, key: &K, now: u64, cost: u64) -> Result<Decision, CheckError> {
-        let algorithm = self.algorithm.load();
-        let state = self
-            .table
-            .state_of(self.fingerprint(key))
-            .unwrap_or(algorithm.initial_state());
-        algorithm.decide(state, now, cost).map(|t| t.decision)
+        self.peek_fingerprint_at(self.fingerprint_of(key), now, cost)
     }
 
     /// The raw state word held for `key`, if it is held (feature `testing`).
@@ -475,8 +470,36 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
 
     /// Gives back `cost` units taken from `key` by an admission at `now`.
     pub fn refund_at(&self, key: &K, now: u64, cost: u64) {
+        self.refund_fingerprint_at(self.fingerprint_of(key), now, cost)
+    }
+
+    /// The fingerprint of the bucket that requests without a key share
+    /// ([`check_anonymous_at`](Self::check_anonymous_at)), so a caller that keeps
+    /// fingerprints can refund or peek it like any key.
+    pub fn anonymous_fingerprint(&self) -> Fingerprint {
+        Fingerprint::from_bits(ANONYMOUS)
+    }
+
+    /// [`refund_at`](Self::refund_at) for the key `fingerprint` identifies: what a
+    /// caller that charged several limits gives back when a later one refuses.
+    pub fn refund_fingerprint_at(&self, fingerprint: Fingerprint, now: u64, cost: u64) {
         self.table
-            .refund(&self.algorithm.load(), self.fingerprint(key), now, cost)
+            .refund(&self.algorithm.load(), fingerprint.to_bits(), now, cost)
+    }
+
+    /// [`peek_at`](Self::peek_at) for the key `fingerprint` identifies.
+    pub fn peek_fingerprint_at(
+        &self,
+        fingerprint: Fingerprint,
+        now: u64,
+        cost: u64,
+    ) -> Result<Decision, CheckError> {
+        let algorithm = self.algorithm.load();
+        let state = self
+            .table
+            .state_of(fingerprint.to_bits())
+            .unwrap_or(algorithm.initial_state());
+        algorithm.decide(state, now, cost).map(|t| t.decision)
     }
 
     #[inline]

@@ -1,0 +1,161 @@
+//! One limit of a pipeline: a store, the policy it advertises, the key it counts a
+//! request under, the routes it applies to, and whether it only watches (shadow).
+
+use core::fmt;
+use std::sync::Arc;
+
+use http::Request;
+use portero::Decision;
+
+use super::store::{Checking, Store, Ticket};
+use crate::headers::Policy;
+use crate::keys::{IntoKey, KeyError};
+
+/// Which requests a limit applies to: any `Fn(&Request<B>) -> bool` (see
+/// [`route`](crate::route) for method and path helpers), or [`AllRoutes`].
+pub trait Route<B> {
+    /// Whether the limit applies to `request`.
+    fn matches(&self, request: &Request<B>) -> bool;
+}
+
+/// Every request (a limit's default route).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AllRoutes;
+
+impl<B> Route<B> for AllRoutes {
+    #[inline]
+    fn matches(&self, _: &Request<B>) -> bool {
+        true
+    }
+}
+
+impl<B, F: Fn(&Request<B>) -> bool> Route<B> for F {
+    #[inline]
+    fn matches(&self, request: &Request<B>) -> bool {
+        self(request)
+    }
+}
+
+/// One limit for a [`LimitLayer`](crate::LimitLayer): requests on its routes are
+/// counted in `store` under `key(&request)` and advertised as `policy`.
+///
+/// The key function returns `Option<K>` (`None`: the client sent nothing to key on,
+/// decided by [`WhenNoKey`](crate::WhenNoKey)) or `Result<K, KeyError>` (the server
+/// cannot tell: answered 500), see [`keys`](crate::keys).
+#[derive(Clone)]
+pub struct Limit<St, F, R = AllRoutes> {
+    pub(crate) store: St,
+    pub(crate) policy: Arc<Policy>,
+    pub(crate) key: F,
+    pub(crate) route: R,
+    pub(crate) shadow: bool,
+}
+
+impl<St, F, R> fmt::Debug for Limit<St, F, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Limit")
+            .field("policy", &self.policy)
+            .field("shadow", &self.shadow)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<St, F> Limit<St, F> {
+    /// Every request, counted in `store` under `key`, advertised as `policy`.
+    pub fn new(store: St, policy: Policy, key: F) -> Self {
+        Self {
+            store,
+            policy: Arc::new(policy),
+            key,
+            route: AllRoutes,
+            shadow: false,
+        }
+    }
+}
+
+impl<St, F, R> Limit<St, F, R> {
+    /// Only the requests `route` accepts (`POST /login`, a path prefix).
+    pub fn route<R2>(self, route: R2) -> Limit<St, F, R2> {
+        Limit {
+            store: self.store,
+            policy: self.policy,
+            key: self.key,
+            route,
+            shadow: self.shadow,
+        }
+    }
+
+    /// Shadow (dry-run) this limit: decide and count as usual, advertise its fields,
+    /// but never refuse because of it — to see what a new limit would refuse first.
+    /// A request it would have refused is counted `shadow_rejected` and carries
+    /// `r=0` for it.
+    pub fn shadow(mut self, on: bool) -> Self {
+        self.shadow = on;
+        self
+    }
+}
+
+/// What checking one limit for one request gave.
+pub(crate) enum Step {
+    /// The store's answer (the key found, or the shared no-key bucket).
+    Checked(Checking),
+    /// The request has no key and its limit lets it through unlimited.
+    Unlimited,
+    /// The request has no key and its limit refuses it.
+    Refused,
+    /// The server cannot tell the key.
+    KeyFailed(KeyError),
+}
+
+/// The object-safe face of a [`Limit`], so limits of different stores and key types
+/// share one pipeline.
+pub(crate) trait Entry<B>: Send + Sync {
+    fn applies(&self, request: &Request<B>) -> bool;
+    fn check(&self, request: &Request<B>, cost: u64, no_key: crate::WhenNoKey) -> Step;
+    fn refund(&self, ticket: Ticket) -> Option<Decision>;
+    fn policy(&self) -> &Arc<Policy>;
+    fn is_shadow(&self) -> bool;
+    fn is_remote(&self) -> bool;
+}
+
+impl<B, St, F, R, KR> Entry<B> for Limit<St, F, R>
+where
+    F: Fn(&Request<B>) -> KR + Send + Sync,
+    KR: IntoKey,
+    St: Store<KR::Key>,
+    R: Route<B> + Send + Sync,
+{
+    #[inline]
+    fn applies(&self, request: &Request<B>) -> bool {
+        self.route.matches(request)
+    }
+
+    #[inline]
+    fn check(&self, request: &Request<B>, cost: u64, no_key: crate::WhenNoKey) -> Step {
+        match (self.key)(request).into_key() {
+            Ok(Some(key)) => Step::Checked(self.store.check(Some(key), cost)),
+            Ok(None) => match no_key {
+                crate::WhenNoKey::SharedBucket => Step::Checked(self.store.check(None, cost)),
+                crate::WhenNoKey::Allow => Step::Unlimited,
+                crate::WhenNoKey::Reject => Step::Refused,
+            },
+            Err(e) => Step::KeyFailed(e),
+        }
+    }
+
+    fn refund(&self, ticket: Ticket) -> Option<Decision> {
+        self.store.refund(ticket)
+    }
+
+    fn policy(&self) -> &Arc<Policy> {
+        &self.policy
+    }
+
+    fn is_shadow(&self) -> bool {
+        self.shadow
+    }
+
+    fn is_remote(&self) -> bool {
+        self.store.is_remote()
+    }
+}

@@ -1,0 +1,154 @@
+//! The response future: a remote limit's answer awaited (when one is asked), then the
+//! inner service's answer with the fields added, or the refusal decided here.
+
+use core::fmt;
+use core::future::Future;
+use core::pin::Pin;
+use core::task::{ready, Context, Poll};
+use std::sync::Arc;
+
+use http::{Request, Response};
+use pin_project_lite::pin_project;
+use tower_service::Service;
+
+use super::plan::{AppliedList, Flow, Plan, Run};
+use super::respond::{refuse, write_fields};
+use super::store::Pending;
+
+/// The fields an admitted response gets: the plan and what it applied.
+type Fields<B> = (Arc<Plan<B>>, AppliedList);
+
+pin_project! {
+    /// The response of a [`LimitService`](super::LimitService).
+    pub struct LimitFuture<F, S, ReqB, ResB> {
+        #[pin]
+        state: State<F, S, ReqB, ResB>,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<F, S, ReqB, ResB> {
+        // A remote limit is deciding; the readied inner service and the request wait.
+        Waiting {
+            pending: Pending,
+            inner: Option<S>,
+            request: Option<Request<ReqB>>,
+            run: Option<Run>,
+            plan: Arc<Plan<ReqB>>,
+        },
+        // Admitted: the inner service answers.
+        Forwarded {
+            #[pin]
+            inner: F,
+            fields: Option<Fields<ReqB>>,
+        },
+        // Refused: answered here.
+        Answered { response: Option<Response<ResB>> },
+    }
+}
+
+impl<F, S, ReqB, ResB> LimitFuture<F, S, ReqB, ResB> {
+    pub(super) fn forwarded(inner: F, fields: Option<Fields<ReqB>>) -> Self {
+        Self {
+            state: State::Forwarded { inner, fields },
+        }
+    }
+
+    pub(super) fn answered(response: Response<ResB>) -> Self {
+        Self {
+            state: State::Answered {
+                response: Some(response),
+            },
+        }
+    }
+
+    pub(super) fn waiting(
+        pending: Pending,
+        inner: S,
+        request: Request<ReqB>,
+        run: Run,
+        plan: Arc<Plan<ReqB>>,
+    ) -> Self {
+        Self {
+            state: State::Waiting {
+                pending,
+                inner: Some(inner),
+                request: Some(request),
+                run: Some(run),
+                plan,
+            },
+        }
+    }
+}
+
+impl<S, ReqB, ResB> Future for LimitFuture<S::Future, S, ReqB, ResB>
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>>,
+    ResB: From<&'static str> + From<String>,
+{
+    type Output = Result<Response<ResB>, S::Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut state = self.project().state;
+        loop {
+            match state.as_mut().project() {
+                StateProj::Waiting {
+                    pending,
+                    inner,
+                    request,
+                    run,
+                    plan,
+                } => {
+                    let answer = ready!(pending.as_mut().poll(cx));
+                    let (Some(req), Some(r)) = (request.as_ref(), run.as_mut()) else {
+                        panic!("LimitFuture polled after it completed");
+                    };
+                    match plan.resume(r, req, answer) {
+                        Flow::Waiting(next) => *pending = next,
+                        Flow::Refused(why) => {
+                            let response = refuse(plan, &r.applied, why);
+                            state.set(State::Answered {
+                                response: Some(response),
+                            });
+                        }
+                        Flow::Admitted => {
+                            let (Some(mut svc), Some(req), Some(r)) =
+                                (inner.take(), request.take(), run.take())
+                            else {
+                                panic!("LimitFuture polled after it completed");
+                            };
+                            let call = svc.call(req);
+                            let fields = Some((plan.clone(), r.applied));
+                            state.set(State::Forwarded {
+                                inner: call,
+                                fields,
+                            });
+                        }
+                    }
+                }
+                StateProj::Forwarded { inner, fields } => {
+                    let mut response = match ready!(inner.poll(cx)) {
+                        Ok(response) => response,
+                        Err(e) => return Poll::Ready(Err(e)),
+                    };
+                    if let Some((plan, applied)) = fields.take() {
+                        write_fields(&plan, &applied, None, response.headers_mut());
+                    }
+                    return Poll::Ready(Ok(response));
+                }
+                StateProj::Answered { response } => {
+                    return Poll::Ready(Ok(response
+                        .take()
+                        .expect("LimitFuture polled after it completed")))
+                }
+            }
+        }
+    }
+}
+
+impl<F, S, ReqB, ResB> fmt::Debug for LimitFuture<F, S, ReqB, ResB> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LimitFuture").finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,24 @@
+//! [`LimitLayer`]: the one rate-limit pipeline, for every store — key → every
+//! applicable limit (all or none, with refunds) → one decision → one answer. The
+//! layer and its options, the service, the future, the limits and the store trait,
+//! each in its own file; the decision procedure is `plan.rs`, the response writing
+//! `respond.rs`.
+
+mod entry;
+mod future;
+mod layer;
+mod options;
+mod plan;
+mod respond;
+mod service;
+mod store;
+mod store_key;
+
+pub use entry::{AllRoutes, Limit, Route};
+pub use future::LimitFuture;
+pub use layer::LimitLayer;
+pub use options::{CostFn, RefusalFn, WhenNoKey, WhenUnavailable};
+pub use respond::RATELIMIT_SOURCE;
+pub use service::LimitService;
+pub use store::{Checked, Checking, Pending, Source, Store, StoreError, Ticket};
+pub use store_key::{StoreKey, NO_KEY_TEXT};

@@ -1,0 +1,76 @@
+//! The options of a [`LimitLayer`](crate::LimitLayer), each defined once for every
+//! store: what a request without a key gets, what a store that cannot take the key
+//! means, what a request costs, and how a refusal is answered.
+
+use std::sync::Arc;
+
+use http::{HeaderMap, Method, Request, Response, Uri};
+use portero::Decision;
+
+use crate::headers::Policy;
+
+/// What a request gets when a limit's key function finds no key in it (no client id
+/// header, say).
+///
+/// A missing key must not mean "unlimited": a client that leaves out the header a
+/// limit keys on would otherwise never be limited. To key on the peer address when a
+/// header is missing, say so in the key function ([`keys::either`](crate::keys::either)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WhenNoKey {
+    /// Every request without a key shares one bucket of the same quota in the same
+    /// store (the default): together they get one client's share. In memory the
+    /// bucket is refunded like any key; in Redis it is one key that no real key names.
+    #[default]
+    SharedBucket,
+    /// Refuse it: 429 with `Retry-After: 1`.
+    Reject,
+    /// Let it through unlimited. Only for keys that every real client sends and
+    /// something before this layer enforces (an authentication layer, say).
+    Allow,
+}
+
+/// What a request gets when a store cannot take its key: a full in-memory table (or
+/// a full fallback table while Redis is away). Redis being away is its limiter's own
+/// outage policy (`WhenDown`), which answers with a decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WhenUnavailable {
+    /// 429 (the default): a flood of new keys cannot get through unlimited. Its
+    /// `Retry-After` is the store's estimate, or else the policy's window: a newcomer
+    /// gets a slot only once a tracked key has gone back to full, which for a quota
+    /// whose burst is at most its limit is at most one window after that key's last
+    /// request (never while a flood keeps every key active).
+    #[default]
+    Reject,
+    /// Let the request through unlimited, keeping the service available to new
+    /// clients at the price of not limiting them until keys free up.
+    Allow,
+}
+
+/// Builds the response for a refused request (see
+/// [`LimitLayer::refusal`](crate::LimitLayer::refusal)): the refusing limit's decision
+/// and policy.
+pub type RefusalFn = dyn Fn(&Decision, &Policy) -> Response<String> + Send + Sync;
+
+/// A request's cost in units, from its method, URI and fields (see
+/// [`LimitLayer::cost`](crate::LimitLayer::cost)).
+pub type CostFn = dyn Fn(&Method, &Uri, &HeaderMap) -> u64 + Send + Sync;
+
+/// What a request costs: one unit, or what a [`CostFn`] says.
+#[derive(Clone, Default)]
+pub(crate) struct Charge(Option<Arc<CostFn>>);
+
+impl Charge {
+    pub(crate) fn new(
+        cost: impl Fn(&Method, &Uri, &HeaderMap) -> u64 + Send + Sync + 'static,
+    ) -> Self {
+        Self(Some(Arc::new(cost)))
+    }
+
+    /// The units `request` costs.
+    #[inline]
+    pub(crate) fn of<B>(&self, request: &Request<B>) -> u64 {
+        self.0.as_ref().map_or(1, |cost| {
+            cost(request.method(), request.uri(), request.headers())
+        })
+    }
+}

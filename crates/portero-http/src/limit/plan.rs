@@ -1,0 +1,317 @@
+//! The pipeline's one decision procedure, for every store and every option.
+//!
+//! Invariant (all or none): a request is forwarded only if every applicable limit
+//! admitted it (shadow limits and unlimited no-key requests aside); when one refuses,
+//! every unit the earlier limits took goes back to stores that can refund (every
+//! in-memory one; a remote one that admitted stays charged — so local limits are
+//! checked first, in declared order, and remote ones after them). The fields list
+//! every applied policy in the declared order, each as it stands after any refund.
+
+use std::sync::Arc;
+
+use http::Request;
+use portero::Decision;
+
+use super::entry::{Entry, Step};
+use super::options::{Charge, RefusalFn};
+use super::store::{Checked, Checking, Pending, Source, StoreError};
+use super::{WhenNoKey, WhenUnavailable};
+use crate::headers::Policy;
+use crate::keys::KeyError;
+use crate::observe::{self, Outcome};
+
+/// Every limit of a layer and every option, shared by its services.
+pub(crate) struct Plan<B> {
+    /// The limits in the order they are checked: local ones, then remote ones.
+    pub(crate) entries: Vec<Arc<dyn Entry<B>>>,
+    /// For each checked entry, its place in the declared order (the fields' order).
+    pub(crate) declared: Vec<usize>,
+    pub(crate) cost: Charge,
+    pub(crate) when_no_key: WhenNoKey,
+    pub(crate) when_unavailable: WhenUnavailable,
+    pub(crate) shadow: bool,
+    pub(crate) legacy: bool,
+    pub(crate) refusal: Option<Arc<RefusalFn>>,
+}
+
+/// One applied limit's decision for one request.
+#[derive(Clone)]
+pub(crate) struct Applied {
+    /// The entry, by its place in the checked order.
+    pub(crate) entry: usize,
+    pub(crate) decision: Decision,
+    pub(crate) source: Source,
+    pub(crate) ticket: Option<super::store::Ticket>,
+    /// A policy other than the entry's, when someone else decided (a fallback with
+    /// its own quota).
+    pub(crate) advertised: Option<Arc<Policy>>,
+}
+
+/// Why the pipeline answers a request itself.
+pub(crate) enum Refusal {
+    /// A limit refused: `applied[refused_by]` (429, or the custom refusal).
+    Limited { refused_by: usize },
+    /// A cost no limit could ever admit (413).
+    TooCostly,
+    /// The server cannot tell the key (500).
+    KeyFailed(KeyError),
+    /// A store failed (500).
+    StoreFailed(StoreError),
+}
+
+/// Where a request's check stands.
+pub(crate) enum Flow {
+    /// Every limit answered: forward.
+    Admitted,
+    /// A remote limit's answer is on its way.
+    Waiting(Pending),
+    /// Answer it here.
+    Refused(Refusal),
+}
+
+/// One request's way through the plan.
+pub(crate) struct Run {
+    /// The next entry to check.
+    next: usize,
+    cost: u64,
+    /// The limits applied so far, in the checked order.
+    pub(crate) applied: AppliedList,
+}
+
+/// The applied limits, with no allocation for a layer of one limit.
+#[derive(Default)]
+pub(crate) enum AppliedList {
+    #[default]
+    None,
+    One(Applied),
+    Many(Vec<Applied>),
+}
+
+impl AppliedList {
+    fn push(&mut self, a: Applied) {
+        *self = match core::mem::take(self) {
+            Self::None => Self::One(a),
+            Self::One(first) => Self::Many(vec![first, a]),
+            Self::Many(mut all) => {
+                all.push(a);
+                Self::Many(all)
+            }
+        }
+    }
+
+    pub(crate) fn as_slice(&self) -> &[Applied] {
+        match self {
+            Self::None => &[],
+            Self::One(a) => core::slice::from_ref(a),
+            Self::Many(all) => all,
+        }
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [Applied] {
+        match self {
+            Self::None => &mut [],
+            Self::One(a) => core::slice::from_mut(a),
+            Self::Many(all) => all,
+        }
+    }
+}
+
+impl<B> Plan<B> {
+    /// Starts a request's run.
+    pub(crate) fn start(&self, request: &Request<B>) -> Run {
+        Run {
+            next: 0,
+            cost: self.cost.of(request),
+            applied: AppliedList::None,
+        }
+    }
+
+    /// The policy an applied decision advertises.
+    pub(crate) fn policy_of<'a>(&'a self, applied: &'a Applied) -> &'a Arc<Policy> {
+        applied
+            .advertised
+            .as_ref()
+            .unwrap_or_else(|| self.entries[applied.entry].policy())
+    }
+
+    /// Checks limits from where `run` stands until one is remote, one refuses, or
+    /// all admitted.
+    pub(crate) fn drive(&self, run: &mut Run, request: &Request<B>) -> Flow {
+        while run.next < self.entries.len() {
+            let at = run.next;
+            run.next += 1;
+            let entry = &self.entries[at];
+            if !entry.applies(request) {
+                continue;
+            }
+            let answer = match entry.check(request, run.cost, self.when_no_key) {
+                Step::Checked(Checking::Done(answer)) => answer,
+                Step::Checked(Checking::Pending(pending)) => {
+                    // Resumed by `resume` with the answer for entry `at`.
+                    run.next = at;
+                    return Flow::Waiting(pending);
+                }
+                Step::Unlimited => {
+                    observe::record(entry.policy(), Outcome::Unlimited, Source::Memory);
+                    continue;
+                }
+                Step::Refused => Ok(Checked::new(
+                    Decision::deny_for(entry.policy().quota(), portero::DENY_FOR_NANOS),
+                    Source::Memory,
+                )),
+                Step::KeyFailed(e) => {
+                    self.give_back(run);
+                    return Flow::Refused(Refusal::KeyFailed(e));
+                }
+            };
+            if let Some(refusal) = self.take(run, at, answer) {
+                return Flow::Refused(refusal);
+            }
+        }
+        self.record_admitted(run);
+        Flow::Admitted
+    }
+
+    /// Takes the answer a remote limit gave, then goes on.
+    pub(crate) fn resume(
+        &self,
+        run: &mut Run,
+        request: &Request<B>,
+        answer: Result<Checked, StoreError>,
+    ) -> Flow {
+        let at = run.next;
+        run.next += 1;
+        match self.take(run, at, answer) {
+            Some(refusal) => Flow::Refused(refusal),
+            None => self.drive(run, request),
+        }
+    }
+
+    /// Applies entry `at`'s answer; `Some` when the request is refused (the earlier
+    /// limits refunded).
+    fn take(
+        &self,
+        run: &mut Run,
+        at: usize,
+        answer: Result<Checked, StoreError>,
+    ) -> Option<Refusal> {
+        let entry = &self.entries[at];
+        let checked = match answer {
+            Ok(checked) => checked,
+            Err(StoreError::Unavailable { retry_after_nanos }) => match self.when_unavailable {
+                WhenUnavailable::Allow => {
+                    observe::record(entry.policy(), Outcome::Unlimited, Source::Memory);
+                    return None;
+                }
+                // Until the store can take the key: a full table frees a slot once a
+                // tracked key is full again, at most one window after its last
+                // request for a quota whose burst is at most its limit — say that
+                // rather than a second.
+                WhenUnavailable::Reject => Checked::new(
+                    Decision::deny_for(
+                        entry.policy().quota(),
+                        retry_after_nanos.unwrap_or_else(|| {
+                            u64::try_from(entry.policy().window().as_nanos()).unwrap_or(u64::MAX)
+                        }),
+                    ),
+                    Source::Memory,
+                ),
+            },
+            Err(StoreError::CostAboveCapacity) => {
+                self.give_back(run);
+                observe::record(entry.policy(), Outcome::Rejected, Source::Memory);
+                return Some(Refusal::TooCostly);
+            }
+            Err(e) => {
+                self.give_back(run);
+                return Some(Refusal::StoreFailed(e));
+            }
+        };
+        let advertised = (checked.source == Source::Fallback)
+            .then(|| fallback_policy(entry.policy(), &checked.decision))
+            .flatten();
+        if checked.source == Source::Fallback {
+            observe::fallback(entry.policy());
+        }
+        let applied = Applied {
+            entry: at,
+            decision: checked.decision,
+            source: checked.source,
+            ticket: checked.ticket,
+            advertised,
+        };
+        if checked.decision.is_allowed() {
+            run.applied.push(applied);
+            return None;
+        }
+        if self.shadow || entry.is_shadow() {
+            observe::record(entry.policy(), Outcome::ShadowRejected, checked.source);
+            // Nothing was taken: no refund is due for it.
+            run.applied.push(Applied {
+                ticket: None,
+                ..applied
+            });
+            return None;
+        }
+        self.give_back(run);
+        observe::record(entry.policy(), Outcome::Rejected, checked.source);
+        run.applied.push(applied);
+        Some(Refusal::Limited {
+            refused_by: run.applied.as_slice().len() - 1,
+        })
+    }
+
+    /// Refunds what the limits applied so far took, newest first, and reports each
+    /// as it stands afterwards.
+    fn give_back(&self, run: &mut Run) {
+        for applied in run.applied.as_mut_slice().iter_mut().rev() {
+            if let Some(ticket) = applied.ticket.take() {
+                if let Some(after) = self.entries[applied.entry].refund(ticket) {
+                    applied.decision = after;
+                }
+            }
+        }
+    }
+
+    fn record_admitted(&self, run: &Run) {
+        for applied in run.applied.as_slice() {
+            if applied.decision.is_allowed() {
+                observe::record(
+                    self.entries[applied.entry].policy(),
+                    Outcome::Admitted,
+                    applied.source,
+                );
+            }
+        }
+    }
+
+    /// The applied decisions in the declared order, each with the policy it
+    /// advertises, and where the refusing one (`refused_by`, a checked-order index)
+    /// landed.
+    pub(crate) fn in_declared_order<'a>(
+        &'a self,
+        applied: &'a [Applied],
+        refused_by: Option<usize>,
+    ) -> (Vec<(Decision, &'a Policy)>, Option<usize>) {
+        let mut order: Vec<usize> = (0..applied.len()).collect();
+        order.sort_by_key(|&i| self.declared[applied[i].entry]);
+        let items = order
+            .iter()
+            .map(|&i| (applied[i].decision, self.policy_of(&applied[i]).as_ref()))
+            .collect();
+        let refused = refused_by.and_then(|r| order.iter().position(|&i| i == r));
+        (items, refused)
+    }
+}
+
+/// The policy a fallback's decision advertises: its own limit, over the entry's
+/// window (the fallback's quota is the shared one divided among instances).
+fn fallback_policy(policy: &Policy, decision: &Decision) -> Option<Arc<Policy>> {
+    if decision.limit() == policy.quota() {
+        return None;
+    }
+    let window = policy.window().as_secs();
+    Policy::new(policy.name(), decision.limit(), window)
+        .ok()
+        .map(Arc::new)
+}

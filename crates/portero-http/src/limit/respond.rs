@@ -1,0 +1,83 @@
+//! What the pipeline writes: the fields of every applied limit on a forwarded
+//! response, and the answer to a refused request (built by [`crate::answer`]).
+
+use http::header::{HeaderName, HeaderValue};
+use http::{HeaderMap, Response};
+
+use super::plan::{AppliedList, Plan, Refusal};
+use super::store::Source;
+use crate::answer::{limit_failed, rate_limited, too_costly};
+use crate::headers;
+use crate::observe;
+
+/// `RateLimit-Source`, `fallback` on a response an outage policy decided.
+pub const RATELIMIT_SOURCE: HeaderName = HeaderName::from_static("ratelimit-source");
+
+/// Writes the applied limits' fields (appended) and, when `refused_by` names one,
+/// its `Retry-After`; the legacy fields if asked; `RateLimit-Source: fallback` if a
+/// fallback decided any of them.
+pub(crate) fn write_fields<B>(
+    plan: &Plan<B>,
+    applied: &AppliedList,
+    refused_by: Option<usize>,
+    fields: &mut HeaderMap,
+) {
+    let applied = applied.as_slice();
+    if applied.is_empty() {
+        return;
+    }
+    // The refusing limit's numbers for the legacy fields, else the tightest.
+    let legacy_of = refused_by.unwrap_or_else(|| {
+        (0..applied.len())
+            .min_by_key(|&i| applied[i].decision.remaining())
+            .unwrap_or(0)
+    });
+    if let [one] = applied {
+        let policy = plan.policy_of(one);
+        match refused_by {
+            Some(_) => headers::insert(fields, &one.decision, policy),
+            None => {
+                headers::insert_fields(fields, &one.decision, policy);
+            }
+        }
+    } else {
+        let (items, refused) = plan.in_declared_order(applied, refused_by);
+        headers::insert_all(fields, &items, refused);
+    }
+    if plan.legacy {
+        let a = &applied[legacy_of];
+        headers::insert_legacy(fields, &a.decision, plan.policy_of(a));
+    }
+    if applied.iter().any(|a| a.source == Source::Fallback) {
+        fields.insert(RATELIMIT_SOURCE, HeaderValue::from_static("fallback"));
+    }
+}
+
+/// The answer to a request the pipeline refused.
+pub(crate) fn refuse<B, ResB>(plan: &Plan<B>, applied: &AppliedList, why: Refusal) -> Response<ResB>
+where
+    ResB: From<&'static str> + From<String>,
+{
+    match why {
+        Refusal::Limited { refused_by } => {
+            let mut response = match &plan.refusal {
+                Some(refusal) => {
+                    let a = &applied.as_slice()[refused_by];
+                    refusal(&a.decision, plan.policy_of(a)).map(ResB::from)
+                }
+                None => rate_limited(),
+            };
+            write_fields(plan, applied, Some(refused_by), response.headers_mut());
+            response
+        }
+        Refusal::TooCostly => too_costly(),
+        Refusal::KeyFailed(e) => {
+            observe::failed("key", &e);
+            limit_failed()
+        }
+        Refusal::StoreFailed(e) => {
+            observe::failed("store", &e);
+            limit_failed()
+        }
+    }
+}

@@ -1,0 +1,215 @@
+//! What the pipeline needs of a store: check a key for a cost, and give back what an
+//! admitted check took. The in-memory [`KeyedLimiter`] answers at once; a remote store
+//! (Redis, leases) answers with a future. A store reports what happened — a decision,
+//! who made it, or why there is none — and the pipeline alone turns that into an
+//! answer, so no store re-implements the HTTP policy.
+
+use core::fmt;
+use core::future::Future;
+use core::pin::Pin;
+use std::hash::Hash;
+use std::sync::Arc;
+
+use portero::{Algorithm, CheckError, Clock, Decision, Fingerprint, KeyedError, KeyedLimiter};
+
+/// Who decided a check (the `source` label of the metrics, and `RateLimit-Source:
+/// fallback` on a response the outage policy decided).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Source {
+    /// This process's memory.
+    Memory,
+    /// The shared state in Redis.
+    Redis,
+    /// A recent remote refusal remembered here (Redis's blocked-key cache).
+    Cache,
+    /// Units leased from the shared store earlier and spent here.
+    Lease,
+    /// The outage policy, because the shared store did not answer in time.
+    Fallback,
+}
+
+impl Source {
+    /// The label value: `memory`, `redis`, `cache`, `lease`, `fallback`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Memory => "memory",
+            Self::Redis => "redis",
+            Self::Cache => "cache",
+            Self::Lease => "lease",
+            Self::Fallback => "fallback",
+        }
+    }
+}
+
+/// A store's answer to one check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Checked {
+    /// The decision.
+    pub decision: Decision,
+    /// Who made it.
+    pub source: Source,
+    /// What gives the units back if a later limit refuses the request (`None`: the
+    /// store cannot, and the units stay charged — stricter, never looser).
+    pub ticket: Option<Ticket>,
+}
+
+impl Checked {
+    /// A decision that cannot be refunded.
+    pub fn new(decision: Decision, source: Source) -> Self {
+        Self {
+            decision,
+            source,
+            ticket: None,
+        }
+    }
+}
+
+/// What identifies an admission to its store for a refund: the key's fingerprint,
+/// the time of the check and its cost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ticket {
+    /// The key's fingerprint in the store.
+    pub fingerprint: Fingerprint,
+    /// When the check was made (the store's clock, ns).
+    pub now: u64,
+    /// The units taken.
+    pub cost: u64,
+}
+
+/// Why a store gave no decision.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The cost is above what the limit could ever admit (answered 413).
+    CostAboveCapacity,
+    /// The store could not take a new key (a full table, a full fallback table):
+    /// the layer's [`WhenUnavailable`](crate::WhenUnavailable) decides.
+    Unavailable {
+        /// How long until the store can likely take it, if known (ns).
+        retry_after_nanos: Option<u64>,
+    },
+    /// The store answered with an error (a script error, a key of the wrong type):
+    /// a fault to fix, answered 500 and logged, never over-admitted.
+    Faulty(Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::CostAboveCapacity => f.write_str("the cost is above the limit's capacity"),
+            Self::Unavailable { .. } => f.write_str("the store cannot take the key now"),
+            Self::Faulty(e) => write!(f, "the store failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+impl From<KeyedError> for StoreError {
+    fn from(e: KeyedError) -> Self {
+        match e {
+            KeyedError::Check(CheckError::CostExceedsCapacity { .. }) => Self::CostAboveCapacity,
+            KeyedError::KeyTableFull { .. } => Self::Unavailable {
+                retry_after_nanos: None,
+            },
+            // A time out of range cannot come from a clock-driven check; anything the
+            // core adds later is a fault, not an admission.
+            other => Self::Faulty(Box::new(other)),
+        }
+    }
+}
+
+/// A remote store's answer, still on its way.
+pub type Pending = Pin<Box<dyn Future<Output = Result<Checked, StoreError>> + Send>>;
+
+/// A store's answer: given at once, or on its way.
+pub enum Checking {
+    /// Decided without waiting (memory, a cache hit, a live lease).
+    Done(Result<Checked, StoreError>),
+    /// To be awaited (a round trip).
+    Pending(Pending),
+}
+
+impl fmt::Debug for Checking {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Done(d) => f.debug_tuple("Done").field(d).finish(),
+            Self::Pending(_) => f.write_str("Pending"),
+        }
+    }
+}
+
+/// Where a limit's counts live. `key` is `None` for a request without a key that the
+/// layer's [`WhenNoKey::SharedBucket`](crate::WhenNoKey::SharedBucket) sends to the
+/// store's one shared bucket (which no real key can name).
+pub trait Store<K>: Send + Sync + 'static {
+    /// Takes `cost` units for `key` if they fit (all or nothing).
+    fn check(&self, key: Option<K>, cost: u64) -> Checking;
+
+    /// Gives back what the admission `ticket` names took, and returns the key's
+    /// decision as it stands afterwards (what a refused request reports for this
+    /// limit). Stores that cannot refund never hand out tickets.
+    fn refund(&self, ticket: Ticket) -> Option<Decision> {
+        let _ = ticket;
+        None
+    }
+
+    /// Whether [`check`](Self::check) may answer [`Checking::Pending`]: such limits
+    /// are checked after every local one, so a local refusal never costs a round
+    /// trip nor leaves units charged remotely.
+    fn is_remote(&self) -> bool {
+        false
+    }
+}
+
+/// The in-memory table (the key type is the table's, so it is inferred from either).
+impl<K, A, C> Store<K> for KeyedLimiter<K, A, C>
+where
+    K: Hash + Send + Sync + 'static,
+    A: Algorithm + Copy + Send + Sync + 'static,
+    C: Clock + Send + Sync + 'static,
+{
+    #[inline]
+    fn check(&self, key: Option<K>, cost: u64) -> Checking {
+        let fingerprint = match &key {
+            Some(key) => self.fingerprint_of(key),
+            None => self.anonymous_fingerprint(),
+        };
+        let now = self.clock().now();
+        Checking::Done(
+            self.check_fingerprint_at(fingerprint, now, cost)
+                .map(|decision| Checked {
+                    decision,
+                    source: Source::Memory,
+                    ticket: Some(Ticket {
+                        fingerprint,
+                        now,
+                        cost,
+                    }),
+                })
+                .map_err(StoreError::from),
+        )
+    }
+
+    fn refund(&self, ticket: Ticket) -> Option<Decision> {
+        self.refund_fingerprint_at(ticket.fingerprint, ticket.now, ticket.cost);
+        self.peek_fingerprint_at(ticket.fingerprint, ticket.now, 0)
+            .ok()
+    }
+}
+
+impl<K, T: Store<K> + ?Sized> Store<K> for Arc<T> {
+    #[inline]
+    fn check(&self, key: Option<K>, cost: u64) -> Checking {
+        (**self).check(key, cost)
+    }
+
+    fn refund(&self, ticket: Ticket) -> Option<Decision> {
+        (**self).refund(ticket)
+    }
+
+    fn is_remote(&self) -> bool {
+        (**self).is_remote()
+    }
+}

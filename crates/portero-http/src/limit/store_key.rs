@@ -1,0 +1,151 @@
+//! Keys as text, for stores that name a key by a string (Redis): every key type a
+//! key function returns writes itself, and no two different keys of one type write
+//! the same text, so no two clients share a remote bucket by accident.
+
+use std::fmt::Write;
+use std::net::IpAddr;
+
+use http::HeaderValue;
+
+use crate::client::ClientAddr;
+use crate::keys::Either;
+
+/// A key a remote store can name: writes itself into `out`, one text per key.
+/// Injective within a type: header bytes outside printable ASCII and `%` are
+/// percent-encoded; tuple and [`Either`] parts are length-prefixed or tagged.
+pub trait StoreKey {
+    /// Appends this key's text to `out`.
+    fn write_key(&self, out: &mut String);
+}
+
+impl StoreKey for str {
+    fn write_key(&self, out: &mut String) {
+        out.push_str(self);
+    }
+}
+
+impl StoreKey for String {
+    fn write_key(&self, out: &mut String) {
+        out.push_str(self);
+    }
+}
+
+impl<T: StoreKey + ?Sized> StoreKey for &T {
+    fn write_key(&self, out: &mut String) {
+        (**self).write_key(out);
+    }
+}
+
+impl<T: StoreKey + ?Sized> StoreKey for std::sync::Arc<T> {
+    fn write_key(&self, out: &mut String) {
+        (**self).write_key(out);
+    }
+}
+
+impl StoreKey for HeaderValue {
+    fn write_key(&self, out: &mut String) {
+        for &b in self.as_bytes() {
+            if b.is_ascii_graphic() && b != b'%' || b == b' ' {
+                out.push(char::from(b));
+            } else {
+                let _ = write!(out, "%{b:02X}");
+            }
+        }
+    }
+}
+
+impl StoreKey for ClientAddr {
+    fn write_key(&self, out: &mut String) {
+        // `Display` writes the address, or "unidentified", which no address writes.
+        let _ = write!(out, "{self}");
+    }
+}
+
+impl StoreKey for IpAddr {
+    fn write_key(&self, out: &mut String) {
+        let _ = write!(out, "{self}");
+    }
+}
+
+macro_rules! numbers {
+    ($($t:ty),*) => {$(
+        impl StoreKey for $t {
+            fn write_key(&self, out: &mut String) {
+                let _ = write!(out, "{self}");
+            }
+        }
+    )*};
+}
+numbers!(u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize);
+
+/// One key for every request ([`keys::global`](crate::keys::global)).
+impl StoreKey for () {
+    fn write_key(&self, out: &mut String) {
+        out.push_str("global");
+    }
+}
+
+impl<X: StoreKey, Y: StoreKey> StoreKey for (X, Y) {
+    fn write_key(&self, out: &mut String) {
+        length_prefixed(&self.0, out);
+        self.1.write_key(out);
+    }
+}
+
+impl<X: StoreKey, Y: StoreKey> StoreKey for Either<X, Y> {
+    fn write_key(&self, out: &mut String) {
+        match self {
+            Self::First(x) => {
+                out.push_str("1:");
+                x.write_key(out);
+            }
+            Self::Second(y) => {
+                out.push_str("2:");
+                y.write_key(out);
+            }
+        }
+    }
+}
+
+/// `len:text`, so the part after it cannot shift the boundary.
+fn length_prefixed<T: StoreKey + ?Sized>(part: &T, out: &mut String) {
+    let mut text = String::new();
+    part.write_key(&mut text);
+    let _ = write!(out, "{}:{text}", text.len());
+}
+
+/// The text of the one bucket that requests without a key share in a remote store:
+/// a NUL no header value, address or number writes.
+pub const NO_KEY_TEXT: &str = "\u{0}no-key";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text<T: StoreKey>(key: T) -> String {
+        let mut s = String::new();
+        key.write_key(&mut s);
+        s
+    }
+
+    #[test]
+    fn different_keys_write_different_texts() {
+        let v = |s: &'static [u8]| HeaderValue::from_bytes(s).unwrap();
+        assert_ne!(text(v(b"a%41")), text(v(b"aA")));
+        assert_eq!(text(v(b"a b")), "a b");
+        assert_eq!(text(v(b"caf\xc3\xa9")), "caf%C3%A9");
+        assert_ne!(
+            text(("ab".to_owned(), "c".to_owned())),
+            text(("a".to_owned(), "bc".to_owned()))
+        );
+        assert_ne!(
+            text(Either::<u64, u64>::First(1)),
+            text(Either::<u64, u64>::Second(1))
+        );
+        assert_ne!(
+            text(ClientAddr::UNIDENTIFIED),
+            text(ClientAddr::UNIDENTIFIED.ip())
+        );
+        assert!(!text(v(b"x")).contains('\u{0}'));
+    }
+}

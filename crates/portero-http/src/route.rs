@@ -1,0 +1,59 @@
+//! Which requests a limit applies to ([`Limit::route`](crate::Limit::route)): a method
+//! and an exact path, or a path prefix, so a login limit needs no hand-written
+//! predicate. Paths are compared as sent (percent-encoding and all); a trailing slash
+//! is a different path, as it is to a router. With the `axum` feature a route
+//! template that axum matched (`MatchedPath`, e.g. `/users/{id}`) is compared too, so
+//! a limit may name the route as it was declared.
+
+use http::{Method, Request};
+
+/// Requests with `method` to exactly `path`.
+///
+/// ```
+/// let login = portero_http::route::method(http::Method::POST, "/login");
+/// let req = http::Request::post("/login").body(()).unwrap();
+/// assert!(login(&req));
+/// assert!(!login(&http::Request::get("/login").body(()).unwrap()));
+/// ```
+pub fn method<B>(
+    method: Method,
+    path: &'static str,
+) -> impl Fn(&Request<B>) -> bool + Clone + Send + Sync {
+    move |req| req.method() == method && path_is(req, path)
+}
+
+/// `POST` to exactly `path`.
+pub fn post<B>(path: &'static str) -> impl Fn(&Request<B>) -> bool + Clone + Send + Sync {
+    method(Method::POST, path)
+}
+
+/// `GET` to exactly `path`.
+pub fn get<B>(path: &'static str) -> impl Fn(&Request<B>) -> bool + Clone + Send + Sync {
+    method(Method::GET, path)
+}
+
+/// Any method to exactly `path`.
+pub fn path<B>(path: &'static str) -> impl Fn(&Request<B>) -> bool + Clone + Send + Sync {
+    move |req| path_is(req, path)
+}
+
+/// Any method to a path under `prefix` (`/api/` matches `/api/users`, not `/apix`).
+///
+/// ```
+/// let api = portero_http::route::prefix("/api/");
+/// assert!(api(&http::Request::get("/api/users").body(()).unwrap()));
+/// assert!(!api(&http::Request::get("/apix").body(()).unwrap()));
+/// ```
+pub fn prefix<B>(prefix: &'static str) -> impl Fn(&Request<B>) -> bool + Clone + Send + Sync {
+    move |req| req.uri().path().starts_with(prefix)
+}
+
+fn path_is<B>(req: &Request<B>, path: &str) -> bool {
+    #[cfg(feature = "axum")]
+    if let Some(matched) = req.extensions().get::<axum::extract::MatchedPath>() {
+        if matched.as_str() == path {
+            return true;
+        }
+    }
+    req.uri().path() == path
+}

@@ -1,0 +1,78 @@
+//! The Redis limiter as a store of portero-http's one pipeline
+//! ([`LimitLayer`](portero_http::LimitLayer)): every option of the layer (no key,
+//! shadow, cost, refusal, legacy fields, routes, stacks) applies to a shared limit
+//! as to an in-memory one, because this crate adds a store, not a layer.
+//!
+//! A key reaches Redis as the text its [`StoreKey`] writes (header bytes
+//! percent-encoded, addresses as written, tuples length-prefixed); requests without
+//! a key share the bucket named [`NO_KEY_TEXT`](portero_http::NO_KEY_TEXT). Who
+//! decided is the answer's [`Source`]: a fallback answer carries its own quota and is
+//! counted and traced by the pipeline.
+
+use portero_http::{Checked, Checking, Source, Store, StoreError, StoreKey, NO_KEY_TEXT};
+
+use crate::{LeasedLimiter, RedisCheckError, RedisLimiter, ServedBy, Verdict};
+
+impl<K: StoreKey + Send + 'static> Store<K> for RedisLimiter {
+    fn check(&self, key: Option<K>, cost: u64) -> Checking {
+        let text = text_of(key.as_ref());
+        let limiter = self.clone();
+        Checking::Pending(Box::pin(
+            async move { answer(limiter.check(&text, cost).await) },
+        ))
+    }
+
+    fn is_remote(&self) -> bool {
+        true
+    }
+}
+
+/// A leased limit: units left in this instance's lease are spent at once (no I/O,
+/// [`Source::Lease`]); leasing a new batch is a round trip.
+impl<K: StoreKey + Send + 'static> Store<K> for LeasedLimiter {
+    fn check(&self, key: Option<K>, cost: u64) -> Checking {
+        let text = text_of(key.as_ref());
+        if let Some(spent) = self.spend_from_lease(&text, cost) {
+            return Checking::Done(answer(Ok(spent)));
+        }
+        let leased = self.clone();
+        Checking::Pending(Box::pin(
+            async move { answer(leased.check(&text, cost).await) },
+        ))
+    }
+
+    fn is_remote(&self) -> bool {
+        true
+    }
+}
+
+/// The text a key is stored under; the no-key bucket's for `None`.
+fn text_of<K: StoreKey>(key: Option<&K>) -> String {
+    let mut text = String::new();
+    match key {
+        Some(key) => key.write_key(&mut text),
+        None => text.push_str(NO_KEY_TEXT),
+    }
+    text
+}
+
+/// A Redis verdict as the pipeline reads it.
+pub(crate) fn answer(verdict: Result<Verdict, RedisCheckError>) -> Result<Checked, StoreError> {
+    match verdict {
+        Ok(v) => Ok(Checked::new(v.decision, source_of(v.served_by))),
+        Err(RedisCheckError::Check(_)) => Err(StoreError::CostAboveCapacity),
+        Err(RedisCheckError::LocalTableFull { .. }) => Err(StoreError::Unavailable {
+            retry_after_nanos: Some(portero::DENY_FOR_NANOS),
+        }),
+        Err(e) => Err(StoreError::Faulty(Box::new(e))),
+    }
+}
+
+fn source_of(served_by: ServedBy) -> Source {
+    match served_by {
+        ServedBy::Redis => Source::Redis,
+        ServedBy::Fallback => Source::Fallback,
+        ServedBy::Cache => Source::Cache,
+        ServedBy::Lease => Source::Lease,
+    }
+}

@@ -1,0 +1,450 @@
+//! One pipeline, every store: each option of `LimitLayer` (no key, shadow, cost,
+//! refusal, a full or unavailable store, legacy fields, a stack with refunds) through
+//! tower's `oneshot` for the in-memory table, a Redis limiter and a leased one, with
+//! exact counts; a stack of an in-memory and a Redis limit over a real socket; and
+//! the store breaker's bound on how many checks wait for a Redis that hangs.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::routing::get;
+use axum::Router;
+use http::{HeaderName, HeaderValue, Request, Response, StatusCode};
+use portero::{Gcra, KeyedLimiter, Quota};
+use portero_http::{
+    keys, ClientIp, Limit, LimitLayer, Policy, TrustedProxies, WhenNoKey, WhenUnavailable,
+};
+use portero_redis::{LeasedLimiter, LocalRedis, RedisAlgorithm, RedisLimiter, WhenDown};
+use tower::ServiceExt;
+
+#[path = "../../portero-http/tests/support/loopback.rs"]
+mod loopback;
+
+/// The stores every option is checked with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Memory,
+    Redis,
+    Leased,
+}
+
+const KINDS: [Kind; 3] = [Kind::Memory, Kind::Redis, Kind::Leased];
+
+fn per_minute(n: u64) -> Quota {
+    Quota::per_minute(n).unwrap()
+}
+
+fn x_client() -> impl Fn(&Request<Body>) -> Option<HeaderValue> + Clone + Send + Sync {
+    keys::header::<Body>(HeaderName::from_static("x-client"))
+}
+
+/// A fresh store of `kind` (its own Redis prefix, so runs never share keys) behind
+/// one limit of `quota` keyed by `x-client`, added to `layer` or starting one.
+struct Stores {
+    redis: LocalRedis,
+    next: std::sync::atomic::AtomicU64,
+}
+
+impl Stores {
+    fn start() -> Self {
+        Self {
+            redis: LocalRedis::start().expect("redis-server for this test"),
+            next: 0.into(),
+        }
+    }
+
+    async fn redis(&self, quota: Quota) -> RedisLimiter {
+        let n = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        RedisLimiter::connect(&self.redis.url(), RedisAlgorithm::gcra(quota).unwrap())
+            .await
+            .unwrap()
+            .timeout(Duration::from_secs(5))
+            .prefix(&format!("matrix{n}"))
+            .unwrap()
+    }
+
+    /// A fresh store of `kind` with `quota`.
+    async fn store(&self, kind: Kind, quota: Quota) -> Under {
+        match kind {
+            Kind::Memory => {
+                Under::Memory(Arc::new(KeyedLimiter::new(Gcra::new(quota), 100)), quota)
+            }
+            Kind::Redis => Under::Redis(self.redis(quota).await, quota),
+            // Batches of 2: most checks are spent locally, some lease again.
+            Kind::Leased => Under::Leased(
+                LeasedLimiter::new(self.redis(quota).await, 2, Duration::from_secs(60), 100),
+                quota,
+            ),
+        }
+    }
+
+    /// One limit of a fresh store of `kind`, as a layer of its own or added to `to`.
+    async fn limit(
+        &self,
+        kind: Kind,
+        quota: Quota,
+        name: &str,
+        to: Option<LimitLayer<Body>>,
+    ) -> LimitLayer<Body> {
+        self.store(kind, quota).await.limit(name, to)
+    }
+}
+
+/// A store under test, with its quota.
+#[derive(Clone)]
+enum Under {
+    Memory(Arc<KeyedLimiter<HeaderValue, Gcra>>, Quota),
+    Redis(RedisLimiter, Quota),
+    Leased(LeasedLimiter, Quota),
+}
+
+impl Under {
+    /// This store behind a limit keyed by `x-client`, as a layer of its own or
+    /// added to `to`.
+    fn limit(self, name: &str, to: Option<LimitLayer<Body>>) -> LimitLayer<Body> {
+        macro_rules! add {
+            ($store:expr, $quota:expr) => {{
+                let policy = Policy::for_quota(name, &$quota).unwrap();
+                let limit = Limit::new($store, policy, x_client());
+                match to {
+                    Some(layer) => layer.limit(limit),
+                    None => LimitLayer::new(limit),
+                }
+            }};
+        }
+        match self {
+            Self::Memory(s, q) => add!(s, q),
+            Self::Redis(s, q) => add!(s, q),
+            Self::Leased(s, q) => add!(s, q),
+        }
+    }
+}
+
+fn app(layer: LimitLayer<Body>) -> Router {
+    Router::new()
+        .route("/", get(|| async { "ok" }))
+        .layer(layer)
+}
+
+fn request(client: Option<&str>) -> Request<Body> {
+    let mut r = Request::builder().uri("/");
+    if let Some(c) = client {
+        r = r.header("x-client", c);
+    }
+    r.body(Body::empty()).unwrap()
+}
+
+/// `n` requests from `client`: the responses.
+async fn send(app: &Router, client: Option<&str>, n: usize) -> Vec<Response<Body>> {
+    let mut out = Vec::new();
+    for _ in 0..n {
+        out.push(app.clone().oneshot(request(client)).await.unwrap());
+    }
+    out
+}
+
+fn ok(responses: &[Response<Body>]) -> usize {
+    responses
+        .iter()
+        .filter(|r| r.status() == StatusCode::OK)
+        .count()
+}
+
+fn field<'a>(r: &'a Response<Body>, name: &str) -> Option<&'a str> {
+    r.headers().get(name).map(|v| v.to_str().unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_without_a_key_is_never_unlimited_unless_asked_for_every_store() {
+    let stores = Stores::start();
+    for kind in KINDS {
+        let shared = app(stores.limit(kind, per_minute(5), "p", None).await);
+        assert_eq!(
+            ok(&send(&shared, None, 20).await),
+            5,
+            "{kind:?} shared bucket"
+        );
+        let layer = stores.limit(kind, per_minute(5), "p", None).await;
+        let refused = send(&app(layer.when_no_key(WhenNoKey::Reject)), None, 3).await;
+        assert_eq!(ok(&refused), 0, "{kind:?} reject");
+        assert_eq!(field(&refused[0], "retry-after"), Some("1"));
+        let layer = stores.limit(kind, per_minute(5), "p", None).await;
+        let open = send(&app(layer.when_no_key(WhenNoKey::Allow)), None, 20).await;
+        assert_eq!(ok(&open), 20, "{kind:?} allow");
+        assert_eq!(field(&open[0], "ratelimit"), None, "unlimited: no fields");
+        // A keyed client is not held back by the shared bucket.
+        assert_eq!(ok(&send(&shared, Some("alice"), 5).await), 5, "{kind:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shadow_mode_counts_and_advertises_but_never_refuses_every_store() {
+    let stores = Stores::start();
+    for kind in KINDS {
+        let layer = stores.limit(kind, per_minute(5), "trial", None).await;
+        let all = send(&app(layer.shadow(true)), Some("alice"), 8).await;
+        assert_eq!(ok(&all), 8, "{kind:?}");
+        let fields: Vec<_> = all.iter().map(|r| field(r, "ratelimit")).collect();
+        if kind != Kind::Leased {
+            // (A lease advertises what is left of this instance's lease.)
+            assert_eq!(
+                fields[4],
+                Some(r#""trial";r=0;t=60"#),
+                "{kind:?} {fields:?}"
+            );
+        }
+        assert!(field(&all[7], "ratelimit").unwrap().contains(";r=0;"));
+        assert_eq!(field(&all[7], "retry-after"), None, "{kind:?}");
+        // Per limit: the shadowed one watches, the enforced one refuses.
+        let enforced = stores.limit(kind, per_minute(3), "enforced", None).await;
+        let mixed = Limit::new(
+            Arc::new(KeyedLimiter::new(Gcra::new(per_minute(1)), 10)),
+            Policy::for_quota("new", &per_minute(1)).unwrap(),
+            x_client(),
+        )
+        .shadow(true);
+        let all = send(&app(enforced.limit(mixed)), Some("bob"), 5).await;
+        assert_eq!(ok(&all), 3, "{kind:?}: only the enforced limit refuses");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cost_is_all_or_nothing_and_one_above_capacity_is_413_every_store() {
+    let stores = Stores::start();
+    for kind in KINDS {
+        let layer = stores.limit(kind, per_minute(5), "p", None).await;
+        let by_header = |_: &http::Method, _: &http::Uri, h: &http::HeaderMap| {
+            h.get("x-cost")
+                .and_then(|v| v.to_str().ok()?.parse().ok())
+                .unwrap_or(1)
+        };
+        let app = app(layer.cost(by_header));
+        let costly = |n: &str| {
+            Request::builder()
+                .uri("/")
+                .header("x-client", "alice")
+                .header("x-cost", n)
+                .body(Body::empty())
+                .unwrap()
+        };
+        let statuses = [
+            app.clone().oneshot(costly("2")).await.unwrap().status(),
+            app.clone().oneshot(costly("2")).await.unwrap().status(),
+            app.clone().oneshot(costly("2")).await.unwrap().status(),
+            app.clone().oneshot(costly("1")).await.unwrap().status(),
+        ];
+        assert_eq!(
+            statuses,
+            [
+                StatusCode::OK,
+                StatusCode::OK,
+                StatusCode::TOO_MANY_REQUESTS,
+                StatusCode::OK
+            ],
+            "{kind:?}: 2+2 of 5, then 2 does not fit and takes nothing, 1 does"
+        );
+        let huge = app.clone().oneshot(costly("6")).await.unwrap();
+        assert_eq!(huge.status(), StatusCode::PAYLOAD_TOO_LARGE, "{kind:?}");
+        assert_eq!(field(&huge, "retry-after"), None);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_custom_refusal_and_legacy_fields_apply_to_every_store() {
+    let stores = Stores::start();
+    for kind in KINDS {
+        let layer = stores.limit(kind, per_minute(2), "p", None).await;
+        let layer = layer.legacy_headers(true).refusal(|decision, policy| {
+            let mut r = Response::new(format!(
+                "slow down: {} of {} left",
+                decision.remaining(),
+                policy.quota()
+            ));
+            *r.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+            r
+        });
+        let all = send(&app(layer), Some("alice"), 3).await;
+        assert_eq!(field(&all[0], "x-ratelimit-limit"), Some("2"), "{kind:?}");
+        assert_eq!(field(&all[0], "x-ratelimit-remaining"), Some("1"));
+        assert_eq!(all[2].status(), StatusCode::SERVICE_UNAVAILABLE, "{kind:?}");
+        assert_eq!(field(&all[2], "retry-after"), Some("30"));
+        assert_eq!(field(&all[2], "x-ratelimit-remaining"), Some("0"));
+        assert_eq!(field(&all[2], "cache-control"), Some("no-store"));
+    }
+}
+
+/// A store that cannot take a new key: the in-memory table full, or Redis away with
+/// its local fallback's table full. `WhenUnavailable` decides for both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_cannot_take_the_key_is_decided_by_when_unavailable() {
+    let quota = per_minute(5);
+    let mut redis = LocalRedis::start().expect("redis-server for this test");
+    let local = Arc::new(KeyedLimiter::<str, Gcra>::new(Gcra::new(quota), 1));
+    let away = RedisLimiter::connect(&redis.url(), RedisAlgorithm::gcra(quota).unwrap())
+        .await
+        .unwrap()
+        .timeout(Duration::from_millis(50))
+        .when_down(WhenDown::Local(local.clone()));
+    redis.stop();
+    for when in [WhenUnavailable::Reject, WhenUnavailable::Allow] {
+        let full = Arc::new(KeyedLimiter::new(Gcra::new(quota), 1));
+        let policy = || Policy::for_quota("p", &quota).unwrap();
+        let memory = LimitLayer::new(Limit::new(full, policy(), x_client()));
+        let remote = LimitLayer::new(Limit::new(away.clone(), policy(), x_client()));
+        for (store, layer) in [("memory", memory), ("redis", remote)] {
+            let app = app(layer.when_unavailable(when));
+            // The first key takes the only slot (and one unit of it).
+            assert_eq!(ok(&send(&app, Some("first"), 1).await), 1, "{store}");
+            let newcomer = send(&app, Some(&format!("new-{store}-{when:?}")), 1).await;
+            let want = match when {
+                WhenUnavailable::Reject => StatusCode::TOO_MANY_REQUESTS,
+                _ => StatusCode::OK,
+            };
+            assert_eq!(newcomer[0].status(), want, "{store} {when:?}");
+        }
+    }
+}
+
+/// All or none with refunds, in both orders: a refusal by the store under test gives
+/// back what the in-memory limit took (and reports it after the refund), and a
+/// refusal by the in-memory limit costs the store nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stack_refunds_earlier_limits_and_reports_them_after_the_refund_every_store() {
+    let stores = Stores::start();
+    for kind in KINDS {
+        let memory = || Arc::new(KeyedLimiter::new(Gcra::new(per_minute(10)), 100));
+        let wide = LimitLayer::new(Limit::new(
+            memory(),
+            Policy::for_quota("wide", &per_minute(10)).unwrap(),
+            x_client(),
+        ));
+        let layer = stores
+            .limit(kind, per_minute(3), "narrow", Some(wide))
+            .await;
+        let all = send(&app(layer), Some("alice"), 5).await;
+        assert_eq!(ok(&all), 3, "{kind:?}");
+        assert_eq!(
+            field(&all[3], "ratelimit"),
+            Some(r#""wide";r=7;t=18, "narrow";r=0;t=20"#),
+            "{kind:?}: the wide limit is reported after its refund (7 left, not 6)"
+        );
+        assert_eq!(field(&all[3], "retry-after"), Some("20"));
+
+        // The other way round: the in-memory limit refuses and the store under test,
+        // declared after it, is never charged: the same store alone then admits the
+        // 7 units that 3 admissions left of its 10.
+        let store = stores.store(kind, per_minute(10)).await;
+        let narrow = LimitLayer::new(Limit::new(
+            Arc::new(KeyedLimiter::new(Gcra::new(per_minute(3)), 100)),
+            Policy::for_quota("narrow", &per_minute(3)).unwrap(),
+            x_client(),
+        ));
+        let both = app(store.clone().limit("wide", Some(narrow)));
+        assert_eq!(ok(&send(&both, Some("bob"), 6).await), 3, "{kind:?}");
+        let alone = app(store.limit("wide", None));
+        assert_eq!(ok(&send(&alone, Some("bob"), 10).await), 7, "{kind:?}");
+    }
+}
+
+/// A stack of a per-address limit in memory and a per-client limit in Redis, over a
+/// real socket with axum: exact counts across two instances, and the per-address
+/// limit holds a client that rotates its id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_backed_stack_over_a_socket_admits_exact_counts() {
+    let stores = Stores::start();
+    let redis = stores.redis(per_minute(4)).await;
+    let mut instances = Vec::new();
+    for _ in 0..2 {
+        let addr_limit = Arc::new(KeyedLimiter::new(Gcra::new(per_minute(6)), 100));
+        let ip = ClientIp::new(TrustedProxies::none());
+        let layer = LimitLayer::new(Limit::new(
+            addr_limit,
+            Policy::for_quota("per-ip", &per_minute(6)).unwrap(),
+            move |r: &Request<Body>| ip.key(r),
+        ))
+        .limit(Limit::new(
+            redis.clone(),
+            Policy::for_quota("per-client", &per_minute(4)).unwrap(),
+            x_client(),
+        ));
+        let addr: SocketAddr = loopback::serve(app(layer)).await;
+        instances.push(addr);
+    }
+    let mut admitted = 0;
+    for i in 0..10 {
+        let at = instances[i % 2];
+        admitted +=
+            usize::from(loopback::status(at, "GET", "/", &[("x-client", "alice")]).await == 200);
+    }
+    assert_eq!(
+        admitted, 4,
+        "the shared per-client limit, across both instances"
+    );
+    // Rotating ids: each instance's per-address limit (6, of which alice used 5
+    // and 5 were refused and refunded... only admissions count) holds the rest.
+    let mut rotated = 0;
+    for i in 0..20 {
+        let id = format!("rotated-{i}");
+        rotated += usize::from(
+            loopback::status(instances[0], "GET", "/", &[("x-client", &id)]).await == 200,
+        );
+    }
+    assert_eq!(
+        rotated,
+        6 - 2,
+        "instance 0 admitted 2 of alice's; 4 more fit"
+    );
+}
+
+/// A Redis that accepts connections and never answers: with the store breaker, at
+/// most `failures_in_a_row` checks wait the timeout, the rest are answered by the
+/// outage policy at once (without it, every check waits).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_redis_makes_at_most_the_tripping_checks_wait_with_the_breaker() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("redis://{}", listener.local_addr().unwrap());
+    // Accept and hold every connection, answer nothing.
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming() {
+            held.push(stream);
+        }
+    });
+    let quota = per_minute(5);
+    let timeout = Duration::from_millis(100);
+    let lazy = || {
+        RedisLimiter::connect_lazy(&url, RedisAlgorithm::gcra(quota).unwrap())
+            .unwrap()
+            .timeout(timeout)
+            .when_down(WhenDown::FailClosed)
+    };
+    let waited = |limiter: RedisLimiter| async move {
+        let app = app(LimitLayer::new(Limit::new(
+            limiter,
+            Policy::for_quota("p", &quota).unwrap(),
+            x_client(),
+        )));
+        let mut slow = 0;
+        for _ in 0..20 {
+            let started = Instant::now();
+            let r = app.clone().oneshot(request(Some("alice"))).await.unwrap();
+            assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+            assert_eq!(field(&r, "ratelimit-source"), Some("fallback"));
+            slow += usize::from(started.elapsed() >= timeout);
+        }
+        slow
+    };
+    assert_eq!(
+        waited(lazy()).await,
+        20,
+        "without a breaker every check waits"
+    );
+    let guarded = lazy().breaker(3, Duration::from_secs(60)).unwrap();
+    assert_eq!(
+        waited(guarded).await,
+        3,
+        "with one, only the three that trip it"
+    );
+}
