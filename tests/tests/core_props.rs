@@ -266,3 +266,62 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    /// Keyed reservations (a GCRA key's turns booked on its slot word) against the
+    /// same debt model, one model per key, with checks and cancels mixed in: every
+    /// booking is ready exactly when its key's model says and every check admits
+    /// exactly when it does; a cancel of the key's last booking gives it back (the
+    /// model forgets it), any other leaves the slot unused. Keys never share a schedule.
+    #[test]
+    fn keyed_reservations_match_a_bucket_with_debt_per_key(
+        per_sec in 1u64..50,
+        burst in 1u64..6,
+        ops in prop::collection::vec(
+            (0u64..300_000_000, 1u64..4, 0u8..3, 0u8..3),
+            1..80,
+        ),
+    ) {
+        const HOUR: std::time::Duration = std::time::Duration::from_secs(3_600);
+        let quota = Quota::per_second(per_sec).unwrap().with_burst(burst).unwrap();
+        let keyed = portero::KeyedLimiter::with_clock(Gcra::new(quota), 10, ManualClock::new());
+        let fresh = || RefReservations {
+            credit: i128::from(quota.capacity_nanos()),
+            last: 0,
+            span: i128::from(quota.capacity_nanos()),
+            t: i128::from(quota.interval_nanos()),
+        };
+        let mut models = [fresh(), fresh(), fresh()];
+        let mut now = 0u64;
+        for (step, n, key, op) in ops {
+            now += step;
+            let n = n.min(burst);
+            let model = &mut models[usize::from(key)];
+            match op {
+                0 => {
+                    let d = keyed.check_at(&key, now, n).unwrap();
+                    prop_assert_eq!(d.is_allowed(), model.check(now, n));
+                }
+                1 => {
+                    let r = keyed.reserve_key_at(&key, now, n, HOUR).unwrap();
+                    prop_assert_eq!(r.ready_at(), model.reserve(now, n));
+                    r.commit();
+                }
+                _ => {
+                    // Book and cancel at once: nothing came after it, so it must give
+                    // back unless it was the key's first request (an admission).
+                    let held = keyed.state_of(&key).is_some();
+                    let (credit, last) = (model.credit, model.last);
+                    let r = keyed.reserve_key_at(&key, now, n, HOUR).unwrap();
+                    prop_assert_eq!(r.ready_at(), model.reserve(now, n));
+                    let gave = r.cancel();
+                    prop_assert_eq!(gave, held);
+                    if gave {
+                        (model.credit, model.last) = (credit, last);
+                        model.advance(now);
+                    }
+                }
+            }
+        }
+    }
+}

@@ -451,3 +451,40 @@ fn reservations_book_in_order_and_a_cancel_never_frees_a_later_slot() {
         assert!(serial.contains(&seen), "{seen:?}");
     });
 }
+
+/// Keyed reservations: the booking transition on a key's slot word (one CAS over
+/// fingerprint and state). The key is held (burst 1, T = 10 ns, frozen clock); two
+/// callers book its next turn at once, one uses it, the other cancels. As for the
+/// direct limiter, every interleaving ends as a serial history, the next booking
+/// included: turns in booking order, and a cancel gives back only the last booking.
+#[test]
+fn keyed_reservations_book_in_order_and_a_cancel_never_frees_a_later_turn() {
+    use std::time::Duration;
+    keyed_model(2, portero::Overflow::RejectNewKeys, |keyed| {
+        let long = Duration::from_secs(1);
+        assert!(keyed.check_at(&7u64, 100, 1).unwrap().is_allowed());
+        let k = keyed.clone();
+        let user = thread::spawn(move || {
+            let r = k.reserve_key_at(&7u64, 100, 1, long).unwrap();
+            let at = r.ready_at();
+            r.commit();
+            at
+        });
+        let r = keyed.reserve_key_at(&7u64, 100, 1, long).unwrap();
+        let mine = r.ready_at();
+        let gave = r.cancel();
+        let theirs = user.join().unwrap();
+        let next = keyed
+            .reserve_key_at(&7u64, 100, 1, long)
+            .unwrap()
+            .ready_at();
+        let serial = [
+            (110, 110, true, 120),
+            (110, 120, false, 130),
+            (120, 110, true, 120),
+        ];
+        let seen = (mine, theirs, gave, next);
+        assert!(serial.contains(&seen), "{seen:?}");
+        assert_eq!(keyed.count_slots(), 1);
+    });
+}

@@ -86,7 +86,9 @@ pub use limit::{
     NO_KEY_TEXT, RATELIMIT_SOURCE,
 };
 pub use shed::{admission, LoadShedFuture, LoadShedLayer, LoadShedService};
-pub use throttle::{ThrottleError, ThrottleFuture, ThrottleLayer, ThrottleService};
+pub use throttle::{
+    CallCost, OnePerCall, ThrottleError, ThrottleFuture, ThrottleLayer, ThrottleService,
+};
 
 // The crate's README (its crates.io page) is checked as a doc test too.
 #[cfg(doctest)]

@@ -58,3 +58,56 @@ async fn calls_wait_their_turn_and_the_impatient_fail_at_once() {
     let next = limiter.reserve_at(0, 1, Duration::from_secs(1)).unwrap();
     assert_eq!(next.ready_at(), 100_000_000, "its slot came back");
 }
+
+/// A per-call cost: batches of messages against 10 per second (burst 4) book one unit
+/// per message, in call order — a batch of 3 and one of 1 fill the burst at 0, a batch
+/// of 2 is served at 200 ms, the next single at 300 ms. A batch of 5, above the burst,
+/// can never fit: it fails at once with `CostExceedsCapacity`, booking nothing and
+/// never calling the dependency.
+#[tokio::test(start_paused = true)]
+async fn a_call_books_its_own_cost_and_one_above_the_burst_fails_at_once() {
+    use portero::{CheckError, ReserveError};
+    let quota = Quota::per_second(10).unwrap().with_burst(4).unwrap();
+    let limiter = Arc::new(RateLimiter::gcra(quota).with_clock(ManualClock::new()));
+    let calls = Arc::new(AtomicU32::new(0));
+    let c = calls.clone();
+    let provider = service_fn(move |batch: Vec<&'static str>| {
+        c.fetch_add(1, Ordering::SeqCst);
+        async move { Ok::<_, std::convert::Infallible>((batch.len(), tokio::time::Instant::now())) }
+    });
+    let client = ThrottleLayer::new(limiter.clone(), Duration::from_secs(5))
+        .cost(|batch: &Vec<&'static str>| batch.len() as u64)
+        .layer(provider);
+    let start = tokio::time::Instant::now();
+    let too_big = client.clone().oneshot(vec!["m"; 5]).await;
+    match too_big {
+        Err(ThrottleError::Limit(e)) => {
+            assert_eq!(
+                e,
+                ReserveError::Check(CheckError::CostExceedsCapacity {
+                    cost: 5,
+                    capacity: 4
+                })
+            );
+            assert!(e.to_string().contains("can never be admitted"), "{e}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(start.elapsed(), Duration::ZERO, "failed at once");
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        0,
+        "the dependency never called"
+    );
+    let tasks: Vec<_> = [3, 1, 2, 1]
+        .into_iter()
+        .map(|n| tokio::spawn(client.clone().oneshot(vec!["m"; n])))
+        .collect();
+    let mut served = Vec::new();
+    for t in tasks {
+        let (n, at) = t.await.unwrap().unwrap();
+        served.push((n, (at - start).as_millis()));
+    }
+    assert_eq!(served, [(3, 0), (1, 0), (2, 200), (1, 300)]);
+    assert_eq!(calls.load(Ordering::SeqCst), 4);
+}

@@ -136,6 +136,38 @@ impl LeasedLimiter {
         }
     }
 
+    /// Waits until `cost` units of `key` are admitted, from the lease or from Redis,
+    /// at most `max_wait` in all. Between tries it sleeps the refusal's own
+    /// `retry_after` (Redis's, or the blocked-key cache's; at least a millisecond),
+    /// never polling faster than the limit can admit, and each try takes nothing
+    /// unless admitted, so a dropped wait takes nothing. The last verdict is returned,
+    /// admitted or not (refused: the next try would come after `max_wait`); an answer
+    /// of the outage policy ends the wait too (`served_by` says so), and a cost above
+    /// the capacity is an error at once. There is no order among waiters: each retries.
+    pub async fn until_ready(
+        &self,
+        key: &str,
+        cost: u64,
+        max_wait: Duration,
+    ) -> Result<Verdict, RedisCheckError> {
+        let capacity = self.limiter.capacity();
+        if cost > capacity {
+            return Err(portero::CheckError::CostExceedsCapacity { cost, capacity }.into());
+        }
+        let started = tokio::time::Instant::now();
+        loop {
+            let verdict = self.check(key, cost).await?;
+            let retry = verdict.decision.retry_after().max(Duration::from_millis(1));
+            if verdict.decision.is_allowed()
+                || verdict.served_by == ServedBy::Fallback
+                || started.elapsed() + retry > max_wait
+            {
+                return Ok(verdict);
+            }
+            tokio::time::sleep(retry).await;
+        }
+    }
+
     /// This request's turn for `key`: lead the lease request, or wait for the one in
     /// flight (registered before the lock is let go, so its end cannot be missed).
     fn turn(&self, key: &str) -> Turn<'_> {

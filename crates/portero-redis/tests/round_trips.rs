@@ -302,3 +302,42 @@ async fn until_ready_sleeps_redis_own_retry_after() {
         Err(portero_redis::RedisCheckError::Check(_))
     ));
 }
+
+/// A leased wait in real time (bounded: about 100 ms): 20 per second, burst 2, leases
+/// of 2. The first wait leases the burst and the second spends the lease locally; each
+/// of the next two is refused by Redis, sleeps the refusal's own retry-after (about
+/// 50 ms) and is admitted by the next lease — a handful of round trips, not a busy
+/// poll. A wait allowed less than the retry-after returns the refusal; a cost above
+/// the capacity is an error at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leased_wait_sleeps_the_refusals_retry_after() {
+    let server = LocalRedis::start().expect("redis-server for this test");
+    let quota = Quota::per_second(20).unwrap().with_burst(2).unwrap();
+    let l = limiter(&server, RedisAlgorithm::gcra(quota).unwrap()).await;
+    let leased = LeasedLimiter::new(l, 2, Duration::from_secs(30), 100);
+    let started = std::time::Instant::now();
+    for i in 0..4 {
+        let v = leased
+            .until_ready("lw", 1, Duration::from_secs(2))
+            .await
+            .unwrap();
+        assert!(v.decision.is_allowed(), "wait {i}");
+        if i == 1 {
+            assert_eq!(v.served_by, ServedBy::Lease, "the second spends the lease");
+        }
+    }
+    let took = started.elapsed();
+    assert!(took >= Duration::from_millis(90), "{took:?}");
+    assert!(took < Duration::from_millis(900), "{took:?}");
+    let round_trips = leased.round_trips();
+    assert!((3..=7).contains(&round_trips), "{round_trips} round trips");
+    let impatient = leased
+        .until_ready("lw", 1, Duration::from_millis(5))
+        .await
+        .unwrap();
+    assert!(!impatient.decision.is_allowed());
+    assert!(matches!(
+        leased.until_ready("lw", 3, Duration::from_secs(1)).await,
+        Err(portero_redis::RedisCheckError::Check(_))
+    ));
+}

@@ -2,7 +2,7 @@
 //! type that holds any one-word algorithm chosen at run time ([`AnyAlgorithm`]).
 //!
 //! Invariant: [`AnyAlgorithm`] forwards every [`Algorithm`] method — state, capacity,
-//! decisions and refunds — to the algorithm it holds, so it decides exactly as that
+//! decisions, refunds and bookings — to the algorithm it holds, so it decides exactly as that
 //! algorithm. Bindings (the wasm crate, the lab, portero-redis's keys) take names and
 //! algorithms from here instead of spelling them again.
 
@@ -197,6 +197,10 @@ impl Algorithm for AnyAlgorithm {
     fn refund(&self, state: u64, now: u64, cost: u64) -> Option<u64> {
         forward!(self, a => a.refund(state, now, cost))
     }
+
+    fn book(&self, state: u64, now: u64, cost: u64) -> Option<(u64, u64)> {
+        forward!(self, a => a.book(state, now, cost))
+    }
 }
 
 #[cfg(test)]
@@ -224,5 +228,22 @@ mod tests {
         let s = any.decide(0, 0, 2).unwrap().next.unwrap();
         assert_eq!(any.refund(s, 0, 2), Gcra::new(q).refund(s, 0, 2));
         assert!(any.refund(s, 0, 2).is_some());
+    }
+
+    #[test]
+    fn bookings_are_forwarded_and_only_gcra_books() {
+        let q = Quota::per_second(4).unwrap();
+        for name in AlgorithmName::ALL {
+            let Ok(any) = AnyAlgorithm::new(name, q) else {
+                continue; // the sliding log is not one word
+            };
+            let booked = any.book(3_000_000_000, 0, 2);
+            if name == AlgorithmName::Gcra {
+                assert_eq!(booked, Gcra::new(q).book(3_000_000_000, 0, 2));
+                assert_eq!(booked, Some((2_500_000_000, 3_500_000_000)));
+            } else {
+                assert_eq!(booked, None, "{name:?}");
+            }
+        }
     }
 }

@@ -51,6 +51,18 @@ impl Gcra {
     pub const fn quota(&self) -> &Quota {
         &self.quota
     }
+
+    /// A booking of `cost` units at `now` on `tat`: `(ready_at, TAT')` with
+    /// `ready_at = max(now, TAT + n·T − B·T)` and `TAT' = max(TAT, now) + n·T`, the
+    /// request as if it arrived at the first instant it conforms (saturating: a TAT
+    /// near the top of the range only makes the wait longer; callers cap the wait
+    /// before they write). The one formula of every GCRA wait, direct and keyed.
+    pub(crate) fn booking(&self, tat: u64, now: u64, cost: u64) -> (u64, u64) {
+        let increment = cost.saturating_mul(self.quota.interval_nanos());
+        let span = self.quota.capacity_nanos();
+        let ready_at = tat.saturating_add(increment).saturating_sub(span).max(now);
+        (ready_at, tat.max(now).saturating_add(increment))
+    }
 }
 
 impl Algorithm for Gcra {
@@ -61,6 +73,12 @@ impl Algorithm for Gcra {
 
     fn capacity(&self) -> u64 {
         self.quota.burst()
+    }
+
+    /// `ready_at = max(now, TAT + n·T − B·T)`, `TAT ← max(TAT, now) + n·T`: the
+    /// request as if it arrived at the first instant it conforms.
+    fn book(&self, tat: u64, now: u64, cost: u64) -> Option<(u64, u64)> {
+        Some(self.booking(tat, now, cost))
     }
 
     #[inline]

@@ -56,7 +56,10 @@
 //! - `quanta` (default): [`QuantaClock`], the default clock; [`RecentClock`], quanta's
 //!   cached time (one atomic load a reading; an upkeep thread keeps it).
 //! - `alloc`: [`KeyedLimiter`] without `std` (seed it with `with_hasher`).
-//! - `tokio`: an async wait on the [`LeakyQueue`] shaper.
+//! - `tokio`: async waits on tokio's timer: `RateLimiter::until_ready` (GCRA, first
+//!   come, first served), `KeyedLimiter::until_key_ready`, `Reservation::ready`, the
+//!   [`LeakyQueue`] shaper's `acquire`, and `stream::Throttled` (a stream whose items
+//!   wait their turn).
 //! - `testing`: views of internal state (`raw_state`, `state_of`, `count_slots`) for
 //!   this workspace's tests and loom models; not a stable API.
 //! - Without default features the crate is `no_std` and builds for
@@ -94,10 +97,14 @@ pub mod sliding_counter;
 #[cfg(feature = "std")]
 pub mod sliding_log;
 pub mod stack;
+#[cfg(feature = "tokio")]
+pub mod stream;
 #[cfg(feature = "std")]
 pub mod striped;
 mod sync;
 pub mod token_bucket;
+#[cfg(feature = "tokio")]
+mod wait;
 mod window;
 mod word;
 
@@ -118,7 +125,9 @@ pub use decision::{CheckError, Decision, KeyedError, DENY_FOR_NANOS};
 pub use fixed_window::{FixedWindow, Placement};
 pub use gcra::Gcra;
 #[cfg(feature = "alloc")]
-pub use keyed::{Fingerprint, KeyedLimit, KeyedLimiter, Overflow, SlotHint};
+pub use keyed::{
+    Fingerprint, KeyedLimit, KeyedLimiter, KeyedReservation, Overflow, SlotHint, WaitError,
+};
 pub use leaky_bucket::{LeakyMeter, LeakyQueue};
 pub use limiter::{Algorithm, RateLimiter, Transition};
 #[cfg(feature = "std")]
@@ -127,7 +136,7 @@ pub use policies::{Policies, PolicyError};
 pub use priority::{Priority, PriorityError, PriorityLimit, MAX_CLASSES};
 pub use quota::{Quota, QuotaError, MAX_SPAN_NANOS, MAX_TIME_NANOS};
 #[cfg(feature = "tokio")]
-pub use reserve::{Ready, WaitError};
+pub use reserve::Ready;
 pub use reserve::{Reservation, ReserveError};
 pub use sliding_counter::SlidingWindowCounter;
 #[cfg(feature = "std")]

@@ -35,6 +35,20 @@ pub trait Algorithm {
         let _ = (state, now, cost);
         None
     }
+
+    /// Books `cost` units at `now` for a request that will wait for its turn, if this
+    /// algorithm's state is a schedule (GCRA's is): `Some((ready_at, next))`, the
+    /// first instant the units conform and the state with them charged as an admission
+    /// at that instant leaves it. `None` (the default): it cannot book, and waiters
+    /// retry instead. Called only for a `cost` and `now` that [`decide`](Self::decide)
+    /// accepts.
+    ///
+    /// Contract: pure; `ready_at ≥ now`, with `ready_at = now` exactly when `decide`
+    /// would admit; and `next` never admits more than that admission would.
+    fn book(&self, state: u64, now: u64, cost: u64) -> Option<(u64, u64)> {
+        let _ = (state, now, cost);
+        None
+    }
 }
 
 /// A lock-free limiter: algorithm `A` over one cache-padded atomic word, timed by `C`.

@@ -19,10 +19,39 @@
 //! booking or admission came after it (the word still holds what it wrote); otherwise
 //! its slot stays unused: never an over-admission. Checked by a loom model and a
 //! property test.
+//!
+//! # Waiting without tokio (`no_std`, an edge runtime, another executor)
+//!
+//! [`reserve_at`](RateLimiter::reserve_at) takes the time and returns the instant:
+//! book, sleep on whatever timer the platform has until
+//! [`ready_at`](Reservation::ready_at), then [`commit`](Reservation::commit). With the
+//! `tokio` feature, [`Reservation::ready`] and `RateLimiter::until_ready` do the
+//! sleeping. Here the "timer" is a manual clock:
+//!
+//! ```
+//! use core::time::Duration;
+//! use portero::{Clock, ManualClock, Quota, RateLimiter};
+//!
+//! let clock = ManualClock::new();
+//! let limiter = RateLimiter::gcra(Quota::per_second(10)?.with_burst(1)?).with_clock(&clock);
+//! let mut sent_at = Vec::new();
+//! for _ in 0..3 {
+//!     let turn = limiter.reserve_at(clock.now(), 1, Duration::from_secs(1))?;
+//!     clock.set(turn.ready_at()); // the platform's sleep until the turn
+//!     turn.commit();
+//!     sent_at.push(clock.now());
+//! }
+//! assert_eq!(sent_at, [0, 100_000_000, 200_000_000]);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 use core::time::Duration;
 
 use crate::{CheckError, Clock, Gcra, RateLimiter, Transition};
+
+/// Why a keyed wait ended without an admission (also at the crate's root).
+#[cfg(feature = "alloc")]
+pub use crate::keyed::WaitError;
 
 /// The longest `max_wait` a reservation takes (2^61 ns, about 73 years): it keeps
 /// every booked TAT, and every sum formed with it, inside a `u64`.
@@ -64,7 +93,7 @@ pub struct Reservation<'a, C> {
     // The TAT this booking wrote and the one it found: a cancel restores `before`
     // only while the word still holds `after`.
     before: u64,
-    after: u64,
+    pub(crate) after: u64,
     // Whether the slot was ready at the booking's own `now` (read by the tokio wait).
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     ready_now: bool,
@@ -163,27 +192,28 @@ impl<C: Clock> RateLimiter<Gcra, C> {
         cost: u64,
         max_wait: Duration,
     ) -> Result<(u64, u64, u64), ReserveError> {
-        let quota = *self.algorithm().quota();
-        crate::decision::check_range(now, cost, quota.burst()).map_err(ReserveError::Check)?;
-        let max_wait = u64::try_from(max_wait.as_nanos())
-            .unwrap_or(u64::MAX)
-            .min(MAX_WAIT_NANOS);
-        let increment = cost * quota.interval_nanos();
-        let span = quota.capacity_nanos();
+        let gcra = *self.algorithm();
+        crate::decision::check_range(now, cost, gcra.quota().burst())
+            .map_err(ReserveError::Check)?;
+        let max_wait = wait_cap(max_wait);
         let booked = self.state.apply(|tat| {
-            // The first instant the request conforms (saturating: a TAT near the
-            // top of the range only makes the wait longer, and refused).
-            let ready_at = tat.saturating_add(increment).saturating_sub(span).max(now);
+            let (ready_at, after) = gcra.booking(tat, now, cost);
             if ready_at - now > max_wait {
                 let wait = Duration::from_nanos(ready_at - now);
                 return Err(ReserveError::TooLong { wait });
             }
             // Within the wait cap: TAT + n·T ≤ now + B·T + max_wait < 2^64.
-            let after = tat.max(now) + increment;
             Ok(Transition::write((ready_at, tat, after), after))
         })?;
         Ok(booked)
     }
+}
+
+/// `max_wait` in nanoseconds, capped at [`MAX_WAIT_NANOS`].
+pub(crate) fn wait_cap(max_wait: Duration) -> u64 {
+    u64::try_from(max_wait.as_nanos())
+        .unwrap_or(u64::MAX)
+        .min(MAX_WAIT_NANOS)
 }
 
 impl<'a, C: Clock> Reservation<'a, C> {
@@ -367,103 +397,4 @@ mod tests {
         }
         assert!(!l.check_at(near_end, 1).unwrap().is_allowed());
     }
-}
-
-/// Waiting on a keyed limiter: each try takes nothing unless it is admitted, so a
-/// wait dropped at any point takes nothing; between tries it sleeps the refusal's
-/// own `retry_after` (never polling faster than the limiter can admit) plus, if asked,
-/// a random part of `jitter` ("full jitter": callers that were refused together do
-/// not all come back together). Unlike a [`Reservation`] there is no order among
-/// waiters of one key: for first come, first served, keep the key's calls behind a
-/// single GCRA limiter and reserve.
-#[cfg(feature = "tokio")]
-impl<K: core::hash::Hash + ?Sized, A: crate::Algorithm + Copy, C: Clock>
-    crate::KeyedLimiter<K, A, C>
-{
-    /// Waits until `cost` units of `key` are admitted, at most `max_wait` in all;
-    /// the admission, or why it could not be (a cost that can never fit is an error at
-    /// once; a full table or a wait past `max_wait` too).
-    ///
-    /// ```
-    /// # async fn demo() {
-    /// use std::time::Duration;
-    /// use portero::{Gcra, KeyedLimiter, Quota};
-    ///
-    /// let per_tenant = KeyedLimiter::new(Gcra::new(Quota::per_second(100).unwrap()), 1_000);
-    /// let d = per_tenant
-    ///     .until_key_ready(&"acme", 1, Duration::from_secs(5), Duration::from_millis(10))
-    ///     .await
-    ///     .unwrap();
-    /// assert!(d.is_allowed());
-    /// # }
-    /// ```
-    pub async fn until_key_ready(
-        &self,
-        key: &K,
-        cost: u64,
-        max_wait: Duration,
-        jitter: Duration,
-    ) -> Result<crate::Decision, WaitError> {
-        let started = tokio::time::Instant::now();
-        let mut seed = self.clock().now() ^ (key as *const K as *const u8 as u64);
-        loop {
-            let d = self.check_n(key, cost).map_err(WaitError::Keyed)?;
-            if d.is_allowed() {
-                return Ok(d);
-            }
-            let pause = d.retry_after() + full_jitter(jitter, &mut seed);
-            let waited = started.elapsed();
-            if waited + d.retry_after() > max_wait {
-                return Err(WaitError::TooLong {
-                    wait: waited + d.retry_after(),
-                });
-            }
-            tokio::time::sleep(pause.min(max_wait.saturating_sub(waited))).await;
-        }
-    }
-}
-
-/// Why a keyed wait ended without an admission.
-#[cfg(feature = "tokio")]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum WaitError {
-    /// The limiter refused outright: a cost that can never fit, a full table, a time
-    /// out of range.
-    Keyed(crate::KeyedError),
-    /// The next try would come after the wait allowed.
-    TooLong {
-        /// How long the caller would have waited in all.
-        wait: Duration,
-    },
-}
-
-#[cfg(feature = "tokio")]
-impl core::fmt::Display for WaitError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            Self::Keyed(e) => e.fmt(f),
-            Self::TooLong { wait } => {
-                write!(f, "admitted only after {wait:?}, beyond the wait allowed")
-            }
-        }
-    }
-}
-
-#[cfg(feature = "tokio")]
-impl core::error::Error for WaitError {}
-
-/// A random part of `bound` (SplitMix64 on `seed`): uniform in `[0, bound]`.
-#[cfg(feature = "tokio")]
-fn full_jitter(bound: Duration, seed: &mut u64) -> Duration {
-    let bound = u64::try_from(bound.as_nanos()).unwrap_or(u64::MAX);
-    if bound == 0 {
-        return Duration::ZERO;
-    }
-    *seed = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *seed;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^= z >> 31;
-    Duration::from_nanos(z % bound.saturating_add(1).max(1))
 }

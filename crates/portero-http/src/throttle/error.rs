@@ -11,7 +11,9 @@ pub enum ThrottleError<E> {
     /// The call's turn is further away than the layer's maximum wait (nothing booked,
     /// the dependency not called).
     WouldWait(Duration),
-    /// The limiter refused the booking outright (a time out of range).
+    /// The limiter refused the booking outright: a call whose cost is above the
+    /// limiter's burst (`CostExceedsCapacity`: it can never be admitted, so it fails
+    /// at once), or a time out of range. Nothing booked, the dependency not called.
     Limit(ReserveError),
     /// The dependency's own error.
     Inner(E),

@@ -27,30 +27,88 @@ use super::ThrottleService;
 /// # let _ = layer;
 /// # Ok::<(), portero::QuotaError>(())
 /// ```
+///
+/// A call may cost more than one unit ([`cost`](Self::cost): messages in a batch, bytes
+/// of a body); a call whose cost is above the limiter's burst can never be admitted and
+/// fails at once with [`ThrottleError::Limit`](super::ThrottleError::Limit) holding
+/// `CostExceedsCapacity`, without booking or calling.
 #[derive(Debug)]
-pub struct ThrottleLayer<C = DefaultClock> {
+pub struct ThrottleLayer<C = DefaultClock, F = OnePerCall> {
     pub(super) limiter: Arc<RateLimiter<Gcra, C>>,
     pub(super) max_wait: Duration,
+    pub(super) cost: F,
+}
+
+/// What a call costs in the limiter's units: one per call ([`OnePerCall`]), or any
+/// `Fn(&Req) -> u64` given to [`ThrottleLayer::cost`].
+pub trait CallCost<Req> {
+    /// The units `request` books.
+    fn cost(&self, request: &Req) -> u64;
+}
+
+/// The default [`CallCost`]: every call books one unit.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OnePerCall;
+
+impl<Req> CallCost<Req> for OnePerCall {
+    fn cost(&self, _: &Req) -> u64 {
+        1
+    }
+}
+
+impl<Req, F: Fn(&Req) -> u64> CallCost<Req> for F {
+    fn cost(&self, request: &Req) -> u64 {
+        self(request)
+    }
 }
 
 impl<C: Clock> ThrottleLayer<C> {
     /// Calls through `limiter`, each waiting at most `max_wait` for its turn.
     pub fn new(limiter: Arc<RateLimiter<Gcra, C>>, max_wait: Duration) -> Self {
-        Self { limiter, max_wait }
-    }
-}
-
-impl<C> Clone for ThrottleLayer<C> {
-    fn clone(&self) -> Self {
         Self {
-            limiter: self.limiter.clone(),
-            max_wait: self.max_wait,
+            limiter,
+            max_wait,
+            cost: OnePerCall,
         }
     }
 }
 
-impl<S, C> Layer<S> for ThrottleLayer<C> {
-    type Service = ThrottleService<S, C>;
+impl<C, F> ThrottleLayer<C, F> {
+    /// Each call books `cost(&request)` units instead of one.
+    ///
+    /// ```
+    /// use std::{sync::Arc, time::Duration};
+    /// use portero::{Quota, RateLimiter};
+    /// use portero_http::ThrottleLayer;
+    ///
+    /// // 1,000 recipients per second, a batch of messages per call.
+    /// let sms = Arc::new(RateLimiter::gcra(Quota::per_second(1_000)?));
+    /// let layer = ThrottleLayer::new(sms, Duration::from_secs(5))
+    ///     .cost(|batch: &Vec<String>| batch.len() as u64);
+    /// # let _ = layer;
+    /// # Ok::<(), portero::QuotaError>(())
+    /// ```
+    pub fn cost<G>(self, cost: G) -> ThrottleLayer<C, G> {
+        ThrottleLayer {
+            limiter: self.limiter,
+            max_wait: self.max_wait,
+            cost,
+        }
+    }
+}
+
+impl<C, F: Clone> Clone for ThrottleLayer<C, F> {
+    fn clone(&self) -> Self {
+        Self {
+            limiter: self.limiter.clone(),
+            max_wait: self.max_wait,
+            cost: self.cost.clone(),
+        }
+    }
+}
+
+impl<S, C, F: Clone> Layer<S> for ThrottleLayer<C, F> {
+    type Service = ThrottleService<S, C, F>;
 
     fn layer(&self, inner: S) -> Self::Service {
         ThrottleService {

@@ -7,5 +7,5 @@ mod layer;
 mod service;
 
 pub use error::ThrottleError;
-pub use layer::ThrottleLayer;
+pub use layer::{CallCost, OnePerCall, ThrottleLayer};
 pub use service::{ThrottleFuture, ThrottleService};

@@ -8,19 +8,19 @@ use std::task::{Context, Poll};
 use portero::{Clock, ReserveError};
 use tower_service::Service;
 
-use super::{ThrottleError, ThrottleLayer};
+use super::{CallCost, OnePerCall, ThrottleError, ThrottleLayer};
 
 /// The response future of a [`ThrottleService`]: boxed, because it waits for its slot
 /// and then drives a clone of the inner service.
 pub type ThrottleFuture<R, E> = Pin<Box<dyn Future<Output = Result<R, ThrottleError<E>>> + Send>>;
 
 /// The service [`ThrottleLayer`] builds.
-pub struct ThrottleService<S, C> {
+pub struct ThrottleService<S, C, F = OnePerCall> {
     pub(super) inner: S,
-    pub(super) layer: ThrottleLayer<C>,
+    pub(super) layer: ThrottleLayer<C, F>,
 }
 
-impl<S: Clone, C> Clone for ThrottleService<S, C> {
+impl<S: Clone, C, F: Clone> Clone for ThrottleService<S, C, F> {
     fn clone(&self) -> Self {
         Self {
             inner: self.inner.clone(),
@@ -29,7 +29,7 @@ impl<S: Clone, C> Clone for ThrottleService<S, C> {
     }
 }
 
-impl<S: fmt::Debug, C: fmt::Debug> fmt::Debug for ThrottleService<S, C> {
+impl<S: fmt::Debug, C: fmt::Debug, F: fmt::Debug> fmt::Debug for ThrottleService<S, C, F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ThrottleService")
             .field("inner", &self.inner)
@@ -38,8 +38,9 @@ impl<S: fmt::Debug, C: fmt::Debug> fmt::Debug for ThrottleService<S, C> {
     }
 }
 
-impl<S, Req, C> Service<Req> for ThrottleService<S, C>
+impl<S, Req, C, F> Service<Req> for ThrottleService<S, C, F>
 where
+    F: CallCost<Req>,
     S: Service<Req> + Clone + Send + 'static,
     S::Future: Send,
     S::Error: Send,
@@ -58,8 +59,10 @@ where
 
     fn call(&mut self, request: Req) -> Self::Future {
         let mut inner = self.inner.clone();
-        // Booked when the call is made, so calls take their turns in call order.
-        let booked = self.layer.limiter.reserve_owned(1, self.layer.max_wait);
+        // Booked when the call is made, so calls take their turns in call order; a
+        // cost above the burst is refused here, booking nothing.
+        let cost = self.layer.cost.cost(&request);
+        let booked = self.layer.limiter.reserve_owned(cost, self.layer.max_wait);
         Box::pin(async move {
             let reservation = match booked {
                 Ok(r) => r,

@@ -45,15 +45,18 @@
 
 //!
 //! The parts: this module (the API and the overflow policy), `table` (buckets,
-//! hints, lookup, insert, eviction, sweep), the slot word and its CAS (`slot`), and the
-//! bucket insert locks (`locks`); all synchronisation comes from the crate's one loom
+//! hints, lookup, insert, eviction, sweep), the slot word and its CAS (`slot`), the
+//! bucket insert locks (`locks`), and keyed reservations (`booking`: a waiter's turn
+//! booked on its key's word); all synchronisation comes from the crate's one loom
 //! shim.
 
+mod booking;
 mod fingerprint;
 mod locks;
 mod slot;
 mod table;
 
+pub use booking::{KeyedReservation, WaitError};
 pub use fingerprint::{Fingerprint, SlotHint};
 
 use core::hash::Hash;

@@ -30,6 +30,13 @@ pub(crate) struct Probe {
     buckets: [usize; 2],
 }
 
+impl Probe {
+    /// The fingerprint probed for.
+    pub(crate) fn tag(&self) -> u64 {
+        self.tag
+    }
+}
+
 pub(crate) struct Table {
     slots: Box<[Slot]>,
     /// One word per bucket: the low byte of each slot's fingerprint (a hint).
@@ -293,6 +300,42 @@ impl Table {
         (b * BUCKET..(b + 1) * BUCKET)
             .filter(|&i| unpack(self.slots[i].load()).0 == 0)
             .count()
+    }
+
+    /// Runs `transition` on `tag`'s state and publishes its result with one CAS over
+    /// (fingerprint, state), as [`update_existing`](Self::update_existing) does for a
+    /// check; `Ok(None)` if the key is not held. (Bookings: off the checks' hot path.)
+    pub(crate) fn update_with<T, E>(
+        &self,
+        p: Probe,
+        mut transition: impl FnMut(u64) -> Result<Transition<T>, E>,
+    ) -> Result<Option<T>, E> {
+        'find: while let Some((i, mut w)) = self.find(p) {
+            loop {
+                let t = transition(unpack(w).1)?;
+                let Some(next) = t.next else {
+                    return Ok(Some(t.decision));
+                };
+                match self.slots[i].cas(w, pack(p.tag, next)) {
+                    Ok(()) => return Ok(Some(t.decision)),
+                    Err(actual) if unpack(actual).0 == p.tag => w = actual,
+                    // Reclaimed in between: look the key up again.
+                    Err(_) => continue 'find,
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Puts `tag`'s state back from `after` to `before` if the slot still holds
+    /// exactly `after`; whether it did.
+    pub(crate) fn give_back(&self, tag: u64, before: u64, after: u64) -> bool {
+        match self.find(self.probe(tag)) {
+            Some((i, w)) if w == pack(tag, after) => {
+                self.slots[i].cas(w, pack(tag, before)).is_ok()
+            }
+            _ => false,
+        }
     }
 
     /// Forgets `tag`.
