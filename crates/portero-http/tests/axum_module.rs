@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use axum::body::Body;
@@ -19,9 +19,15 @@ use portero_http::{
     keys, route, Checking, ClientAddr, ClientIp, Limit, LimitLayer, Policy, Store, Ticket,
     TrustedProxies, LIMIT_FAILED_BODY, TOO_MANY_REQUESTS_BODY,
 };
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tower::ServiceExt;
+
+mod support {
+    pub mod counters;
+    pub mod loopback;
+}
+use support::counters::Counters;
+use support::loopback::{send, serve, Reply};
 
 fn per_minute(n: u64) -> Quota {
     Quota::per_minute(n).unwrap()
@@ -83,21 +89,6 @@ fn echo_app(calls: Arc<AtomicUsize>) -> Router {
     )
 }
 
-/// Serves `app` on `127.0.0.1:0` with the peer address recorded (`ConnectInfo`).
-async fn serve(app: Router) -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .await
-        .unwrap();
-    });
-    addr
-}
-
 /// Serves `app` without recording the peer address (the set-up mistake).
 async fn serve_without_connect_info(app: Router) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -106,35 +97,6 @@ async fn serve_without_connect_info(app: Router) -> SocketAddr {
         axum::serve(listener, app).await.unwrap();
     });
     addr
-}
-
-/// A response as it came over the wire.
-#[derive(Debug)]
-struct Reply {
-    status: u16,
-    head: String,
-    body: String,
-}
-
-/// One request over a fresh connection with `fields`.
-async fn send(addr: SocketAddr, method: &str, path: &str, fields: &[(&str, &str)]) -> Reply {
-    let mut stream = TcpStream::connect(addr).await.unwrap();
-    let mut request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: portero.test\r\nConnection: close\r\nContent-Length: 0\r\n"
-    );
-    for (name, value) in fields {
-        request.push_str(&format!("{name}: {value}\r\n"));
-    }
-    request.push_str("\r\n");
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.unwrap();
-    let (head, body) = response.split_once("\r\n\r\n").unwrap();
-    Reply {
-        status: head[9..12].parse().unwrap(),
-        head: head.to_ascii_lowercase(),
-        body: body.to_owned(),
-    }
 }
 
 /// How many of `replies` had each status.
@@ -216,60 +178,6 @@ async fn behind_a_trusted_proxy_handler_and_limit_see_the_forwarded_client() {
     assert_eq!(seen[..5], ["198.51.100.1"; 5]);
     assert_eq!(seen[5..], ["198.51.100.2"; 5]);
     assert_eq!(calls.load(Ordering::SeqCst), 6);
-}
-
-/// A `metrics` recorder that keeps each counter by its name and labels.
-#[derive(Default)]
-struct Counters(Mutex<HashMap<String, Arc<AtomicU64>>>);
-
-impl Counters {
-    fn get(&self, key: &str) -> u64 {
-        let map = self.0.lock().unwrap();
-        map.get(key).map_or(0, |c| c.load(Ordering::SeqCst))
-    }
-}
-
-impl metrics::Recorder for Counters {
-    fn describe_counter(
-        &self,
-        _: metrics::KeyName,
-        _: Option<metrics::Unit>,
-        _: metrics::SharedString,
-    ) {
-    }
-    fn describe_gauge(
-        &self,
-        _: metrics::KeyName,
-        _: Option<metrics::Unit>,
-        _: metrics::SharedString,
-    ) {
-    }
-    fn describe_histogram(
-        &self,
-        _: metrics::KeyName,
-        _: Option<metrics::Unit>,
-        _: metrics::SharedString,
-    ) {
-    }
-    fn register_counter(&self, key: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Counter {
-        let labels: Vec<String> = key
-            .labels()
-            .map(|l| format!("{}={}", l.key(), l.value()))
-            .collect();
-        let name = format!("{}{{{}}}", key.name(), labels.join(","));
-        let counter = self.0.lock().unwrap().entry(name).or_default().clone();
-        metrics::Counter::from_arc(counter)
-    }
-    fn register_gauge(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Gauge {
-        metrics::Gauge::noop()
-    }
-    fn register_histogram(
-        &self,
-        _: &metrics::Key,
-        _: &metrics::Metadata<'_>,
-    ) -> metrics::Histogram {
-        metrics::Histogram::noop()
-    }
 }
 
 /// (b) Served without `into_make_service_with_connect_info`: every request is a 500

@@ -154,18 +154,7 @@ impl LeasedLimiter {
         if cost > capacity {
             return Err(portero::CheckError::CostExceedsCapacity { cost, capacity }.into());
         }
-        let started = tokio::time::Instant::now();
-        loop {
-            let verdict = self.check(key, cost).await?;
-            let retry = verdict.decision.retry_after().max(Duration::from_millis(1));
-            if verdict.decision.is_allowed()
-                || verdict.served_by == ServedBy::Fallback
-                || started.elapsed() + retry > max_wait
-            {
-                return Ok(verdict);
-            }
-            tokio::time::sleep(retry).await;
-        }
+        crate::outcome::retry_until_admitted(max_wait, || self.check(key, cost)).await
     }
 
     /// This request's turn for `key`: lead the lease request, or wait for the one in

@@ -415,19 +415,7 @@ impl RedisLimiter {
         cost: u64,
         max_wait: Duration,
     ) -> Result<Verdict, RedisCheckError> {
-        let started = tokio::time::Instant::now();
-        loop {
-            let verdict = self.check(key, cost).await?;
-            let retry = verdict.decision.retry_after();
-            let waited = started.elapsed();
-            if verdict.decision.is_allowed()
-                || verdict.served_by == ServedBy::Fallback
-                || waited + retry > max_wait
-            {
-                return Ok(verdict);
-            }
-            tokio::time::sleep(retry).await;
-        }
+        crate::outcome::retry_until_admitted(max_wait, || self.check(key, cost)).await
     }
 
     /// What [`check`](Self::check) would answer for `cost` units now, taking nothing

@@ -123,3 +123,32 @@ pub(crate) fn is_outage(e: &RedisError) -> bool {
         // A long script holds the server: it will answer, just not in time.
         || e.code() == Some("BUSY")
 }
+
+/// Retries `try_once` until it admits, an outage policy answers, or the next try would
+/// come after `max_wait` (counted from the first): between tries it sleeps the
+/// refusal's own retry-after (at least a millisecond), so it never polls Redis faster
+/// than the limit can admit. The last verdict is returned, admitted or not.
+pub(crate) async fn retry_until_admitted<F, Fut>(
+    max_wait: std::time::Duration,
+    mut try_once: F,
+) -> Result<Verdict, RedisCheckError>
+where
+    F: FnMut() -> Fut,
+    Fut: core::future::Future<Output = Result<Verdict, RedisCheckError>>,
+{
+    let started = tokio::time::Instant::now();
+    loop {
+        let verdict = try_once().await?;
+        let retry = verdict
+            .decision
+            .retry_after()
+            .max(std::time::Duration::from_millis(1));
+        if verdict.decision.is_allowed()
+            || verdict.served_by == ServedBy::Fallback
+            || started.elapsed() + retry > max_wait
+        {
+            return Ok(verdict);
+        }
+        tokio::time::sleep(retry).await;
+    }
+}

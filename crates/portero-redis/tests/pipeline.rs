@@ -448,3 +448,54 @@ async fn a_hanging_redis_makes_at_most_the_tripping_checks_wait_with_the_breaker
         "with one, only the three that trip it"
     );
 }
+
+/// While Redis is away, a local fallback decides with its own quota (here 2, a share
+/// of the shared 6): the response advertises that quota, says who decided, and the
+/// answer is counted as a fallback.
+#[test]
+fn a_fallback_answer_advertises_its_own_quota_and_is_counted() {
+    #[path = "../../portero-http/tests/support/counters.rs"]
+    mod counters;
+    let recorder = counters::Counters::default();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let _local_recorder = metrics::set_default_local_recorder(&recorder);
+    runtime.block_on(async {
+        let shared = per_minute(6);
+        let mut redis = LocalRedis::start().expect("redis-server for this test");
+        let local = Arc::new(KeyedLimiter::<str, Gcra>::new(
+            Gcra::new(per_minute(2)),
+            100,
+        ));
+        let limiter = RedisLimiter::connect(&redis.url(), RedisAlgorithm::gcra(shared).unwrap())
+            .await
+            .unwrap()
+            .timeout(Duration::from_millis(50))
+            .when_down(WhenDown::Local(local));
+        let app = app(LimitLayer::new(Limit::new(
+            limiter,
+            Policy::for_quota("shared", &shared).unwrap(),
+            x_client(),
+        )));
+        let up = send(&app, Some("alice"), 1).await;
+        assert_eq!(
+            field(&up[0], "ratelimit-policy"),
+            Some(r#""shared";q=6;w=60"#)
+        );
+        assert_eq!(field(&up[0], "ratelimit-source"), None);
+        redis.stop();
+        let down = send(&app, Some("alice"), 3).await;
+        assert_eq!(ok(&down), 2, "the fallback's own 2");
+        for r in &down {
+            assert_eq!(field(r, "ratelimit-policy"), Some(r#""shared";q=2;w=60"#));
+            assert_eq!(field(r, "ratelimit-source"), Some("fallback"));
+        }
+    });
+    assert_eq!(recorder.get("portero_fallback_total{policy=shared}"), 3);
+    assert_eq!(
+        recorder.get("portero_requests_total{policy=shared,outcome=admitted,source=fallback}"),
+        2
+    );
+}

@@ -22,8 +22,20 @@ pub async fn serve(app: Router) -> SocketAddr {
     addr
 }
 
-/// One request over a fresh connection, with `fields`; the response's status code.
-pub async fn status(addr: SocketAddr, method: &str, path: &str, fields: &[(&str, &str)]) -> u16 {
+/// A response as it came over the wire.
+#[derive(Debug)]
+#[allow(dead_code)] // each test binary reads the parts it needs
+pub struct Reply {
+    /// The status code.
+    pub status: u16,
+    /// The status line and fields, lowercased.
+    pub head: String,
+    /// The body.
+    pub body: String,
+}
+
+/// One request over a fresh connection, with `fields`: the response.
+pub async fn send(addr: SocketAddr, method: &str, path: &str, fields: &[(&str, &str)]) -> Reply {
     let mut stream = TcpStream::connect(addr).await.unwrap();
     let mut request =
         format!("{method} {path} HTTP/1.1\r\nHost: portero.test\r\nConnection: close\r\nContent-Length: 0\r\n");
@@ -34,5 +46,16 @@ pub async fn status(addr: SocketAddr, method: &str, path: &str, fields: &[(&str,
     stream.write_all(request.as_bytes()).await.unwrap();
     let mut response = String::new();
     stream.read_to_string(&mut response).await.unwrap();
-    response[9..12].parse().unwrap()
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    Reply {
+        status: head[9..12].parse().unwrap(),
+        head: head.to_ascii_lowercase(),
+        body: body.to_owned(),
+    }
+}
+
+/// One request over a fresh connection, with `fields`; the response's status code.
+#[allow(dead_code)]
+pub async fn status(addr: SocketAddr, method: &str, path: &str, fields: &[(&str, &str)]) -> u16 {
+    send(addr, method, path, fields).await.status
 }
