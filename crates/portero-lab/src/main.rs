@@ -349,6 +349,24 @@ fn fw_max(o: &[Outcome]) -> u64 {
         .map_or(0, |o| o.max_in_window)
 }
 
+/// What the figures were measured on: the CPU model and the kernel's clock source
+/// (Linux), so a table pasted elsewhere still says where it comes from.
+fn machine() -> String {
+    let read = |path: &str| std::fs::read_to_string(path).ok();
+    let cpu = read("/proc/cpuinfo")
+        .and_then(|info| {
+            info.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, name)| name.trim().to_owned())
+        })
+        .unwrap_or_else(|| std::env::consts::ARCH.to_owned());
+    match read("/sys/devices/system/clocksource/clocksource0/current_clocksource") {
+        Some(source) => format!("{cpu}, clocksource {}", source.trim()),
+        None => cpu,
+    }
+}
+
 fn contention(args: ContentionArgs) -> Result<()> {
     use portero_lab::contention::{measure, Subject};
     if args.ops == 0 {
@@ -381,7 +399,8 @@ fn contention(args: ContentionArgs) -> Result<()> {
     }
     bar.finish_and_clear();
     println!(
-        "{cores} cores; {} checks per thread; Mops/s = aggregate millions of checks per second",
+        "machine: {}; {cores} cores; {} checks per thread; Mops/s = aggregate millions of checks per second",
+        machine(),
         args.ops
     );
     println!(
