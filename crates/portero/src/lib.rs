@@ -82,6 +82,7 @@ pub mod clock;
 mod concurrency;
 mod decision;
 pub mod fixed_window;
+pub mod from_quota;
 pub mod gcra;
 #[cfg(feature = "alloc")]
 pub mod keyed;
