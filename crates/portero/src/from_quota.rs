@@ -17,8 +17,7 @@
 //! ```
 
 use crate::{
-    FixedWindow, Gcra, LeakyMeter, LeakyQueue, Quota, QuotaError, SlidingWindowCounter,
-    TokenBucket,
+    FixedWindow, Gcra, LeakyMeter, LeakyQueue, Quota, QuotaError, SlidingWindowCounter, TokenBucket,
 };
 
 macro_rules! infallible {
