@@ -499,3 +499,40 @@ fn a_fallback_answer_advertises_its_own_quota_and_is_counted() {
         2
     );
 }
+
+/// A request cancelled while its remote limit is deciding (the client went away)
+/// takes nothing from the local limits checked before it: their units go back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_cancelled_while_redis_decides_gives_back_the_local_units() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("redis://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming() {
+            held.push(stream);
+        }
+    });
+    let quota = per_minute(1);
+    let hanging = RedisLimiter::connect_lazy(&url, RedisAlgorithm::gcra(quota).unwrap())
+        .unwrap()
+        .timeout(Duration::from_secs(30));
+    let local = Arc::new(KeyedLimiter::new(Gcra::new(quota), 10));
+    let app = app(LimitLayer::new(Limit::new(
+        local.clone(),
+        Policy::for_quota("local", &quota).unwrap(),
+        x_client(),
+    ))
+    .limit(Limit::new(
+        hanging,
+        Policy::for_quota("shared", &quota).unwrap(),
+        x_client(),
+    )));
+    for _ in 0..3 {
+        let call = app.clone().oneshot(request(Some("alice")));
+        assert!(tokio::time::timeout(Duration::from_millis(50), call)
+            .await
+            .is_err());
+        let key = HeaderValue::from_static("alice");
+        assert_eq!(local.peek(&key).remaining(), 1, "the local unit came back");
+    }
+}

@@ -11,7 +11,7 @@ use http::{Request, Response};
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
-use super::plan::{AppliedList, Flow, Plan, Run};
+use super::plan::{AppliedList, Flow, Pending as Waiting, Plan, Run};
 use super::respond::{refuse, write_fields};
 use super::store::Pending;
 
@@ -34,8 +34,8 @@ pin_project! {
             pending: Pending,
             inner: Option<S>,
             request: Option<Request<ReqB>>,
-            run: Option<Run>,
-            plan: Arc<Plan<ReqB>>,
+            // Gives the local units back if the request is dropped while it waits.
+            run: Waiting<ReqB>,
         },
         // Admitted: the inner service answers.
         Forwarded {
@@ -75,8 +75,7 @@ impl<F, S, ReqB, ResB> LimitFuture<F, S, ReqB, ResB> {
                 pending,
                 inner: Some(inner),
                 request: Some(request),
-                run: Some(run),
-                plan,
+                run: Waiting::new(plan, run),
             },
         }
     }
@@ -98,31 +97,32 @@ where
                     inner,
                     request,
                     run,
-                    plan,
                 } => {
                     let answer = ready!(pending.as_mut().poll(cx));
-                    let (Some(req), Some(r)) = (request.as_ref(), run.as_mut()) else {
+                    let plan = run.plan.clone();
+                    let (Some(req), Some(r)) = (request.as_ref(), run.run_mut()) else {
                         panic!("LimitFuture polled after it completed");
                     };
                     match plan.resume(r, req, answer) {
                         Flow::Waiting(next) => *pending = next,
                         Flow::Refused(why) => {
-                            let response = refuse(plan, &r.applied, why);
+                            // Refunded by the plan already; nothing is left to give back.
+                            let r = run.finish().expect("checked above");
+                            let response = refuse(&plan, &r.applied, why);
                             state.set(State::Answered {
                                 response: Some(response),
                             });
                         }
                         Flow::Admitted => {
                             let (Some(mut svc), Some(req), Some(r)) =
-                                (inner.take(), request.take(), run.take())
+                                (inner.take(), request.take(), run.finish())
                             else {
                                 panic!("LimitFuture polled after it completed");
                             };
                             let call = svc.call(req);
-                            let fields = Some((plan.clone(), r.applied));
                             state.set(State::Forwarded {
                                 inner: call,
-                                fields,
+                                fields: Some((plan, r.applied)),
                             });
                         }
                     }

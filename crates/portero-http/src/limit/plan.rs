@@ -14,7 +14,7 @@ use portero::Decision;
 
 use super::entry::{Entry, Step};
 use super::options::{Charge, RefusalFn};
-use super::store::{Checked, Checking, Pending, Source, StoreError};
+use super::store::{Checked, Checking, Pending as Answer, Source, StoreError};
 use super::{WhenNoKey, WhenUnavailable};
 use crate::headers::Policy;
 use crate::keys::KeyError;
@@ -64,7 +64,7 @@ pub(crate) enum Flow {
     /// Every limit answered: forward.
     Admitted,
     /// A remote limit's answer is on its way.
-    Waiting(Pending),
+    Waiting(Answer),
     /// Answer it here.
     Refused(Refusal),
 }
@@ -263,7 +263,7 @@ impl<B> Plan<B> {
 
     /// Refunds what the limits applied so far took, newest first, and reports each
     /// as it stands afterwards.
-    fn give_back(&self, run: &mut Run) {
+    pub(crate) fn give_back(&self, run: &mut Run) {
         for applied in run.applied.as_mut_slice().iter_mut().rev() {
             if let Some(ticket) = applied.ticket.take() {
                 if let Some(after) = self.entries[applied.entry].refund(ticket) {
@@ -314,4 +314,39 @@ fn fallback_policy(policy: &Policy, decision: &Decision) -> Option<Arc<Policy>> 
     Policy::new(policy.name(), decision.limit(), window)
         .ok()
         .map(Arc::new)
+}
+
+/// A run waiting on a remote limit: if the request is dropped before it is decided
+/// (the client went away), what the local limits took goes back. (A remote store that
+/// already received the check may have charged it: that cannot be taken back.)
+pub(crate) struct Pending<B> {
+    pub(crate) plan: Arc<Plan<B>>,
+    run: Option<Run>,
+}
+
+impl<B> Pending<B> {
+    pub(crate) fn new(plan: Arc<Plan<B>>, run: Run) -> Self {
+        Self {
+            plan,
+            run: Some(run),
+        }
+    }
+
+    /// The run, while it is still waiting.
+    pub(crate) fn run_mut(&mut self) -> Option<&mut Run> {
+        self.run.as_mut()
+    }
+
+    /// The run, decided: nothing to give back on drop.
+    pub(crate) fn finish(&mut self) -> Option<Run> {
+        self.run.take()
+    }
+}
+
+impl<B> Drop for Pending<B> {
+    fn drop(&mut self) {
+        if let Some(run) = self.run.as_mut() {
+            self.plan.give_back(run);
+        }
+    }
 }
