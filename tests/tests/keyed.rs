@@ -346,3 +346,47 @@ fn check_past_the_time_range_denies_held_and_new_keys() {
     }
     assert_eq!(keyed.len(), 1);
 }
+
+/// `EvictSoonestFull` always tracks a newcomer, also when both of its buckets are
+/// empty while the table is at its cap (its keys sit in other buckets): the soonest
+/// full key of a nearby bucket makes room. The table is packed first so that all 100
+/// keys sit in its first 13 buckets (keys landing elsewhere are reset), leaving 10 of
+/// 23 buckets empty at the cap; before, a newcomer whose two buckets were both among
+/// them was refused (in the flood test: about once in 20,000 inserts).
+#[test]
+fn evict_soonest_full_tracks_every_newcomer_even_when_its_buckets_are_empty() {
+    use portero::keyed::RandomState;
+    use portero::SlotHint;
+    let q = quota(1, 5);
+    let keyed = KeyedLimiter::with_hasher(
+        Gcra::new(q),
+        100,
+        ManualClock::new(),
+        RandomState::with_seeds(1, 2, 3, 4),
+    )
+    .overflow(Overflow::EvictSoonestFull);
+    let bucket_of = |key: u64| {
+        let mut hint = SlotHint::NONE;
+        let d = keyed.check_hinted_at(keyed.fingerprint_of(&key), &mut hint, 0, 1);
+        assert!(matches!(d, Ok(d) if d.is_allowed()));
+        hint.to_bits() / 8
+    };
+    let mut key = 0u64;
+    while keyed.len() < 100 {
+        key += 1;
+        if bucket_of(key) >= 13 {
+            keyed.reset(&key);
+        }
+        assert!(key < 100_000, "the first 13 buckets hold 104 slots");
+    }
+    let mut refused = 0;
+    for newcomer in 1_000_000..1_002_000u64 {
+        match keyed.check_at(&newcomer, 0, 1) {
+            Ok(d) => assert!(d.is_allowed()),
+            Err(KeyedError::KeyTableFull { .. }) => refused += 1,
+            Err(e) => panic!("{e}"),
+        }
+        assert!(keyed.len() <= 100);
+    }
+    assert_eq!(refused, 0, "every newcomer is tracked");
+}
