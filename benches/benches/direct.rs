@@ -48,6 +48,20 @@ fn admit(c: &mut Criterion) {
             )
         })
     });
+    // The floor under every clock-driven check on x86_64: one raw TSC read (what
+    // quanta scales to nanoseconds) and one uncontended CAS.
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: `rdtsc` has no preconditions on x86_64.
+        let rdtsc = || unsafe { core::arch::x86_64::_rdtsc() };
+        g.bench_function("floor_rdtsc", |b| b.iter(|| black_box(rdtsc())));
+        g.bench_function("floor_rdtsc_plus_cas", |b| {
+            b.iter(|| {
+                black_box(rdtsc());
+                black_box(cas_once(&word))
+            })
+        });
+    }
     g.bench_function("floor_quanta_plus_cas", |b| {
         b.iter(|| {
             black_box(clock.now());

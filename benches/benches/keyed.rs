@@ -212,5 +212,45 @@ fn cached_clock(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, existing_keys, string_keys, new_keys, cached_clock);
+/// The table alone: the time given (portero `check_at` with a caller's time, governor
+/// on its fake clock, one atomic load), 10,000 `u64` keys, one and two threads.
+fn time_given(c: &mut Criterion) {
+    let mut g = c.benchmark_group("keyed_existing_time_given");
+    let n = 10_000u64;
+    let keys = Arc::new(uniform_keys(n, SEQ));
+    let portero = Arc::new(KeyedLimiter::with_clock(
+        Gcra::new(open_quota()),
+        n as usize,
+        portero::ManualClock::new(),
+    ));
+    let governor = Arc::new(governor::RateLimiter::dashmap_with_clock(
+        governor_open_quota(),
+        governor::clock::FakeRelativeClock::default(),
+    ));
+    for k in 0..n {
+        let _ = portero.check_at(&k, 1, 1);
+        let _ = governor.check_key(&k);
+    }
+    for threads in [1usize, 2] {
+        let label = format!("{n}_uniform_{threads}t");
+        let p = portero.clone();
+        bench_on(&mut g, "portero", &label, &keys, threads, move |k| {
+            p.check_at(&k, 1, 1).is_ok_and(|d| d.is_allowed())
+        });
+        let gv = governor.clone();
+        bench_on(&mut g, "governor", &label, &keys, threads, move |k| {
+            gv.check_key(&k).is_ok()
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(
+    benches,
+    existing_keys,
+    string_keys,
+    new_keys,
+    cached_clock,
+    time_given
+);
 criterion_main!(benches);
