@@ -12,7 +12,7 @@ use axum::body::Body;
 use axum::routing::get;
 use axum::Router;
 use http::{HeaderName, HeaderValue, Request, Response, StatusCode};
-use portero::{Gcra, KeyedLimiter, Quota};
+use portero::{Gcra, KeyedLimiter, KeyedLog, Quota};
 use portero_http::{
     keys, ClientIp, Limit, LimitLayer, Policy, TrustedProxies, WhenNoKey, WhenUnavailable,
 };
@@ -26,11 +26,13 @@ mod loopback;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Memory,
+    /// The exact per-key sliding log (logins).
+    Log,
     Redis,
     Leased,
 }
 
-const KINDS: [Kind; 3] = [Kind::Memory, Kind::Redis, Kind::Leased];
+const KINDS: [Kind; 4] = [Kind::Memory, Kind::Log, Kind::Redis, Kind::Leased];
 
 fn per_minute(n: u64) -> Quota {
     Quota::per_minute(n).unwrap()
@@ -71,6 +73,7 @@ impl Stores {
             Kind::Memory => {
                 Under::Memory(Arc::new(KeyedLimiter::new(Gcra::new(quota), 100)), quota)
             }
+            Kind::Log => Under::Log(Arc::new(KeyedLog::new(quota, 100).unwrap()), quota),
             Kind::Redis => Under::Redis(self.redis(quota).await, quota),
             // Batches of 2: most checks are spent locally, some lease again.
             Kind::Leased => Under::Leased(
@@ -96,6 +99,7 @@ impl Stores {
 #[derive(Clone)]
 enum Under {
     Memory(Arc<KeyedLimiter<HeaderValue, Gcra>>, Quota),
+    Log(Arc<KeyedLog<HeaderValue>>, Quota),
     Redis(RedisLimiter, Quota),
     Leased(LeasedLimiter, Quota),
 }
@@ -116,6 +120,7 @@ impl Under {
         }
         match self {
             Self::Memory(s, q) => add!(s, q),
+            Self::Log(s, q) => add!(s, q),
             Self::Redis(s, q) => add!(s, q),
             Self::Leased(s, q) => add!(s, q),
         }
@@ -269,7 +274,9 @@ async fn a_custom_refusal_and_legacy_fields_apply_to_every_store() {
         assert_eq!(field(&all[0], "x-ratelimit-limit"), Some("2"), "{kind:?}");
         assert_eq!(field(&all[0], "x-ratelimit-remaining"), Some("1"));
         assert_eq!(all[2].status(), StatusCode::SERVICE_UNAVAILABLE, "{kind:?}");
-        assert_eq!(field(&all[2], "retry-after"), Some("30"));
+        // GCRA: the next unit in 30 s; the log: when the oldest entry leaves, 60 s.
+        let retry = if kind == Kind::Log { "60" } else { "30" };
+        assert_eq!(field(&all[2], "retry-after"), Some(retry), "{kind:?}");
         assert_eq!(field(&all[2], "x-ratelimit-remaining"), Some("0"));
         assert_eq!(field(&all[2], "cache-control"), Some("no-store"));
     }
@@ -327,10 +334,15 @@ async fn a_stack_refunds_earlier_limits_and_reports_them_after_the_refund_every_
         assert_eq!(ok(&all), 3, "{kind:?}");
         assert_eq!(
             field(&all[3], "ratelimit"),
-            Some(r#""wide";r=7;t=18, "narrow";r=0;t=20"#),
+            Some(if kind == Kind::Log {
+                r#""wide";r=7;t=18, "narrow";r=0;t=60"#
+            } else {
+                r#""wide";r=7;t=18, "narrow";r=0;t=20"#
+            }),
             "{kind:?}: the wide limit is reported after its refund (7 left, not 6)"
         );
-        assert_eq!(field(&all[3], "retry-after"), Some("20"));
+        let retry = if kind == Kind::Log { "60" } else { "20" };
+        assert_eq!(field(&all[3], "retry-after"), Some(retry), "{kind:?}");
 
         // The other way round: the in-memory limit refuses and the store under test,
         // declared after it, is never charged: the same store alone then admits the

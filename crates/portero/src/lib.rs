@@ -86,6 +86,8 @@ pub mod from_quota;
 pub mod gcra;
 #[cfg(feature = "alloc")]
 pub mod keyed;
+#[cfg(feature = "alloc")]
+pub mod keyed_log;
 pub mod leaky_bucket;
 mod limiter;
 #[cfg(feature = "std")]
@@ -129,6 +131,8 @@ pub use gcra::Gcra;
 pub use keyed::{
     Fingerprint, KeyedLimit, KeyedLimiter, KeyedReservation, Overflow, SlotHint, WaitError,
 };
+#[cfg(feature = "alloc")]
+pub use keyed_log::{KeyedLog, KeyedLogError, KeyedLogLimit, MAX_LOG_ENTRIES};
 pub use leaky_bucket::{LeakyMeter, LeakyQueue};
 pub use limiter::{Algorithm, RateLimiter, Transition};
 #[cfg(feature = "std")]

@@ -7,6 +7,7 @@
 mod entry;
 mod future;
 mod layer;
+mod log_store;
 mod options;
 mod plan;
 mod respond;
