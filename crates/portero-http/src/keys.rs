@@ -105,12 +105,32 @@ pub fn header<B>(name: HeaderName) -> impl Fn(&Request<B>) -> Option<HeaderValue
 }
 
 /// An extension an earlier layer put in the request, e.g. the authenticated user's id
-/// (`T` is cloned: use a small `Copy` id or an `Arc`).
+/// (`T` is cloned: use a small `Copy` id or an `Arc`); `None` (the layer's
+/// [`WhenNoKey`](crate::WhenNoKey)) when it is absent, as for an anonymous request.
+/// If every request must carry it, use [`required_extension`]: a misordered layer
+/// then fails loudly instead of putting everyone in one bucket.
 pub fn extension<T, B>() -> impl Fn(&Request<B>) -> Option<T> + Clone
 where
     T: Clone + Hash + Send + Sync + 'static,
 {
     |req| req.extensions().get::<T>().cloned()
+}
+
+/// An extension that an earlier layer inserts into **every** request (an
+/// authentication layer that rejects anonymous requests, say): missing means the
+/// layers are in the wrong order, answered 500 and logged
+/// ([`KeyError::MissingExtension`]) — where [`extension`] would send every request to
+/// one shared bucket without a word.
+pub fn required_extension<T, B>() -> impl Fn(&Request<B>) -> Result<T, KeyError> + Clone
+where
+    T: Clone + Hash + Send + Sync + 'static,
+{
+    |req| {
+        req.extensions()
+            .get::<T>()
+            .cloned()
+            .ok_or(KeyError::MissingExtension(core::any::type_name::<T>()))
+    }
 }
 
 /// One key for every request: a global limit.

@@ -7,7 +7,9 @@
 
 use http::{Method, Request};
 
-/// Requests with `method` to exactly `path`.
+/// Requests with `method` to exactly `path`. `GET` covers `HEAD` too: axum (like
+/// most routers) answers a `HEAD` with the `GET` handler, so a `GET` limit that
+/// skipped it would run the handler unlimited.
 ///
 /// ```
 /// let login = portero_http::route::method(http::Method::POST, "/login");
@@ -19,7 +21,10 @@ pub fn method<B>(
     method: Method,
     path: &'static str,
 ) -> impl Fn(&Request<B>) -> bool + Clone + Send + Sync {
-    move |req| req.method() == method && path_is(req, path)
+    let head_too = method == Method::GET;
+    move |req| {
+        (req.method() == method || head_too && req.method() == Method::HEAD) && path_is(req, path)
+    }
 }
 
 /// `POST` to exactly `path`.
@@ -27,7 +32,7 @@ pub fn post<B>(path: &'static str) -> impl Fn(&Request<B>) -> bool + Clone + Sen
     method(Method::POST, path)
 }
 
-/// `GET` to exactly `path`.
+/// `GET` (and `HEAD`, which a router serves with the `GET` handler) to exactly `path`.
 pub fn get<B>(path: &'static str) -> impl Fn(&Request<B>) -> bool + Clone + Send + Sync {
     method(Method::GET, path)
 }

@@ -87,8 +87,9 @@ impl<St, F, R> Limit<St, F, R> {
 
     /// Shadow (dry-run) this limit: decide and count as usual, advertise its fields,
     /// but never refuse because of it — to see what a new limit would refuse first.
-    /// A request it would have refused is counted `shadow_rejected` and carries
-    /// `r=0` for it.
+    /// A request it would have refused (a cost above its capacity and a failing store
+    /// included) is counted `shadow_rejected` and carries what is left for it (fewer
+    /// units than its cost) and no `Retry-After`.
     pub fn shadow(mut self, on: bool) -> Self {
         self.shadow = on;
         self

@@ -163,7 +163,8 @@ impl<B: 'static> LimitLayer<B> {
     /// Charges each request `cost(method, uri, fields)` units instead of one, in every
     /// limit: a route that does more work, or the body's declared length. All or
     /// nothing; a request costing more than a limit could ever admit gets 413 Content
-    /// Too Large.
+    /// Too Large (except in a shadow limit, which never refuses). A cost of 0 is
+    /// charged as 1: a request is never free (exempt routes with [`Limit::route`]).
     pub fn cost(
         self,
         cost: impl Fn(&http::Method, &http::Uri, &http::HeaderMap) -> u64 + Send + Sync + 'static,

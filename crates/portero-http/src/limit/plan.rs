@@ -121,7 +121,8 @@ impl<B> Plan<B> {
     pub(crate) fn start(&self, request: &Request<B>) -> Run {
         Run {
             next: 0,
-            cost: self.cost.of(request),
+            // A request is never free: a cost function's 0 is one unit.
+            cost: self.cost.of(request).max(1),
             applied: AppliedList::None,
         }
     }
@@ -196,8 +197,18 @@ impl<B> Plan<B> {
         answer: Result<Checked, StoreError>,
     ) -> Option<Refusal> {
         let entry = &self.entries[at];
+        let shadow = self.shadow || entry.is_shadow();
         let checked = match answer {
             Ok(checked) => checked,
+            // A shadow limit only watches: what it cannot decide refuses nothing.
+            Err(StoreError::CostAboveCapacity) if shadow => {
+                observe::record(entry.policy(), Outcome::ShadowRejected, Source::Memory);
+                return None;
+            }
+            Err(StoreError::Faulty(e)) if shadow => {
+                observe::failed("store", &*e);
+                return None;
+            }
             Err(StoreError::Unavailable { retry_after_nanos }) => match self.when_unavailable {
                 WhenUnavailable::Allow => {
                     observe::record(entry.policy(), Outcome::Unlimited, Source::Memory);
@@ -244,7 +255,7 @@ impl<B> Plan<B> {
             run.applied.push(applied);
             return None;
         }
-        if self.shadow || entry.is_shadow() {
+        if shadow {
             observe::record(entry.policy(), Outcome::ShadowRejected, checked.source);
             // Nothing was taken: no refund is due for it.
             run.applied.push(Applied {

@@ -46,7 +46,14 @@ pub(crate) fn write_fields<B>(
     }
     if plan.legacy {
         let a = &applied[legacy_of];
-        headers::insert_legacy(fields, &a.decision, plan.policy_of(a));
+        // A layer inside may have written them already (a refusal, or a tighter
+        // limit): the legacy fields name one limit, so keep the one with fewer left.
+        let inner = fields
+            .get(headers::X_RATELIMIT_REMAINING)
+            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        if inner.is_none_or(|left| a.decision.remaining() < left) {
+            headers::insert_legacy(fields, &a.decision, plan.policy_of(a));
+        }
     }
     if applied.iter().any(|a| a.source == Source::Fallback) {
         fields.insert(RATELIMIT_SOURCE, HeaderValue::from_static("fallback"));

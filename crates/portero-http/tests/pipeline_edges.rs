@@ -1,0 +1,158 @@
+//! Edges of the one pipeline that an outside review broke, each pinned: a shadow limit
+//! never refuses (not even a cost above its capacity), `route::get` covers `HEAD`
+//! (axum serves it with the GET handler), a cost of 0 is charged as 1, nested layers'
+//! legacy fields keep the tightest limit, and a required extension that is missing is
+//! a 500, not a shared bucket.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::routing::get;
+use axum::Router;
+use http::{HeaderName, HeaderValue, Request, StatusCode};
+use portero::{Gcra, KeyedLimiter, ManualClock, Quota};
+use portero_http::{keys, route, Limit, LimitLayer, Policy};
+use tower::ServiceExt;
+
+type Store = Arc<KeyedLimiter<HeaderValue, Gcra, Arc<ManualClock>>>;
+
+fn per_minute(n: u64) -> Quota {
+    Quota::per_minute(n).unwrap()
+}
+
+fn store(quota: Quota) -> Store {
+    Arc::new(KeyedLimiter::with_clock(
+        Gcra::new(quota),
+        100,
+        Arc::new(ManualClock::new()),
+    ))
+}
+
+fn limit(
+    quota: Quota,
+    name: &str,
+) -> Limit<Store, impl Fn(&Request<Body>) -> Option<HeaderValue> + Clone + Send + Sync> {
+    Limit::new(
+        store(quota),
+        Policy::for_quota(name, &quota).unwrap(),
+        keys::header::<Body>(HeaderName::from_static("x-client")),
+    )
+}
+
+fn app(layer: LimitLayer<Body>) -> Router {
+    Router::new()
+        .route("/", get(|| async { "ok" }))
+        .layer(layer)
+}
+
+fn request(method: &str) -> Request<Body> {
+    Request::builder()
+        .method(method)
+        .uri("/")
+        .header("x-client", "alice")
+        .body(Body::empty())
+        .unwrap()
+}
+
+async fn status(app: &Router, method: &str) -> StatusCode {
+    app.clone().oneshot(request(method)).await.unwrap().status()
+}
+
+#[tokio::test]
+async fn a_shadow_limit_never_refuses_not_even_a_cost_above_its_capacity() {
+    // Per limit: the enforced limit admits cost 10, the shadowed trial (burst 5) could
+    // never; the request goes through.
+    let layer = LimitLayer::new(limit(per_minute(100), "enforced"))
+        .limit(limit(per_minute(5), "trial").shadow(true))
+        .cost(|_, _, _| 10);
+    assert_eq!(status(&app(layer), "GET").await, StatusCode::OK);
+    // Layer-wide shadow mode: every request through.
+    let layer = LimitLayer::new(limit(per_minute(5), "p"))
+        .shadow(true)
+        .cost(|_, _, _| 6);
+    assert_eq!(status(&app(layer), "GET").await, StatusCode::OK);
+    // Enforced, the same cost is a 413.
+    let layer = LimitLayer::new(limit(per_minute(5), "p")).cost(|_, _, _| 6);
+    assert_eq!(
+        status(&app(layer), "GET").await,
+        StatusCode::PAYLOAD_TOO_LARGE
+    );
+}
+
+#[tokio::test]
+async fn a_get_route_limit_also_counts_head_which_runs_the_get_handler() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let seen = calls.clone();
+    let app = Router::new()
+        .route(
+            "/",
+            get(move || {
+                seen.fetch_add(1, Ordering::SeqCst);
+                async { "ok" }
+            }),
+        )
+        .layer(LimitLayer::new(
+            limit(per_minute(2), "reads").route(route::get("/")),
+        ));
+    let mut ok = 0;
+    for method in ["GET", "HEAD", "HEAD", "HEAD", "GET"] {
+        ok += usize::from(status(&app, method).await == StatusCode::OK);
+    }
+    assert_eq!(ok, 2, "2 per minute, GET and HEAD together");
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn a_cost_of_zero_is_charged_as_one_unit() {
+    let layer = LimitLayer::new(limit(per_minute(3), "p")).cost(|_, _, _| 0);
+    let app = app(layer);
+    let mut ok = 0;
+    for _ in 0..10 {
+        ok += usize::from(status(&app, "GET").await == StatusCode::OK);
+    }
+    assert_eq!(ok, 3, "a request is never free");
+}
+
+#[tokio::test]
+async fn nested_layers_keep_the_tightest_limits_legacy_fields() {
+    let inner = LimitLayer::new(limit(per_minute(1), "inner")).legacy_headers(true);
+    let outer = LimitLayer::new(limit(per_minute(100), "outer")).legacy_headers(true);
+    let app = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .layer(inner)
+        .layer(outer);
+    let first = app.clone().oneshot(request("GET")).await.unwrap();
+    assert_eq!(first.headers()["x-ratelimit-remaining"], "0");
+    assert_eq!(first.headers()["x-ratelimit-limit"], "1");
+    let refused = app.clone().oneshot(request("GET")).await.unwrap();
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(refused.headers()["x-ratelimit-remaining"], "0");
+    assert_eq!(refused.headers()["x-ratelimit-limit"], "1");
+    assert_eq!(refused.headers()["x-ratelimit-reset"], "60");
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct UserId(u64);
+
+#[tokio::test]
+async fn a_required_extension_that_is_missing_is_a_500_not_a_shared_bucket() {
+    let store = Arc::new(KeyedLimiter::new(Gcra::new(per_minute(2)), 100));
+    let layer = LimitLayer::new(Limit::new(
+        store,
+        Policy::for_quota("per-user", &per_minute(2)).unwrap(),
+        keys::required_extension::<UserId, Body>(),
+    ));
+    let app = app(layer);
+    for _ in 0..3 {
+        assert_eq!(
+            status(&app, "GET").await,
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the layer that inserts UserId is missing or after the limit"
+        );
+    }
+    let mut with_user = request("GET");
+    with_user.extensions_mut().insert(UserId(7));
+    let r = app.clone().oneshot(with_user).await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+}
