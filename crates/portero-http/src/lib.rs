@@ -83,7 +83,7 @@ pub use headers::{Policy, PolicyError};
 pub use limit::{
     AllRoutes, Checked, Checking, CostFn, Limit, LimitFuture, LimitLayer, LimitService, Pending,
     RefusalFn, Route, Source, Store, StoreError, StoreKey, Ticket, WhenNoKey, WhenUnavailable,
-    NO_KEY_TEXT, RATELIMIT_SOURCE,
+    RATELIMIT_SOURCE,
 };
 pub use shed::{admission, LoadShedFuture, LoadShedLayer, LoadShedService};
 pub use throttle::{

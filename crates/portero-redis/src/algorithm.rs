@@ -168,6 +168,15 @@ pub(crate) fn redis_keys(prefix: &str, key: &str, algorithm: &RedisAlgorithm) ->
     with_second_key(main, algorithm)
 }
 
+/// The keys of the bucket that checks without a key share: `{*}` where a user key
+/// has `{length:key}`, so no user key names it.
+pub(crate) fn anonymous_keys(prefix: &str, algorithm: &RedisAlgorithm) -> [String; 2] {
+    with_second_key(
+        format!("{prefix}{{*}}:{}", algorithm.key_suffix()),
+        algorithm,
+    )
+}
+
 /// `main` and, for the one algorithm that keeps two (the sliding log's index), its
 /// second key; an empty string otherwise. A script declares only the keys its
 /// algorithm uses: during a Cluster slot migration Redis refuses any call declaring

@@ -105,6 +105,11 @@ impl LeasedLimiter {
         }
     }
 
+    /// The shared limiter the leases come from.
+    pub(crate) fn limiter(&self) -> &RedisLimiter {
+        &self.limiter
+    }
+
     /// Admits `cost` units of `key` from its local lease, or leases a new batch.
     pub async fn check(&self, key: &str, cost: u64) -> Result<Verdict, RedisCheckError> {
         let started = Instant::now();

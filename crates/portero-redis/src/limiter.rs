@@ -311,8 +311,10 @@ impl RedisLimiter {
     /// Bound: while Redis is away, at most `failures_in_a_row` checks (plus those
     /// already in flight when it trips) wait the full [`timeout`](Self::timeout), and
     /// afterwards one per `open_for`; every other check is answered by the outage
-    /// policy without waiting. A check cancelled by its caller counts as neither
-    /// failure nor a hang. Errors Redis answers with are answers, not failures.
+    /// policy without waiting. A check cancelled by its caller counts neither way (a
+    /// cancelled probe leaves the breaker half-open until the probe timeout, the
+    /// limiter's timeout, then counts as failed). Errors Redis answers with are
+    /// answers, not failures.
     pub fn breaker(
         mut self,
         failures_in_a_row: u32,
@@ -376,6 +378,36 @@ impl RedisLimiter {
         algorithm: &RedisAlgorithm,
     ) -> Result<Verdict, RedisCheckError> {
         let call = self.call(key, cost, algorithm)?;
+        self.check_call(call, Some(key), cost, algorithm).await
+    }
+
+    /// `cost` units from the one bucket that checks **without a key** share (an HTTP
+    /// request with no client id): stored under a Redis key that no user key can
+    /// name (`prefix{*}:…`, where a user key's is `prefix{length:key}:…`), and while
+    /// Redis is away decided by a local fallback's own shared bucket.
+    pub async fn check_anonymous(&self, cost: u64) -> Result<Verdict, RedisCheckError> {
+        let algorithm = self.algorithm;
+        let capacity = algorithm.capacity();
+        if cost > capacity {
+            return Err(CheckError::CostExceedsCapacity { cost, capacity }.into());
+        }
+        let call = Call {
+            algorithm,
+            keys: crate::algorithm::anonymous_keys(&self.prefix, &algorithm),
+            cost,
+        };
+        self.check_call(call, None, cost, &algorithm).await
+    }
+
+    /// Checks one prepared call; `key` for the outage policy (`None`: the shared
+    /// no-key bucket).
+    async fn check_call(
+        &self,
+        call: Call,
+        key: Option<&str>,
+        cost: u64,
+        algorithm: &RedisAlgorithm,
+    ) -> Result<Verdict, RedisCheckError> {
         if let Some(wait) = self.cached_refusal(&call.keys[0], cost) {
             return Ok(Verdict {
                 decision: Decision::rejected(algorithm.capacity(), 0, wait, wait),
@@ -398,7 +430,7 @@ impl RedisLimiter {
                     served_by: ServedBy::Redis,
                 })
             }
-            None => self.fallback(key, cost, algorithm),
+            None => self.fallback_for(key, cost, algorithm),
         }
     }
 
@@ -645,8 +677,14 @@ impl RedisLimiter {
         };
         let answer = tokio::time::timeout(budget, attempts).await;
         let reply = match answer {
-            Ok(Ok(reply)) => reply,
-            Ok(Err(e)) if !is_outage(&e) => return Err(self.error(calls, e)),
+            Ok(Ok(reply)) => {
+                guard.answered();
+                reply
+            }
+            Ok(Err(e)) if !is_outage(&e) => {
+                guard.answered();
+                return Err(self.error(calls, e));
+            }
             // Timed out, or Redis unreachable, loading or failing over.
             _ => {
                 guard.failed();
@@ -698,11 +736,22 @@ impl RedisLimiter {
         cost: u64,
         algorithm: &RedisAlgorithm,
     ) -> Result<Verdict, RedisCheckError> {
+        self.fallback_for(Some(key), cost, algorithm)
+    }
+
+    /// [`fallback`](Self::fallback), `None` for the shared no-key bucket.
+    fn fallback_for(
+        &self,
+        key: Option<&str>,
+        cost: u64,
+        algorithm: &RedisAlgorithm,
+    ) -> Result<Verdict, RedisCheckError> {
         let capacity = algorithm.capacity();
-        let decision = match &self.when_down {
-            WhenDown::FailOpen => Decision::admitted(capacity, capacity - cost, 0),
-            WhenDown::FailClosed => Decision::deny_for(capacity, portero::DENY_FOR_NANOS),
-            WhenDown::Local(local) => local.check_n(key, cost)?,
+        let decision = match (&self.when_down, key) {
+            (WhenDown::FailOpen, _) => Decision::admitted(capacity, capacity - cost, 0),
+            (WhenDown::FailClosed, _) => Decision::deny_for(capacity, portero::DENY_FOR_NANOS),
+            (WhenDown::Local(local), Some(key)) => local.check_n(key, cost)?,
+            (WhenDown::Local(local), None) => local.check_anonymous_n(cost)?,
         };
         Ok(Verdict {
             decision,
@@ -722,8 +771,9 @@ impl RedisLimiter {
     }
 }
 
-/// A breaker call that reports success unless told it failed: a reply (even an
-/// error reply) and a caller's cancellation are not Redis hanging.
+/// A breaker call for one script call: a reply (even an error reply) is a success,
+/// no answer in time a failure, and a caller's cancellation neither (abandoned, so a
+/// client that gives up early cannot keep a hanging Redis's breaker closed).
 struct BreakerGuard(Option<portero::BreakerCall<'static, portero::DefaultClock>>);
 
 impl BreakerGuard {
@@ -732,12 +782,18 @@ impl BreakerGuard {
             call.failure();
         }
     }
+
+    fn answered(&mut self) {
+        if let Some(call) = self.0.take() {
+            call.success();
+        }
+    }
 }
 
 impl Drop for BreakerGuard {
     fn drop(&mut self) {
         if let Some(call) = self.0.take() {
-            call.success();
+            call.abandon();
         }
     }
 }

@@ -4,19 +4,25 @@
 //! as to an in-memory one, because this crate adds a store, not a layer.
 //!
 //! A key reaches Redis as the text its [`StoreKey`] writes (header bytes
-//! percent-encoded, addresses as written, tuples length-prefixed); requests without
-//! a key share the bucket named [`NO_KEY_TEXT`](portero_http::NO_KEY_TEXT). Who
+//! percent-encoded, addresses as written, tuples length-prefixed, each type tagged);
+//! requests without a key share the bucket of
+//! [`RedisLimiter::check_anonymous`], which no key can name. Who
 //! decided is the answer's [`Source`]: a fallback answer carries its own quota and is
 //! counted and traced by the pipeline.
 
-use portero_http::{Checked, Checking, Source, Store, StoreError, StoreKey, NO_KEY_TEXT};
+use portero_http::{Checked, Checking, Source, Store, StoreError, StoreKey};
 
 use crate::{LeasedLimiter, RedisCheckError, RedisLimiter, ServedBy, Verdict};
 
 impl<K: StoreKey + Send + 'static> Store<K> for RedisLimiter {
     fn check(&self, key: Option<K>, cost: u64) -> Checking {
-        let text = text_of(key.as_ref());
         let limiter = self.clone();
+        let Some(key) = key else {
+            return Checking::Pending(Box::pin(async move {
+                answer(limiter.check_anonymous(cost).await)
+            }));
+        };
+        let text = text_of(&key);
         Checking::Pending(Box::pin(
             async move { answer(limiter.check(&text, cost).await) },
         ))
@@ -31,7 +37,11 @@ impl<K: StoreKey + Send + 'static> Store<K> for RedisLimiter {
 /// [`Source::Lease`]); leasing a new batch is a round trip.
 impl<K: StoreKey + Send + 'static> Store<K> for LeasedLimiter {
     fn check(&self, key: Option<K>, cost: u64) -> Checking {
-        let text = text_of(key.as_ref());
+        // The shared no-key bucket is not leased: it is checked in Redis itself.
+        let Some(key) = key else {
+            return Store::<K>::check(self.limiter(), None, cost);
+        };
+        let text = text_of(&key);
         if let Some(spent) = self.spend_from_lease(&text, cost) {
             return Checking::Done(answer(Ok(spent)));
         }
@@ -46,13 +56,10 @@ impl<K: StoreKey + Send + 'static> Store<K> for LeasedLimiter {
     }
 }
 
-/// The text a key is stored under; the no-key bucket's for `None`.
-fn text_of<K: StoreKey>(key: Option<&K>) -> String {
+/// The text a key is stored under.
+fn text_of<K: StoreKey>(key: &K) -> String {
     let mut text = String::new();
-    match key {
-        Some(key) => key.write_key(&mut text),
-        None => text.push_str(NO_KEY_TEXT),
-    }
+    key.write_key(&mut text);
     text
 }
 

@@ -548,3 +548,145 @@ async fn a_request_cancelled_while_redis_decides_gives_back_the_local_units() {
         assert_eq!(local.peek(&key).remaining(), 1, "the local unit came back");
     }
 }
+
+/// A listener that accepts connections and never answers: a Redis that hangs.
+fn hanging_redis() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("redis://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming() {
+            held.push(stream);
+        }
+    });
+    url
+}
+
+/// Checks its caller cancels are neither failures nor successes of the breaker: a
+/// client that gives up early cannot keep a hanging Redis's breaker closed (each
+/// cancellation used to count as a success, resetting the run: 20 of 20 patient
+/// checks waited), and a cancelled probe does not close it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelled_checks_neither_close_nor_hold_the_breaker() {
+    let url = hanging_redis();
+    let quota = per_minute(5);
+    let timeout = Duration::from_millis(100);
+    let open_for = Duration::from_millis(400);
+    let limiter = RedisLimiter::connect_lazy(&url, RedisAlgorithm::gcra(quota).unwrap())
+        .unwrap()
+        .timeout(timeout)
+        .when_down(WhenDown::FailClosed)
+        .breaker(3, open_for)
+        .unwrap();
+    let app = app(LimitLayer::new(Limit::new(
+        limiter,
+        Policy::for_quota("p", &quota).unwrap(),
+        x_client(),
+    )));
+    let mut patient_waits = 0;
+    for _ in 0..20 {
+        let impatient = app.clone().oneshot(request(Some("alice")));
+        let _ = tokio::time::timeout(Duration::from_millis(20), impatient).await;
+        let started = Instant::now();
+        let r = app.clone().oneshot(request(Some("alice"))).await.unwrap();
+        assert_eq!(field(&r, "ratelimit-source"), Some("fallback"));
+        patient_waits += usize::from(started.elapsed() >= timeout);
+    }
+    assert_eq!(patient_waits, 3, "the three patient checks that trip it");
+    // After the open period, the probe is cancelled: the breaker is not closed by it.
+    tokio::time::sleep(open_for + Duration::from_millis(50)).await;
+    let probe = app.clone().oneshot(request(Some("alice")));
+    assert!(tokio::time::timeout(Duration::from_millis(10), probe)
+        .await
+        .is_err());
+    let mut waits = 0;
+    for _ in 0..5 {
+        let started = Instant::now();
+        let _ = app.clone().oneshot(request(Some("alice"))).await.unwrap();
+        waits += usize::from(started.elapsed() >= timeout);
+    }
+    assert_eq!(waits, 0, "still open: nobody waits for the hanging Redis");
+}
+
+/// The shared bucket of requests without a key cannot be named by any key: a user
+/// whose id is the text the bucket used to be stored under spends only their own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_key_can_name_the_redis_no_key_bucket() {
+    let stores = Stores::start();
+    let limiter = stores.redis(per_minute(3)).await;
+    let by_id = |r: &Request<Body>| r.extensions().get::<String>().cloned();
+    let app = app(LimitLayer::new(Limit::new(
+        limiter,
+        Policy::for_quota("p", &per_minute(3)).unwrap(),
+        by_id,
+    )));
+    for _ in 0..5 {
+        let mut r = request(None);
+        r.extensions_mut().insert("\u{0}no-key".to_owned());
+        let _ = app.clone().oneshot(r).await.unwrap();
+    }
+    let keyless = app.clone().oneshot(request(None)).await.unwrap();
+    assert_eq!(
+        keyless.status(),
+        StatusCode::OK,
+        "{:?}",
+        field(&keyless, "ratelimit")
+    );
+}
+
+/// One Redis limiter shared by limits of different key types: an API-key header
+/// whose text is an address never spends that address's bucket.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_of_different_types_never_share_a_redis_bucket() {
+    let stores = Stores::start();
+    let limiter = stores.redis(per_minute(3)).await;
+    let ip = ClientIp::new(TrustedProxies::none());
+    let layer = LimitLayer::new(
+        Limit::new(
+            limiter.clone(),
+            Policy::for_quota("api", &per_minute(3)).unwrap(),
+            keys::header::<Body>(HeaderName::from_static("x-api-key")),
+        )
+        .route(portero_http::route::prefix("/api/")),
+    )
+    .limit(
+        Limit::new(
+            limiter,
+            Policy::for_quota("web", &per_minute(3)).unwrap(),
+            move |r: &Request<Body>| ip.key(r),
+        )
+        .route(|r: &Request<Body>| !r.uri().path().starts_with("/api/")),
+    );
+    let app = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .route("/api/x", get(|| async { "ok" }))
+        .layer(layer);
+    let from = |addr: [u8; 4], path: &str, api_key: Option<&str>| {
+        let mut r = Request::builder().uri(path);
+        if let Some(k) = api_key {
+            r = r.header("x-api-key", k);
+        }
+        let mut r = r.body(Body::empty()).unwrap();
+        r.extensions_mut().insert(SocketAddr::from((addr, 4000)));
+        r
+    };
+    for _ in 0..3 {
+        let r = app
+            .clone()
+            .oneshot(from([203, 0, 113, 1], "/api/x", Some("198.51.100.7")))
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+    }
+    let victim = app
+        .clone()
+        .oneshot(from([198, 51, 100, 7], "/", None))
+        .await
+        .unwrap();
+    assert_eq!(
+        victim.status(),
+        StatusCode::OK,
+        "{:?}",
+        field(&victim, "ratelimit")
+    );
+}

@@ -528,6 +528,13 @@ impl<C: Clock> BreakerCall<'_, C> {
         self.reported = true;
         self.breaker.report(self.generation, self.probe, false, now);
     }
+
+    /// The call ended without an outcome (its caller gave up before the dependency
+    /// answered): counted neither way. A probe abandoned this way is a silent probe:
+    /// the breaker stays half-open until the probe timeout, then counts it as failed.
+    pub fn abandon(mut self) {
+        self.reported = true;
+    }
 }
 
 impl<C: Clock> Drop for BreakerCall<'_, C> {

@@ -22,4 +22,4 @@ pub use options::{CostFn, RefusalFn, WhenNoKey, WhenUnavailable};
 pub use respond::RATELIMIT_SOURCE;
 pub use service::LimitService;
 pub use store::{Checked, Checking, Pending, Source, Store, StoreError, Ticket};
-pub use store_key::{StoreKey, NO_KEY_TEXT};
+pub use store_key::StoreKey;

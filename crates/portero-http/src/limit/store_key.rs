@@ -1,6 +1,9 @@
 //! Keys as text, for stores that name a key by a string (Redis): every key type a
-//! key function returns writes itself, and no two different keys of one type write
-//! the same text, so no two clients share a remote bucket by accident.
+//! key function returns writes itself, behind a tag of its kind (`s:` text, `h:`
+//! header bytes, `ip:` addresses, `n:` numbers, `t:` pairs, `e1:` / `e2:` either
+//! side, `global`), so no two different keys write the same text — not within a type,
+//! and not across types sharing one remote limiter (an API-key header whose text is an
+//! address never spends that address's bucket).
 
 use std::fmt::Write;
 use std::net::IpAddr;
@@ -11,8 +14,9 @@ use crate::client::ClientAddr;
 use crate::keys::Either;
 
 /// A key a remote store can name: writes itself into `out`, one text per key.
-/// Injective within a type: header bytes outside printable ASCII and `%` are
-/// percent-encoded; tuple and [`Either`] parts are length-prefixed or tagged.
+/// Injective across the types here (each writes its tag first): header bytes outside
+/// printable ASCII and `%` are percent-encoded; a pair's first part is
+/// length-prefixed. A type of your own should start with a tag of its own.
 pub trait StoreKey {
     /// Appends this key's text to `out`.
     fn write_key(&self, out: &mut String);
@@ -20,13 +24,14 @@ pub trait StoreKey {
 
 impl StoreKey for str {
     fn write_key(&self, out: &mut String) {
+        out.push_str("s:");
         out.push_str(self);
     }
 }
 
 impl StoreKey for String {
     fn write_key(&self, out: &mut String) {
-        out.push_str(self);
+        self.as_str().write_key(out);
     }
 }
 
@@ -44,6 +49,7 @@ impl<T: StoreKey + ?Sized> StoreKey for std::sync::Arc<T> {
 
 impl StoreKey for HeaderValue {
     fn write_key(&self, out: &mut String) {
+        out.push_str("h:");
         for &b in self.as_bytes() {
             if b.is_ascii_graphic() && b != b'%' || b == b' ' {
                 out.push(char::from(b));
@@ -57,13 +63,13 @@ impl StoreKey for HeaderValue {
 impl StoreKey for ClientAddr {
     fn write_key(&self, out: &mut String) {
         // `Display` writes the address, or "unidentified", which no address writes.
-        let _ = write!(out, "{self}");
+        let _ = write!(out, "ip:{self}");
     }
 }
 
 impl StoreKey for IpAddr {
     fn write_key(&self, out: &mut String) {
-        let _ = write!(out, "{self}");
+        let _ = write!(out, "ip:{self}");
     }
 }
 
@@ -71,7 +77,7 @@ macro_rules! numbers {
     ($($t:ty),*) => {$(
         impl StoreKey for $t {
             fn write_key(&self, out: &mut String) {
-                let _ = write!(out, "{self}");
+                let _ = write!(out, "n:{self}");
             }
         }
     )*};
@@ -87,6 +93,7 @@ impl StoreKey for () {
 
 impl<X: StoreKey, Y: StoreKey> StoreKey for (X, Y) {
     fn write_key(&self, out: &mut String) {
+        out.push_str("t:");
         length_prefixed(&self.0, out);
         self.1.write_key(out);
     }
@@ -96,11 +103,11 @@ impl<X: StoreKey, Y: StoreKey> StoreKey for Either<X, Y> {
     fn write_key(&self, out: &mut String) {
         match self {
             Self::First(x) => {
-                out.push_str("1:");
+                out.push_str("e1:");
                 x.write_key(out);
             }
             Self::Second(y) => {
-                out.push_str("2:");
+                out.push_str("e2:");
                 y.write_key(out);
             }
         }
@@ -113,10 +120,6 @@ fn length_prefixed<T: StoreKey + ?Sized>(part: &T, out: &mut String) {
     part.write_key(&mut text);
     let _ = write!(out, "{}:{text}", text.len());
 }
-
-/// The text of the one bucket that requests without a key share in a remote store:
-/// a NUL no header value, address or number writes.
-pub const NO_KEY_TEXT: &str = "\u{0}no-key";
 
 #[cfg(test)]
 mod tests {
@@ -146,6 +149,11 @@ mod tests {
             text(ClientAddr::UNIDENTIFIED),
             text(ClientAddr::UNIDENTIFIED.ip())
         );
-        assert!(!text(v(b"x")).contains('\u{0}'));
+        // Across types: a header whose text is an address, a string that looks like a
+        // tagged number.
+        let addr: IpAddr = "198.51.100.7".parse().unwrap();
+        assert_ne!(text(v(b"198.51.100.7")), text(addr));
+        assert_ne!(text("n:5".to_owned()), text(5u64));
+        assert_ne!(text("198.51.100.7".to_owned()), text(addr));
     }
 }
