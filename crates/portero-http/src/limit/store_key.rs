@@ -135,8 +135,8 @@ mod tests {
     fn different_keys_write_different_texts() {
         let v = |s: &'static [u8]| HeaderValue::from_bytes(s).unwrap();
         assert_ne!(text(v(b"a%41")), text(v(b"aA")));
-        assert_eq!(text(v(b"a b")), "a b");
-        assert_eq!(text(v(b"caf\xc3\xa9")), "caf%C3%A9");
+        assert_eq!(text(v(b"a b")), "h:a b");
+        assert_eq!(text(v(b"caf\xc3\xa9")), "h:caf%C3%A9");
         assert_ne!(
             text(("ab".to_owned(), "c".to_owned())),
             text(("a".to_owned(), "bc".to_owned()))
