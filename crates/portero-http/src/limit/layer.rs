@@ -67,6 +67,10 @@ use crate::keys::IntoKey;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 ///
+/// All or none holds within one layer: nested layers decide one after the other, so
+/// an outer layer's limit stays charged for a request an inner layer refuses. Put
+/// limits that must be all or none in one layer (several [`limit`](Self::limit)s).
+///
 /// The layer calls the inner service's `poll_ready` before it knows whether the
 /// request will be admitted, like every tower middleware that answers by itself;
 /// put it outside layers that reserve capacity in `poll_ready`.
