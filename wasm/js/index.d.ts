@@ -1,4 +1,8 @@
-/** What every limiter answers. */
+/**
+ * What every limiter answers: a new plain object for each call (own data fields,
+ * `Object.prototype`), copied out of the module, so a decision kept is never changed
+ * by later checks.
+ */
 export interface Decision {
   /** Whether the request may pass. */
   allowed: boolean;

@@ -131,16 +131,19 @@ fn algorithm_for(name: &str, q: Quota) -> Result<AnyAlgorithm, JsError> {
     })
 }
 
-/// The last decision, which the JS wrapper reads right after each call through the
-/// `last*` functions: `[limit, slack, retry-after ns, reset-after ns, outcome, unit]`
-/// (remaining = slack / unit, divided only when read; the outcome one of the
-/// `OUTCOME_*` codes, as f64 bits). No objects are built, and
-/// no exception is thrown through wasm (which would skip the glue that frees a key
-/// string). Free functions are the cheapest way out: a `Float64Array` over linear
-/// memory measured slower in V8 (the buffer can grow). `AtomicU64`, so no `unsafe` is
-/// needed for a static.
-static LAST: [AtomicU64; 6] = [
-    AtomicU64::new(0),
+/// The last decision, in a buffer of linear memory the JS wrapper reads through a
+/// `Float64Array` right after each call: `[limit, remaining, retry-after ms,
+/// reset-after ms, outcome]` (`DECISION_*` below; the outcome one of the `OUTCOME_*`
+/// codes), each an `f64`'s bits. No objects are built, no getter is called (four calls
+/// into wasm cost more than the check itself), and no exception is thrown through wasm
+/// (which would skip the glue that frees a key string). The view must be made again
+/// when memory grows (its buffer is then detached: the wrapper checks its length).
+/// `AtomicU64`, so no `unsafe` is needed for a static; single-threaded, so `Relaxed`.
+///
+/// Limit and outcome are written by every call; remaining, retry-after and reset-after
+/// (a division each) only by calls asked for the `detail` (the decision object's
+/// `check`), not by the boolean `allow`.
+static DECISION: [AtomicU64; 5] = [
     AtomicU64::new(0),
     AtomicU64::new(0),
     AtomicU64::new(0),
@@ -148,12 +151,34 @@ static LAST: [AtomicU64; 6] = [
     AtomicU64::new(0),
 ];
 
+const DECISION_LIMIT: usize = 0;
+const DECISION_REMAINING: usize = 1;
+const DECISION_RETRY_AFTER_MS: usize = 2;
+const DECISION_RESET_AFTER_MS: usize = 3;
+const DECISION_OUTCOME: usize = 4;
+
+/// Where the decision buffer lies in linear memory: its byte offset (8-aligned), then
+/// the number of `f64`s in it, then the indices of limit, remaining, retry-after ms,
+/// reset-after ms and outcome (the JS wrapper's view and indices come from here).
+#[wasm_bindgen(js_name = decisionLayout)]
+pub fn decision_layout() -> Vec<u32> {
+    vec![
+        DECISION.as_ptr() as usize as u32,
+        DECISION.len() as u32,
+        DECISION_LIMIT as u32,
+        DECISION_REMAINING as u32,
+        DECISION_RETRY_AFTER_MS as u32,
+        DECISION_RESET_AFTER_MS as u32,
+        DECISION_OUTCOME as u32,
+    ]
+}
+
 const OUTCOME_DECIDED: f64 = 0.0;
 const OUTCOME_TABLE_FULL: f64 = 1.0;
 const OUTCOME_COST_EXCEEDS_CAPACITY: f64 = 2.0;
 const OUTCOME_TIME_OUT_OF_RANGE: f64 = 3.0;
 
-/// The outcome codes `lastOutcome` reports: `[decided, table full, cost exceeds
+/// The outcome codes the decision buffer reports: `[decided, table full, cost exceeds
 /// capacity, time out of range]` (the JS wrapper's constants come from here).
 #[wasm_bindgen(js_name = outcomeCodes)]
 pub fn outcome_codes() -> Vec<f64> {
@@ -165,22 +190,54 @@ pub fn outcome_codes() -> Vec<f64> {
     ]
 }
 
-// Stores the decision nearly as it is: the division for `remaining` and the
-// conversions to milliseconds happen in the `last*` getters, which callers of the
-// boolean `allow` never call.
-fn publish(d: &Decision, outcome: f64) {
-    let put = |i: usize, v: u64| LAST[i].store(v, Ordering::Relaxed);
-    let (slack, unit) = d.remaining_fraction();
-    put(0, d.limit());
-    put(1, slack);
-    put(2, d.retry_after_nanos());
-    put(3, d.reset_after_nanos());
-    put(4, outcome.to_bits());
-    put(5, unit);
+/// Below this, an integer is exact as an `f64`, and so is the floor of the correctly
+/// rounded quotient of two such integers: `f64` division, where an `i64.div_u` costs
+/// more in V8.
+const EXACT: u64 = 1 << 52;
+
+/// `slack / unit`, rounded down (`Decision::remaining`).
+fn remaining(slack: u64, unit: u64) -> f64 {
+    if slack < EXACT && unit < EXACT {
+        (slack as f64 / unit as f64).floor()
+    } else {
+        (slack / unit) as f64
+    }
+}
+
+/// Nanoseconds → milliseconds, rounded up: `f64` division below 2^52, where the
+/// quotient is below 2^33 and, unless whole, at least 10^-6 from a whole number, more
+/// than half an ulp, so its ceiling is exact.
+fn ceil_ms(ns: u64) -> f64 {
+    if ns < EXACT {
+        (ns as f64 / 1e6).ceil()
+    } else {
+        ns.div_ceil(1_000_000) as f64
+    }
+}
+
+fn put(i: usize, v: f64) {
+    DECISION[i].store(v.to_bits(), Ordering::Relaxed);
+}
+
+// Limit and outcome always (a refusal's error message names the limit); the rest only
+// for a decision object.
+fn publish(d: &Decision, outcome: f64, detail: bool) {
+    put(DECISION_LIMIT, d.limit() as f64);
+    put(DECISION_OUTCOME, outcome);
+    if detail {
+        let (slack, unit) = d.remaining_fraction();
+        publish_detail(slack, unit, d.retry_after_nanos(), d.reset_after_nanos());
+    }
+}
+
+fn publish_detail(slack: u64, unit: u64, retry_after: u64, reset_after: u64) {
+    put(DECISION_REMAINING, remaining(slack, unit));
+    put(DECISION_RETRY_AFTER_MS, ceil_ms(retry_after));
+    put(DECISION_RESET_AFTER_MS, ceil_ms(reset_after));
 }
 
 /// Publishes a check's outcome and returns whether it was admitted.
-fn answer(r: Result<Decision, CheckError>) -> bool {
+fn answer(r: Result<Decision, CheckError>, detail: bool) -> bool {
     let (d, outcome) = match r {
         Ok(d) => (d, OUTCOME_DECIDED),
         Err(CheckError::CostExceedsCapacity { capacity, .. }) => (
@@ -189,47 +246,8 @@ fn answer(r: Result<Decision, CheckError>) -> bool {
         ),
         Err(_) => (Decision::rejected(0, 0, 0, 0), OUTCOME_TIME_OUT_OF_RANGE),
     };
-    publish(&d, outcome);
+    publish(&d, outcome, detail);
     d.is_allowed()
-}
-
-fn ceil_ms(ns: u64) -> f64 {
-    ns.div_ceil(1_000_000) as f64
-}
-
-fn last(i: usize) -> u64 {
-    LAST[i].load(Ordering::Relaxed)
-}
-
-/// The last decision's limit (burst or window limit).
-#[wasm_bindgen(js_name = lastLimit)]
-pub fn last_limit() -> f64 {
-    last(0) as f64
-}
-
-/// Units left after the last decision.
-#[wasm_bindgen(js_name = lastRemaining)]
-pub fn last_remaining() -> f64 {
-    (last(1) / last(5)) as f64
-}
-
-/// Milliseconds (rounded up) until the last request would be admitted; 0 if it was.
-#[wasm_bindgen(js_name = lastRetryAfterMs)]
-pub fn last_retry_after_ms() -> f64 {
-    ceil_ms(last(2))
-}
-
-/// Milliseconds (rounded up) until the last limiter checked is full again.
-#[wasm_bindgen(js_name = lastResetAfterMs)]
-pub fn last_reset_after_ms() -> f64 {
-    ceil_ms(last(3))
-}
-
-/// The last check's outcome code: 0 decided, 1 key table full, 2 cost above capacity,
-/// 3 time out of range.
-#[wasm_bindgen(js_name = lastOutcome)]
-pub fn last_outcome() -> f64 {
-    f64::from_bits(last(4))
 }
 
 /// One limiter (one client, or one global limit).
@@ -255,17 +273,18 @@ impl Limiter {
         })
     }
 
-    /// Checks `cost` units at `nowMs`, taking them if admitted. The details are in
-    /// the `last*` functions until the next call.
-    pub fn check(&self, now_ms: f64, cost: f64) -> bool {
+    /// Checks `cost` units at `nowMs`, taking them if admitted. The decision is in
+    /// the decision buffer until the next call (remaining, retry-after and reset-after
+    /// only if `detail`).
+    pub fn check(&self, now_ms: f64, cost: f64, detail: bool) -> bool {
         let (now, cost) = args(now_ms, cost);
-        answer(self.inner.check_at(now, cost))
+        answer(self.inner.check_at(now, cost), detail)
     }
 
     /// What `check` would answer, taking nothing.
     pub fn peek(&self, now_ms: f64, cost: f64) -> bool {
         let (now, cost) = args(now_ms, cost);
-        answer(self.inner.peek_at(now, cost))
+        answer(self.inner.peek_at(now, cost), true)
     }
 
     /// Forgets everything admitted.
@@ -307,8 +326,8 @@ impl Rule {
         portero::Algorithm::initial_state(&self.inner)
     }
 
-    /// Decides `cost` units at `nowMs` for a key in `state`; details in the `last*`
-    /// functions, the state to keep in `lastState` (unchanged by a rejection or a peek).
+    /// Decides `cost` units at `nowMs` for a key in `state`; the decision in the
+    /// decision buffer, the state to keep in `lastState` (unchanged by a rejection or a peek).
     pub fn decide(&self, state: u64, now_ms: f64, cost: f64, take: bool) -> bool {
         let (now, cost) = args(now_ms, cost);
         let t = portero::Algorithm::decide(&self.inner, state, now, cost);
@@ -317,7 +336,7 @@ impl Rule {
             _ => state,
         };
         LAST_STATE.store(next, Ordering::Relaxed);
-        answer(t.map(|t| t.decision))
+        answer(t.map(|t| t.decision), true)
     }
 }
 
@@ -349,21 +368,21 @@ impl Keyed {
     /// the slot `hint` names first; returns `hint' * 2 + admitted`, where `hint'` is
     /// where the key is held now.
     #[inline(never)]
-    fn check_key(&self, f: Fingerprint, hint: u32, now_ms: f64, cost: f64) -> u32 {
+    fn check_key(&self, f: Fingerprint, hint: u32, now_ms: f64, cost: f64, detail: bool) -> u32 {
         let (now, cost) = args(now_ms, cost);
         let mut hint = SlotHint::from_bits(hint);
-        let admitted = self.answer(self.inner.check_hinted_at(f, &mut hint, now, cost));
+        let admitted = self.answer(self.inner.check_hinted_at(f, &mut hint, now, cost), detail);
         (hint.to_bits() << 1) | u32::from(admitted)
     }
 
     /// [`answer`], with the table's own decision for a full table (denied, the
     /// limit, retry after one second).
-    fn answer(&self, r: Result<Decision, KeyedError>) -> bool {
+    fn answer(&self, r: Result<Decision, KeyedError>, detail: bool) -> bool {
         match r {
-            Ok(d) => answer(Ok(d)),
-            Err(KeyedError::Check(e)) => answer(Err(e)),
+            Ok(d) => answer(Ok(d), detail),
+            Err(KeyedError::Check(e)) => answer(Err(e), detail),
             Err(_) => {
-                publish(&self.inner.full_table(), OUTCOME_TABLE_FULL);
+                publish(&self.inner.full_table(), OUTCOME_TABLE_FULL, detail);
                 false
             }
         }
@@ -415,10 +434,11 @@ impl Keyed {
         })
     }
 
-    /// Checks `cost` units for `key` at `nowMs`; details in the `last*` functions.
-    pub fn check(&self, key: &str, now_ms: f64, cost: f64) -> bool {
+    /// Checks `cost` units for `key` at `nowMs`; the decision in the decision buffer
+    /// (all of it only if `detail`).
+    pub fn check(&self, key: &str, now_ms: f64, cost: f64, detail: bool) -> bool {
         let f = self.inner.fingerprint_of(key);
-        self.check_key(f, SlotHint::NONE.to_bits(), now_ms, cost) & 1 == 1
+        self.check_key(f, SlotHint::NONE.to_bits(), now_ms, cost, detail) & 1 == 1
     }
 
     /// `key`'s fingerprint under this table's seed: its high 32 bits, the low 32 in
@@ -435,17 +455,26 @@ impl Keyed {
     /// slot `hint` names (any value is safe: a wrong one costs a lookup). Returns
     /// `hint' * 2 + admitted`, where `hint'` is the hint for the next check (where the
     /// key is held now; `0x7FFF_FFFF` if nowhere): one number, so an admitted check
-    /// makes no other call.
+    /// makes no other call. `detail` as for `check`.
     #[wasm_bindgen(js_name = checkFingerprint)]
-    pub fn check_fingerprint(&self, high: u32, low: u32, hint: u32, now_ms: f64, cost: f64) -> u32 {
+    #[allow(clippy::too_many_arguments)]
+    pub fn check_fingerprint(
+        &self,
+        high: u32,
+        low: u32,
+        hint: u32,
+        now_ms: f64,
+        cost: f64,
+        detail: bool,
+    ) -> u32 {
         let f = Fingerprint::from_bits((u64::from(high) << 32) | u64::from(low));
-        self.check_key(f, hint, now_ms, cost)
+        self.check_key(f, hint, now_ms, cost, detail)
     }
 
     /// What `check` would answer for `key`, taking nothing.
     pub fn peek(&self, key: &str, now_ms: f64, cost: f64) -> bool {
         let (now, cost) = args(now_ms, cost);
-        answer(self.inner.peek_at(key, now, cost))
+        answer(self.inner.peek_at(key, now, cost), true)
     }
 
     /// Forgets `key`.
@@ -462,5 +491,62 @@ impl Keyed {
     #[wasm_bindgen(getter)]
     pub fn size(&self) -> f64 {
         self.inner.len() as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{ceil_ms, remaining, EXACT};
+
+    /// The `f64` shortcuts against integer arithmetic, at the edges of each millisecond
+    /// and quotient and across the whole range.
+    #[test]
+    fn conversions_are_exact() {
+        let mut ns: Vec<u64> = vec![
+            0,
+            1,
+            999_999,
+            1_000_000,
+            1_000_001,
+            EXACT - 1,
+            EXACT,
+            EXACT + 1,
+            u64::MAX,
+        ];
+        for k in [
+            1u64,
+            2,
+            3,
+            999,
+            1_000,
+            123_456_789,
+            (EXACT / 1_000_000) - 1,
+            EXACT / 1_000_000,
+        ] {
+            for d in [-1i64, 0, 1] {
+                ns.push((k * 1_000_000).wrapping_add_signed(d));
+            }
+        }
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        for _ in 0..200_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            ns.push(x >> (x % 64));
+        }
+        for &n in &ns {
+            assert_eq!(ceil_ms(n), n.div_ceil(1_000_000) as f64, "{n} ns");
+            for unit in [
+                1u64,
+                3,
+                1_000_000,
+                999_999_937,
+                EXACT - 1,
+                EXACT + 3,
+                u64::MAX,
+            ] {
+                assert_eq!(remaining(n, unit), (n / unit) as f64, "{n} / {unit}");
+            }
+        }
     }
 }

@@ -87,6 +87,77 @@ test("allow answers as check does, without a decision; errors still throw", () =
   assert.throws(() => a.allow(NaN), /now must be/);
 });
 
+test("a decision kept is never changed by later checks (the decision buffer is copied out)", () => {
+  const t0 = 1_700_000_000_000;
+  const g = new Gcra({ perSecond: 10, burst: 2 });
+  const k = new KeyedLimiter({ perSecond: 10, burst: 2, maxKeys: 1 });
+  const first = g.check(t0);
+  const kFirst = k.check("a", t0);
+  const snapshot = structuredClone([first, kFirst]);
+  // Later calls of every kind write the shared buffer: admissions, refusals, peeks,
+  // a full table, allow (which fills in only part of it), and errors.
+  g.check(t0);
+  const no = g.check(t0);
+  assert.equal(no.allowed, false);
+  assert.equal(no.retryAfterMs, 100);
+  g.peek(t0 + 500);
+  g.allow(t0 + 1000);
+  assert.throws(() => g.check(t0, 3), /capacity/);
+  k.check("a", t0);
+  assert.equal(k.check("b", t0).tableFull, true);
+  assert.throws(() => k.allow("a", t0, 3), /capacity/);
+  assert.deepEqual([first, kFirst], snapshot);
+  assert.deepEqual(first, { allowed: true, limit: 2, remaining: 1, retryAfterMs: 0, resetAfterMs: 100 });
+  assert.equal(Object.getPrototypeOf(first), Object.prototype, "plain objects, as before");
+  assert.equal(JSON.stringify(first), '{"allowed":true,"limit":2,"remaining":1,"retryAfterMs":0,"resetAfterMs":100}');
+  // Fields are ordinary data: a caller may change its own copy.
+  first.remaining = 99;
+  assert.equal(g.check(t0 + 10_000).remaining, 1);
+});
+
+test("allow between checks: a check's decision is whole, never left over from allow", () => {
+  // allow skips remaining / retry-after / reset-after in the buffer; the check after it
+  // must still answer its own figures.
+  const t0 = 1_700_000_000_000;
+  const [a, b] = [new TokenBucket({ capacity: 5, perSecond: 5 }), new TokenBucket({ capacity: 5, perSecond: 5 })];
+  const [ka, kb] = [new KeyedLimiter({ perSecond: 5, burst: 5 }), new KeyedLimiter({ perSecond: 5, burst: 5 })];
+  for (let i = 0; i < 30; i++) {
+    const t = t0 + i * 53;
+    if (i % 3 === 0) {
+      assert.equal(a.allow(t), b.check(t).allowed);
+      assert.equal(ka.allow("k", t), kb.check("k", t).allowed);
+    } else {
+      assert.deepEqual(a.check(t), b.check(t));
+      assert.deepEqual(ka.check("k", t), kb.check("k", t));
+    }
+  }
+});
+
+test("the decision buffer survives memory growth (a view made again after the buffer moves)", () => {
+  const t0 = 1_700_000_000_000;
+  const g = new Gcra({ perSecond: 10, burst: 4 });
+  assert.equal(g.check(t0).remaining, 3);
+  // A large table grows wasm memory (the old ArrayBuffer is detached).
+  const big = new KeyedLimiter({ perSecond: 10, burst: 4, maxKeys: 500_000 });
+  assert.deepEqual(big.check("x", t0), { allowed: true, limit: 4, remaining: 3, retryAfterMs: 0, resetAfterMs: 100, tableFull: false });
+  assert.deepEqual(g.check(t0), { allowed: true, limit: 4, remaining: 2, retryAfterMs: 0, resetAfterMs: 200 });
+  for (let i = 0; i < 3; i++) big.check("x", t0);
+  assert.deepEqual(big.check("x", t0), { allowed: false, limit: 4, remaining: 0, retryAfterMs: 100, resetAfterMs: 400, tableFull: false });
+});
+
+test("milliseconds round up exactly, also for waits of days and years", () => {
+  // One unit per 1,000,000,001 ns: retry-after and reset-after are never whole
+  // milliseconds, so a conversion off by one would show.
+  const t0 = 1_700_000_000_000;
+  const g = new Gcra({ limit: 1, periodMs: 1000.000001, burst: 1 });
+  assert.equal(g.check(t0).resetAfterMs, 1001);
+  assert.deepEqual(g.check(t0), { allowed: false, limit: 1, remaining: 0, retryAfterMs: 1001, resetAfterMs: 1001 });
+  // ~3 years per unit: far past 2^52 ns.
+  const slow = new Gcra({ limit: 1, periodMs: 100_000_000_000.5, burst: 1 });
+  assert.equal(slow.check(t0).resetAfterMs, 100_000_000_001);
+  assert.equal(slow.check(t0).retryAfterMs, 100_000_000_001);
+});
+
 test("a Rule decides as the keyed limiter, on state the caller keeps", () => {
   const t0 = 1_700_000_000_000;
   const rule = new Rule({ perSecond: 10, burst: 3, algorithm: "sliding-window-counter" });
