@@ -231,8 +231,31 @@ fn time_given(c: &mut Criterion) {
         let _ = portero.check_at(&k, 1, 1);
         let _ = governor.check_key(&k);
     }
+    // The floor under a table check with the time given: hash the key, load its
+    // 128-bit slot (fingerprint, state) and publish with one 128-bit CAS, on a table
+    // of the same size (9/5 slots a key), with nothing decided.
+    let hasher = ahash::RandomState::new();
+    let slots: Arc<Vec<portable_atomic::AtomicU128>> = Arc::new(
+        (0..n * 9 / 5)
+            .map(|_| portable_atomic::AtomicU128::new(0))
+            .collect(),
+    );
     for threads in [1usize, 2] {
         let label = format!("{n}_uniform_{threads}t");
+        let (h, s) = (hasher.clone(), slots.clone());
+        bench_on(
+            &mut g,
+            "floor_hash_cas128",
+            &label,
+            &keys,
+            threads,
+            move |k| {
+                let slot = &s[(h.hash_one(k) % s.len() as u64) as usize];
+                let v = slot.load(Ordering::Acquire);
+                slot.compare_exchange(v, v + 1, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+            },
+        );
         let p = portero.clone();
         bench_on(&mut g, "portero", &label, &keys, threads, move |k| {
             p.check_at(&k, 1, 1).is_ok_and(|d| d.is_allowed())
