@@ -7,40 +7,12 @@ use portero::{Clock, Decision, KeyedLog};
 
 use super::store::{Checked, Checking, Source, Store, StoreError, Ticket};
 
-/// In memory, like [`KeyedLimiter`](portero::KeyedLimiter)'s: a full table is
-/// [`StoreError::Unavailable`], a cost above the limit [`StoreError::CostAboveCapacity`].
-impl<K, C> Store<K> for KeyedLog<K, C>
-where
-    K: Hash + Send + Sync + 'static,
+// In memory, like `KeyedLimiter`'s: a full table is `StoreError::Unavailable`, a cost
+// above the limit `StoreError::CostAboveCapacity`.
+super::store::in_memory_store!(
+    KeyedLog<K, C>,
     C: Clock + Send + Sync + 'static,
-{
-    fn check(&self, key: Option<K>, cost: u64) -> Checking {
-        let fingerprint = match &key {
-            Some(key) => self.fingerprint_of(key),
-            None => self.anonymous_fingerprint(),
-        };
-        let now = self.clock().now();
-        Checking::Done(
-            self.check_fingerprint_at(fingerprint, now, cost)
-                .map(|decision| Checked {
-                    decision,
-                    source: Source::Memory,
-                    ticket: Some(Ticket {
-                        fingerprint,
-                        now,
-                        cost,
-                    }),
-                })
-                .map_err(StoreError::from),
-        )
-    }
-
-    fn refund(&self, ticket: Ticket) -> Option<Decision> {
-        self.refund_fingerprint_at(ticket.fingerprint, ticket.now, ticket.cost);
-        self.peek_fingerprint_at(ticket.fingerprint, ticket.now, 0)
-            .ok()
-    }
-}
+);
 
 #[cfg(test)]
 mod tests {

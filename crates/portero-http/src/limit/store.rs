@@ -163,41 +163,52 @@ pub trait Store<K>: Send + Sync + 'static {
     }
 }
 
-/// The in-memory table (the key type is the table's, so it is inferred from either).
-impl<K, A, C> Store<K> for KeyedLimiter<K, A, C>
-where
-    K: Hash + Send + Sync + 'static,
+/// A store for an in-memory table that names keys by fingerprint (`KeyedLimiter`,
+/// `KeyedLog`): decided at once, refunded by the admission's fingerprint and time.
+macro_rules! in_memory_store {
+    ($table:ident < K, $($param:ident),* >, $($bounds:tt)*) => {
+        impl<K, $($param),*> Store<K> for $table<K, $($param),*>
+        where
+            K: Hash + Send + Sync + 'static,
+            $($bounds)*
+        {
+            #[inline]
+            fn check(&self, key: Option<K>, cost: u64) -> Checking {
+                let fingerprint = match &key {
+                    Some(key) => self.fingerprint_of(key),
+                    None => self.anonymous_fingerprint(),
+                };
+                let now = self.clock().now();
+                Checking::Done(
+                    self.check_fingerprint_at(fingerprint, now, cost)
+                        .map(|decision| Checked {
+                            decision,
+                            source: Source::Memory,
+                            ticket: Some(Ticket {
+                                fingerprint,
+                                now,
+                                cost,
+                            }),
+                        })
+                        .map_err(StoreError::from),
+                )
+            }
+
+            fn refund(&self, ticket: Ticket) -> Option<Decision> {
+                self.refund_fingerprint_at(ticket.fingerprint, ticket.now, ticket.cost);
+                self.peek_fingerprint_at(ticket.fingerprint, ticket.now, 0).ok()
+            }
+        }
+    };
+}
+pub(super) use in_memory_store;
+
+// The key type is the table's, so it is inferred from either.
+in_memory_store!(
+    KeyedLimiter<K, A, C>,
     A: Algorithm + Copy + Send + Sync + 'static,
     C: Clock + Send + Sync + 'static,
-{
-    #[inline]
-    fn check(&self, key: Option<K>, cost: u64) -> Checking {
-        let fingerprint = match &key {
-            Some(key) => self.fingerprint_of(key),
-            None => self.anonymous_fingerprint(),
-        };
-        let now = self.clock().now();
-        Checking::Done(
-            self.check_fingerprint_at(fingerprint, now, cost)
-                .map(|decision| Checked {
-                    decision,
-                    source: Source::Memory,
-                    ticket: Some(Ticket {
-                        fingerprint,
-                        now,
-                        cost,
-                    }),
-                })
-                .map_err(StoreError::from),
-        )
-    }
-
-    fn refund(&self, ticket: Ticket) -> Option<Decision> {
-        self.refund_fingerprint_at(ticket.fingerprint, ticket.now, ticket.cost);
-        self.peek_fingerprint_at(ticket.fingerprint, ticket.now, 0)
-            .ok()
-    }
-}
+);
 
 impl<K, T: Store<K> + ?Sized> Store<K> for Arc<T> {
     #[inline]
