@@ -29,14 +29,10 @@ pin_project! {
 pin_project! {
     #[project = StateProj]
     enum State<F, S, ReqB, ResB> {
-        // A remote limit is deciding; the readied inner service and the request wait.
-        Waiting {
-            pending: Pending,
-            inner: Option<S>,
-            request: Option<Request<ReqB>>,
-            // Gives the local units back if the request is dropped while it waits.
-            run: Waiting<ReqB>,
-        },
+        // A remote limit is deciding; the readied inner service and the request wait
+        // (boxed: only this path pays for carrying them, and a round trip dwarfs it —
+        // unboxed, every future moved a request's worth of bytes on every move).
+        Waiting { remote: Box<Remote<S, ReqB>> },
         // Admitted: the inner service answers.
         Forwarded {
             #[pin]
@@ -46,6 +42,15 @@ pin_project! {
         // Refused: answered here.
         Answered { response: Option<Response<ResB>> },
     }
+}
+
+/// What a request waiting on a remote limit holds.
+struct Remote<S, ReqB> {
+    pending: Pending,
+    inner: Option<S>,
+    request: Option<Request<ReqB>>,
+    // Gives the local units back if the request is dropped while it waits.
+    run: Waiting<ReqB>,
 }
 
 impl<F, S, ReqB, ResB> LimitFuture<F, S, ReqB, ResB> {
@@ -72,10 +77,12 @@ impl<F, S, ReqB, ResB> LimitFuture<F, S, ReqB, ResB> {
     ) -> Self {
         Self {
             state: State::Waiting {
-                pending,
-                inner: Some(inner),
-                request: Some(request),
-                run: Waiting::new(plan, run),
+                remote: Box::new(Remote {
+                    pending,
+                    inner: Some(inner),
+                    request: Some(request),
+                    run: Waiting::new(plan, run),
+                }),
             },
         }
     }
@@ -92,12 +99,13 @@ where
         let mut state = self.project().state;
         loop {
             match state.as_mut().project() {
-                StateProj::Waiting {
-                    pending,
-                    inner,
-                    request,
-                    run,
-                } => {
+                StateProj::Waiting { remote } => {
+                    let Remote {
+                        pending,
+                        inner,
+                        request,
+                        run,
+                    } = &mut **remote;
                     let answer = ready!(pending.as_mut().poll(cx));
                     let plan = run.plan.clone();
                     let (Some(req), Some(r)) = (request.as_ref(), run.run_mut()) else {
