@@ -415,15 +415,7 @@ async fn a_redis_backed_stack_over_a_socket_admits_exact_counts() {
 /// outage policy at once (without it, every check waits).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hanging_redis_makes_at_most_the_tripping_checks_wait_with_the_breaker() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("redis://{}", listener.local_addr().unwrap());
-    // Accept and hold every connection, answer nothing.
-    std::thread::spawn(move || {
-        let mut held = Vec::new();
-        for stream in listener.incoming() {
-            held.push(stream);
-        }
-    });
+    let url = hanging_redis();
     let quota = per_minute(5);
     let timeout = Duration::from_millis(100);
     let lazy = || {
@@ -516,14 +508,7 @@ fn a_fallback_answer_advertises_its_own_quota_and_is_counted() {
 /// takes nothing from the local limits checked before it: their units go back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_cancelled_while_redis_decides_gives_back_the_local_units() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("redis://{}", listener.local_addr().unwrap());
-    std::thread::spawn(move || {
-        let mut held = Vec::new();
-        for stream in listener.incoming() {
-            held.push(stream);
-        }
-    });
+    let url = hanging_redis();
     let quota = per_minute(1);
     let hanging = RedisLimiter::connect_lazy(&url, RedisAlgorithm::gcra(quota).unwrap())
         .unwrap()
