@@ -259,15 +259,7 @@ impl Table {
             let mut soonest: Option<(usize, u128, u64)> = None;
             let mut raced = false;
             for b in buckets {
-                for i in b * BUCKET..(b + 1) * BUCKET {
-                    let w = self.slots[i].load();
-                    let (t, s) = unpack(w);
-                    if t == 0 {
-                        continue;
-                    }
-                    let reset = a
-                        .decide(s, now, 0)
-                        .map_or(u64::MAX, |t| t.decision.reset_after_nanos());
+                for (i, w, reset) in self.held_in(a, b, now) {
                     if reset == 0 {
                         if self.claim(i, w, fresh) {
                             return Ok(decision);
@@ -308,20 +300,7 @@ impl Table {
         for step in 1..=buckets {
             let b = (from + step) % buckets;
             loop {
-                let mut soonest: Option<(usize, u128, u64)> = None;
-                for i in b * BUCKET..(b + 1) * BUCKET {
-                    let w = self.slots[i].load();
-                    let (t, s) = unpack(w);
-                    if t == 0 {
-                        continue;
-                    }
-                    let reset = a
-                        .decide(s, now, 0)
-                        .map_or(u64::MAX, |t| t.decision.reset_after_nanos());
-                    if soonest.is_none_or(|(_, _, r)| reset < r) {
-                        soonest = Some((i, w, reset));
-                    }
-                }
+                let soonest = self.held_in(a, b, now).min_by_key(|&(_, _, reset)| reset);
                 let Some((i, w, _)) = soonest else {
                     break; // an empty bucket too: the next
                 };
@@ -333,6 +312,26 @@ impl Table {
             }
         }
         false
+    }
+
+    /// The keys held in bucket `b`: each slot, its word, and how long until the key
+    /// is full again at `now` (`u64::MAX` for a state the algorithm cannot read).
+    fn held_in<'t, A: Algorithm>(
+        &'t self,
+        a: &'t A,
+        b: usize,
+        now: u64,
+    ) -> impl Iterator<Item = (usize, u128, u64)> + 't {
+        (b * BUCKET..(b + 1) * BUCKET).filter_map(move |i| {
+            let w = self.slots[i].load();
+            let (t, s) = unpack(w);
+            (t != 0).then(|| {
+                let reset = a
+                    .decide(s, now, 0)
+                    .map_or(u64::MAX, |t| t.decision.reset_after_nanos());
+                (i, w, reset)
+            })
+        })
     }
 
     fn free_in(&self, b: usize) -> usize {
