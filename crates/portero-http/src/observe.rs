@@ -28,7 +28,7 @@ pub(crate) enum Outcome {
     /// Refused by the limit but let through (shadow mode).
     ShadowRejected,
     /// Not checked (no key with `WhenNoKey::Allow`, or a full table with
-    /// `WhenTableFull::Allow`).
+    /// `WhenUnavailable::Allow`).
     Unlimited,
 }
 
