@@ -145,7 +145,7 @@ where
             .max(std::time::Duration::from_millis(1));
         if verdict.decision.is_allowed()
             || verdict.served_by == ServedBy::Fallback
-            || started.elapsed() + retry > max_wait
+            || started.elapsed().saturating_add(retry) > max_wait
         {
             return Ok(verdict);
         }

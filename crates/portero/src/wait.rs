@@ -72,7 +72,7 @@ impl<C: Clock> RateLimiter<Gcra, C> {
         }
         // The TAT this booking wrote is unique to it: waiters booked together draw apart.
         let mut seed = turn.after ^ (self as *const Self as u64);
-        tokio::time::sleep(wait + full_jitter(jitter, &mut seed)).await;
+        tokio::time::sleep(wait.saturating_add(full_jitter(jitter, &mut seed))).await;
         // Dropped while asleep, `turn` is cancelled by its drop.
         turn.commit();
         Ok(())
@@ -123,7 +123,9 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
             let wait = turn.wait_from(now);
             if !wait.is_zero() {
                 seed ^= turn.ready_at();
-                let pause = (wait + full_jitter(jitter, &mut seed)).min(max_wait.max(wait));
+                let pause = wait
+                    .saturating_add(full_jitter(jitter, &mut seed))
+                    .min(max_wait.max(wait));
                 tokio::time::sleep(pause).await;
             }
             let ready_at = turn.ready_at();
@@ -145,11 +147,13 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
             if d.is_allowed() {
                 return Ok(d);
             }
-            let pause = d.retry_after() + full_jitter(jitter, &mut seed);
+            let pause = d
+                .retry_after()
+                .saturating_add(full_jitter(jitter, &mut seed));
             let waited = started.elapsed();
-            if waited + d.retry_after() > max_wait {
+            if waited.saturating_add(d.retry_after()) > max_wait {
                 return Err(WaitError::TooLong {
-                    wait: waited + d.retry_after(),
+                    wait: waited.saturating_add(d.retry_after()),
                 });
             }
             tokio::time::sleep(pause.min(max_wait.saturating_sub(waited))).await;
