@@ -81,9 +81,9 @@ pub use breaker::{
 pub use client::{ClientAddr, ClientIp, TrustedProxies};
 pub use headers::{Policy, PolicyError};
 pub use limit::{
-    AllRoutes, Checked, Checking, CostFn, Limit, LimitFuture, LimitLayer, LimitService, Pending,
-    RefusalFn, Route, Source, Store, StoreError, StoreKey, Ticket, WhenNoKey, WhenUnavailable,
-    RATELIMIT_SOURCE,
+    AllRoutes, Batch, BatchPending, Checked, Checking, CostFn, Limit, LimitFuture, LimitLayer,
+    LimitService, Pending, Prepared, RefusalFn, Route, Source, Store, StoreError, StoreKey, Ticket,
+    WhenNoKey, WhenUnavailable, RATELIMIT_SOURCE,
 };
 pub use shed::{admission, LoadShedFuture, LoadShedLayer, LoadShedService};
 pub use throttle::{

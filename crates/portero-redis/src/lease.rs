@@ -106,6 +106,7 @@ impl LeasedLimiter {
     }
 
     /// The shared limiter the leases come from.
+    #[cfg(feature = "tower")]
     pub(crate) fn limiter(&self) -> &RedisLimiter {
         &self.limiter
     }

@@ -79,6 +79,8 @@
 #![deny(missing_docs, missing_debug_implementations)]
 
 mod algorithm;
+#[cfg(feature = "tower")]
+mod batch;
 mod cache;
 mod clock;
 mod lease;

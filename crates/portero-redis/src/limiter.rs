@@ -96,6 +96,9 @@ struct Link {
     ready: Arc<tokio::sync::OnceCell<Connection>>,
     // How to make it, for a lazy limiter.
     client: Option<redis::Client>,
+    // A Cluster runs one script only on keys of one slot.
+    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
+    cluster: bool,
 }
 
 impl Link {
@@ -190,6 +193,7 @@ impl RedisLimiter {
         let link = Link {
             ready: Arc::new(tokio::sync::OnceCell::new_with(Some(connection))),
             client: None,
+            cluster: false,
         };
         Ok(Self::with_link(link, clock, algorithm))
     }
@@ -214,6 +218,7 @@ impl RedisLimiter {
         let link = Link {
             ready: Arc::new(tokio::sync::OnceCell::new()),
             client: Some(redis::Client::open(url)?),
+            cluster: false,
         };
         Ok(Self::with_link(link, RedisClock::new(), algorithm))
     }
@@ -238,9 +243,11 @@ impl RedisLimiter {
     ) -> Result<Self, RedisError> {
         let clock = RedisClock::new();
         check_server(&mut connection, &clock).await?;
+        let cluster = matches!(connection, Connection::Cluster(_));
         let link = Link {
             ready: Arc::new(tokio::sync::OnceCell::new_with(Some(connection))),
             client: None,
+            cluster,
         };
         Ok(Self::with_link(link, clock, algorithm))
     }
@@ -259,6 +266,17 @@ impl RedisLimiter {
             cache: None,
             breaker: None,
         }
+    }
+
+    /// This limiter's connection (and clock, timeout, breaker, prefix, outage
+    /// policy and blocked-key cache) for a limit of another `algorithm`: a tenant
+    /// limit beside a user limit. Limits that share a connection are decided in one
+    /// call when they are in one [`LimitLayer`](portero_http::LimitLayer) (feature
+    /// `tower`). A [`WhenDown::Local`] fallback counts under its own quota: give
+    /// this limit one of its own with [`when_down`](Self::when_down).
+    pub fn with_algorithm(mut self, algorithm: RedisAlgorithm) -> Self {
+        self.algorithm = algorithm;
+        self
     }
 
     /// Starts every key with `prefix` (default `portero:`), e.g. to keep one
@@ -387,32 +405,45 @@ impl RedisLimiter {
     /// Redis is away decided by a local fallback's own shared bucket.
     pub async fn check_anonymous(&self, cost: u64) -> Result<Verdict, RedisCheckError> {
         let algorithm = self.algorithm;
+        let call = self.anonymous_call(cost)?;
+        self.check_call(call, None, cost, &algorithm).await
+    }
+
+    /// The call for `cost` units of the shared no-key bucket.
+    pub(crate) fn anonymous_call(&self, cost: u64) -> Result<Call, RedisCheckError> {
+        let algorithm = self.algorithm;
         let capacity = algorithm.capacity();
         if cost > capacity {
             return Err(CheckError::CostExceedsCapacity { cost, capacity }.into());
         }
-        let call = Call {
+        Ok(Call {
             algorithm,
             keys: crate::algorithm::anonymous_keys(&self.prefix, &algorithm),
             cost,
-        };
-        self.check_call(call, None, cost, &algorithm).await
+        })
+    }
+
+    /// The refusal the blocked-key cache remembers for `call`, if any: answered
+    /// without asking Redis.
+    pub(crate) fn remembered(&self, call: &Call) -> Option<Verdict> {
+        let wait = self.cached_refusal(&call.keys[0], call.cost)?;
+        Some(Verdict {
+            decision: Decision::rejected(call.algorithm.capacity(), 0, wait, wait),
+            served_by: ServedBy::Cache,
+        })
     }
 
     /// Checks one prepared call; `key` for the outage policy (`None`: the shared
     /// no-key bucket).
-    async fn check_call(
+    pub(crate) async fn check_call(
         &self,
         call: Call,
         key: Option<&str>,
         cost: u64,
         algorithm: &RedisAlgorithm,
     ) -> Result<Verdict, RedisCheckError> {
-        if let Some(wait) = self.cached_refusal(&call.keys[0], cost) {
-            return Ok(Verdict {
-                decision: Decision::rejected(algorithm.capacity(), 0, wait, wait),
-                served_by: ServedBy::Cache,
-            });
+        if let Some(verdict) = self.remembered(&call) {
+            return Ok(verdict);
         }
         let sent = self.cache_now();
         match self
@@ -546,6 +577,14 @@ impl RedisLimiter {
     }
 
     /// How long a check may wait for Redis.
+    /// Which connection this limiter's calls travel on (equal for its clones), and
+    /// whether one call may carry several limits' keys (not in a Cluster, where a
+    /// script's keys must share a slot).
+    #[cfg(feature = "tower")]
+    pub(crate) fn channel(&self) -> (usize, bool) {
+        (Arc::as_ptr(&self.link.ready) as usize, !self.link.cluster)
+    }
+
     pub(crate) fn timeout_of(&self) -> Duration {
         self.timeout
     }
@@ -740,7 +779,7 @@ impl RedisLimiter {
     }
 
     /// [`fallback`](Self::fallback), `None` for the shared no-key bucket.
-    fn fallback_for(
+    pub(crate) fn fallback_for(
         &self,
         key: Option<&str>,
         cost: u64,

@@ -89,8 +89,9 @@ impl<'a> StackedLimit<'a> {
 /// A stack's answer: every limit's decision, and which refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StackVerdict {
-    /// Each limit's decision, in the order given (when one refuses, the others say
-    /// what they would have answered; none was charged).
+    /// Each limit's decision, in the order given (when one refuses, none was
+    /// charged, and each that would have admitted says how it stands: its
+    /// remaining units as before this check).
     pub decisions: Vec<Decision>,
     /// The first limit that refused, if any.
     pub rejected_by: Option<usize>,

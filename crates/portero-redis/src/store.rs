@@ -10,10 +10,15 @@
 //! decided is the answer's [`Source`]: a fallback answer carries its own quota and is
 //! counted and traced by the pipeline.
 
-use portero_http::{Checked, Checking, Source, Store, StoreError, StoreKey};
+use portero_http::{
+    Batch, BatchPending, Checked, Checking, Prepared, Source, Store, StoreError, StoreKey,
+};
 
+use crate::batch::{check_parts, Part};
 use crate::{LeasedLimiter, RedisCheckError, RedisLimiter, ServedBy, Verdict};
 
+/// Several Redis limits of one layer on one connection travel in one call, all or
+/// none (see the `batch` module).
 impl<K: StoreKey + Send + 'static> Store<K> for RedisLimiter {
     fn check(&self, key: Option<K>, cost: u64) -> Checking {
         let limiter = self.clone();
@@ -30,6 +35,40 @@ impl<K: StoreKey + Send + 'static> Store<K> for RedisLimiter {
 
     fn is_remote(&self) -> bool {
         true
+    }
+
+    fn batch(&self) -> Option<&dyn Batch> {
+        let (_, carries_several) = self.channel();
+        carries_several.then_some(self as &dyn Batch)
+    }
+
+    fn prepare(&self, key: Option<K>, cost: u64) -> Result<Prepared, Result<Checked, StoreError>> {
+        let text = key.as_ref().map(text_of);
+        match Part::new(self, text, cost) {
+            Ok(part) => Ok(Prepared(Box::new(part))),
+            Err(verdict) => Err(answer(verdict)),
+        }
+    }
+}
+
+impl Batch for RedisLimiter {
+    fn channel(&self) -> usize {
+        self.channel().0
+    }
+
+    fn send(&self, checks: Vec<Prepared>) -> BatchPending {
+        let parts: Option<Vec<Part>> = checks
+            .into_iter()
+            .map(|p| p.0.downcast::<Part>().ok().map(|part| *part))
+            .collect();
+        Box::pin(async move {
+            match parts {
+                Some(parts) => check_parts(parts).await.into_iter().map(answer).collect(),
+                None => vec![Err(StoreError::Faulty(
+                    "a batch for Redis carried another store's check".into(),
+                ))],
+            }
+        })
     }
 }
 

@@ -675,3 +675,165 @@ async fn keys_of_different_types_never_share_a_redis_bucket() {
         field(&victim, "ratelimit")
     );
 }
+
+/// Two Redis limits of one layer on one connection (per client, per tenant): one
+/// round trip per request, and all or none — a request the tenant's limit refuses
+/// takes nothing from its client's limit, and the refusal reports the client's limit
+/// as it stands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_limits_on_one_connection_are_decided_in_one_round_trip_all_or_none() {
+    let stores = Stores::start();
+    let redis = stores.redis(per_minute(3)).await;
+    let tenants = redis
+        .clone()
+        .with_algorithm(RedisAlgorithm::gcra(per_minute(4)).unwrap());
+    let layer = LimitLayer::new(Limit::new(
+        redis.clone(),
+        Policy::for_quota("per-client", &per_minute(3)).unwrap(),
+        x_client(),
+    ))
+    .limit(Limit::new(
+        tenants,
+        Policy::for_quota("per-tenant", &per_minute(4)).unwrap(),
+        keys::header::<Body>(HeaderName::from_static("x-tenant")),
+    ));
+    let app = app(layer);
+    let from = |client: &str, tenant: &str| {
+        Request::builder()
+            .uri("/")
+            .header("x-client", client)
+            .header("x-tenant", tenant)
+            .body(Body::empty())
+            .unwrap()
+    };
+    let before = redis.round_trips();
+    for _ in 0..3 {
+        let r = app.clone().oneshot(from("alice", "acme")).await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+    }
+    let r = app.clone().oneshot(from("carol", "acme")).await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let mut refused = Vec::new();
+    for _ in 0..2 {
+        refused.push(app.clone().oneshot(from("bob", "acme")).await.unwrap());
+    }
+    assert!(refused
+        .iter()
+        .all(|r| r.status() == StatusCode::TOO_MANY_REQUESTS));
+    assert_eq!(
+        field(&refused[1], "ratelimit"),
+        Some(r#""per-client";r=3;t=0, "per-tenant";r=0;t=15"#),
+        "bob's own limit is untouched by the tenant's refusals"
+    );
+    assert_eq!(redis.round_trips() - before, 6, "one round trip a request");
+    let elsewhere = send_all(&app, 5, || from("bob", "initech")).await;
+    assert_eq!(ok(&elsewhere), 3, "bob still has his 3");
+}
+
+async fn send_all(
+    app: &Router,
+    n: usize,
+    request: impl Fn() -> Request<Body>,
+) -> Vec<Response<Body>> {
+    let mut out = Vec::new();
+    for _ in 0..n {
+        out.push(app.clone().oneshot(request()).await.unwrap());
+    }
+    out
+}
+
+/// What must not travel in one all-or-none call does not: one limiter used twice
+/// with one key (decided once, it would be charged twice against one state: the
+/// parts go one after the other, as two limits would), and a shadow limit (whose
+/// refusal must not stop the real limit being charged).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeated_key_and_a_shadow_limit_are_not_batched() {
+    let stores = Stores::start();
+    let redis = stores.redis(per_minute(4)).await;
+    let twice = LimitLayer::new(Limit::new(
+        redis.clone(),
+        Policy::for_quota("a", &per_minute(4)).unwrap(),
+        x_client(),
+    ))
+    .limit(Limit::new(
+        redis.clone(),
+        Policy::for_quota("b", &per_minute(4)).unwrap(),
+        x_client(),
+    ));
+    assert_eq!(
+        ok(&send(&app(twice), Some("alice"), 4).await),
+        2,
+        "two units a request from one bucket of 4"
+    );
+
+    let watched = stores.redis(per_minute(3)).await;
+    let shadow = watched
+        .clone()
+        .with_algorithm(RedisAlgorithm::gcra(per_minute(1)).unwrap());
+    let layer = LimitLayer::new(Limit::new(
+        watched.clone(),
+        Policy::for_quota("real", &per_minute(3)).unwrap(),
+        x_client(),
+    ))
+    .limit(
+        Limit::new(
+            shadow,
+            Policy::for_quota("trial", &per_minute(1)).unwrap(),
+            x_client(),
+        )
+        .shadow(true),
+    );
+    let all = send(&app(layer), Some("bob"), 5).await;
+    assert_eq!(
+        ok(&all),
+        3,
+        "the real limit, charged while the trial refuses"
+    );
+    let alone = app(LimitLayer::new(Limit::new(
+        watched,
+        Policy::for_quota("real", &per_minute(3)).unwrap(),
+        x_client(),
+    )));
+    assert_eq!(
+        ok(&send(&alone, Some("bob"), 1).await),
+        0,
+        "bob's 3 are spent"
+    );
+}
+
+/// A batch Redis does not answer: each limit is answered by its own outage policy
+/// (one fails open, one closed: refused, and so says the fallback source).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_redis_does_not_answer_gets_each_limits_own_outage_policy() {
+    let url = hanging_redis();
+    let quota = per_minute(5);
+    let open = RedisLimiter::connect_lazy(&url, RedisAlgorithm::gcra(quota).unwrap())
+        .unwrap()
+        .timeout(Duration::from_millis(50))
+        .when_down(WhenDown::FailOpen);
+    let closed = open.clone().when_down(WhenDown::FailClosed);
+    let both = |first: &RedisLimiter, second: &RedisLimiter| {
+        app(LimitLayer::new(Limit::new(
+            first.clone(),
+            Policy::for_quota("first", &quota).unwrap(),
+            x_client(),
+        ))
+        .limit(Limit::new(
+            second.clone(),
+            Policy::for_quota("second", &quota).unwrap(),
+            keys::header::<Body>(HeaderName::from_static("x-tenant")),
+        )))
+    };
+    let with_tenant = || {
+        Request::builder()
+            .header("x-client", "alice")
+            .header("x-tenant", "acme")
+            .body(Body::empty())
+            .unwrap()
+    };
+    let refused = send_all(&both(&open, &closed), 1, with_tenant).await;
+    assert_eq!(refused[0].status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(field(&refused[0], "ratelimit-source"), Some("fallback"));
+    let admitted = send_all(&both(&open, &open), 1, with_tenant).await;
+    assert_eq!(admitted[0].status(), StatusCode::OK);
+}

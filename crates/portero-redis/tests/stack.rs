@@ -45,6 +45,10 @@ async fn a_stack_is_all_or_none_and_a_refusal_charges_nothing_anywhere() {
     let refused = limiter.check_all(&stack("bob", "acme")).await.unwrap();
     assert_eq!(refused.rejected_by, Some(0), "bob's own limit");
     assert!(refused.retry_after_nanos() > 0);
+    // The others took nothing, and say how they stand (every algorithm): acme 3 of
+    // 8 left, the global 95 of 100 — not what this request would have left them.
+    let left: Vec<u64> = refused.decisions.iter().map(|d| d.remaining()).collect();
+    assert_eq!(left, [0, 3, 95]);
     for _ in 0..3 {
         assert!(limiter
             .check_all(&stack("alice", "acme"))

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use http::Request;
 use portero::Decision;
 
-use super::store::{Checking, Store, Ticket};
+use super::store::{Batch, Checking, Prepared, Store, Ticket};
 use crate::headers::Policy;
 use crate::keys::{IntoKey, KeyError};
 
@@ -108,11 +108,21 @@ pub(crate) enum Step {
     KeyFailed(KeyError),
 }
 
+/// What preparing one limit for a batch gave.
+pub(crate) enum Prep {
+    /// Ready to be sent with the others.
+    Prepared(Prepared),
+    /// Decided without a call (no key, a key failure, an answer known at once).
+    Decided(Step),
+}
+
 /// The object-safe face of a [`Limit`], so limits of different stores and key types
 /// share one pipeline.
 pub(crate) trait Entry<B>: Send + Sync {
     fn applies(&self, request: &Request<B>) -> bool;
     fn check(&self, request: &Request<B>, cost: u64, no_key: crate::WhenNoKey) -> Step;
+    fn prepare(&self, request: &Request<B>, cost: u64, no_key: crate::WhenNoKey) -> Prep;
+    fn batch(&self) -> Option<&dyn Batch>;
     fn refund(&self, ticket: Ticket) -> Option<Decision>;
     fn policy(&self) -> &Arc<Policy>;
     fn is_shadow(&self) -> bool;
@@ -133,15 +143,24 @@ where
 
     #[inline]
     fn check(&self, request: &Request<B>, cost: u64, no_key: crate::WhenNoKey) -> Step {
-        match (self.key)(request).into_key() {
-            Ok(Some(key)) => Step::Checked(self.store.check(Some(key), cost)),
-            Ok(None) => match no_key {
-                crate::WhenNoKey::SharedBucket => Step::Checked(self.store.check(None, cost)),
-                crate::WhenNoKey::Allow => Step::Unlimited,
-                crate::WhenNoKey::Reject => Step::Refused,
-            },
-            Err(e) => Step::KeyFailed(e),
+        match self.key_of(request, no_key) {
+            Ok(key) => Step::Checked(self.store.check(key, cost)),
+            Err(step) => step,
         }
+    }
+
+    fn prepare(&self, request: &Request<B>, cost: u64, no_key: crate::WhenNoKey) -> Prep {
+        match self.key_of(request, no_key) {
+            Ok(key) => match self.store.prepare(key, cost) {
+                Ok(prepared) => Prep::Prepared(prepared),
+                Err(answer) => Prep::Decided(Step::Checked(Checking::Done(answer))),
+            },
+            Err(step) => Prep::Decided(step),
+        }
+    }
+
+    fn batch(&self) -> Option<&dyn Batch> {
+        self.store.batch()
     }
 
     fn refund(&self, ticket: Ticket) -> Option<Decision> {
@@ -158,5 +177,29 @@ where
 
     fn is_remote(&self) -> bool {
         self.store.is_remote()
+    }
+}
+
+impl<St, F, R> Limit<St, F, R> {
+    /// The key `request` is counted under (`None`: the shared no-key bucket), or
+    /// what the request gets without one.
+    #[inline]
+    fn key_of<B, KR: IntoKey>(
+        &self,
+        request: &Request<B>,
+        no_key: crate::WhenNoKey,
+    ) -> Result<Option<KR::Key>, Step>
+    where
+        F: Fn(&Request<B>) -> KR,
+    {
+        match (self.key)(request).into_key() {
+            Ok(Some(key)) => Ok(Some(key)),
+            Ok(None) => match no_key {
+                crate::WhenNoKey::SharedBucket => Ok(None),
+                crate::WhenNoKey::Allow => Err(Step::Unlimited),
+                crate::WhenNoKey::Reject => Err(Step::Refused),
+            },
+            Err(e) => Err(Step::KeyFailed(e)),
+        }
     }
 }

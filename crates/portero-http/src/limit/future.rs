@@ -11,9 +11,8 @@ use http::{Request, Response};
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
-use super::plan::{AppliedList, Flow, Pending as Waiting, Plan, Run};
+use super::plan::{AppliedList, Awaiting, Flow, Pending as Waiting, Plan, Run};
 use super::respond::{refuse, write_fields};
-use super::store::Pending;
 
 /// The fields an admitted response gets: the plan and what it applied.
 type Fields<B> = (Arc<Plan<B>>, AppliedList);
@@ -46,7 +45,7 @@ pin_project! {
 
 /// What a request waiting on a remote limit holds.
 struct Remote<S, ReqB> {
-    pending: Pending,
+    pending: Awaiting,
     inner: Option<S>,
     request: Option<Request<ReqB>>,
     // Gives the local units back if the request is dropped while it waits.
@@ -69,7 +68,7 @@ impl<F, S, ReqB, ResB> LimitFuture<F, S, ReqB, ResB> {
     }
 
     pub(super) fn waiting(
-        pending: Pending,
+        pending: Awaiting,
         inner: S,
         request: Request<ReqB>,
         run: Run,
@@ -106,7 +105,7 @@ where
                         request,
                         run,
                     } = &mut **remote;
-                    let answer = ready!(pending.as_mut().poll(cx));
+                    let answer = ready!(pending.poll(cx));
                     let plan = run.plan.clone();
                     let (Some(req), Some(r)) = (request.as_ref(), run.run_mut()) else {
                         panic!("LimitFuture polled after it completed");

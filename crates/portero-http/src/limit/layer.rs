@@ -21,8 +21,11 @@ use crate::keys::IntoKey;
 ///
 /// Every applicable limit must admit a request, all or none: when one refuses, what
 /// the earlier ones took goes back, so a refused request costs no quota anywhere
-/// in memory (a remote limit is checked after every local one, and one that admitted
-/// stays charged when a later remote one refuses). An admitted request reaches the
+/// in memory (a remote limit is checked after every local one). Consecutive remote
+/// limits whose stores share a [`Batch`](crate::Batch) channel (Redis limits on one
+/// connection) are decided in one call, itself all or none; a remote limit that
+/// admitted in another call stays charged when a later one refuses. An admitted
+/// request reaches the
 /// inner service and its response gets every applied policy's `RateLimit` and
 /// `RateLimit-Policy` fields as one list each, in the order the limits were added
 /// (appended to any an inner layer wrote). A refused one never reaches it and is

@@ -21,5 +21,7 @@ pub use layer::LimitLayer;
 pub use options::{CostFn, RefusalFn, WhenNoKey, WhenUnavailable};
 pub use respond::RATELIMIT_SOURCE;
 pub use service::LimitService;
-pub use store::{Checked, Checking, Pending, Source, Store, StoreError, Ticket};
+pub use store::{
+    Batch, BatchPending, Checked, Checking, Pending, Prepared, Source, Store, StoreError, Ticket,
+};
 pub use store_key::StoreKey;

@@ -4,17 +4,23 @@
 //! admitted it (shadow limits and unlimited no-key requests aside); when one refuses,
 //! every unit the earlier limits took goes back to stores that can refund (every
 //! in-memory one; a remote one that admitted stays charged — so local limits are
-//! checked first, in declared order, and remote ones after them). The fields list
-//! every applied policy in the declared order, each as it stands after any refund.
+//! checked first, in declared order, and remote ones after them). Consecutive remote
+//! limits whose stores share a [`Batch`] channel (one Redis connection) are sent in
+//! one call that is itself all or none, so among them nothing stays charged either.
+//! The fields list every applied policy in the declared order, each as it stands
+//! after any refund.
 
+use core::future::Future;
+use core::pin::Pin;
+use core::task::{Context, Poll};
 use std::sync::Arc;
 
 use http::Request;
 use portero::Decision;
 
-use super::entry::{Entry, Step};
+use super::entry::{Entry, Prep, Step};
 use super::options::{Charge, RefusalFn};
-use super::store::{Checked, Checking, Pending as Answer, Source, StoreError};
+use super::store::{Batch, BatchPending, Checked, Checking, Pending as Answer, Source, StoreError};
 use super::{WhenNoKey, WhenUnavailable};
 use crate::headers::Policy;
 use crate::keys::KeyError;
@@ -63,16 +69,41 @@ pub(crate) enum Refusal {
 pub(crate) enum Flow {
     /// Every limit answered: forward.
     Admitted,
-    /// A remote limit's answer is on its way.
-    Waiting(Answer),
+    /// A remote limit's answer (or a batch's answers) is on its way.
+    Waiting(Awaiting),
     /// Answer it here.
     Refused(Refusal),
+}
+
+/// What a request waits for.
+pub(crate) enum Awaiting {
+    /// One remote limit's answer.
+    One(Answer),
+    /// A batch's answers, one per limit sent.
+    Many(BatchPending),
+}
+
+/// What came back.
+pub(crate) enum Answers {
+    One(Result<Checked, StoreError>),
+    Many(Vec<Result<Checked, StoreError>>),
+}
+
+impl Awaiting {
+    pub(crate) fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Answers> {
+        match self {
+            Self::One(one) => one.as_mut().poll(cx).map(Answers::One),
+            Self::Many(many) => Pin::new(many).poll(cx).map(Answers::Many),
+        }
+    }
 }
 
 /// One request's way through the plan.
 pub(crate) struct Run {
     /// The next entry to check.
     next: usize,
+    /// The entries a batch on its way answers for, in its order.
+    batch: Vec<usize>,
     cost: u64,
     /// The limits applied so far, in the checked order.
     pub(crate) applied: AppliedList,
@@ -121,6 +152,7 @@ impl<B> Plan<B> {
     pub(crate) fn start(&self, request: &Request<B>) -> Run {
         Run {
             next: 0,
+            batch: Vec::new(),
             // A request is never free: a cost function's 0 is one unit.
             cost: self.cost.of(request).max(1),
             applied: AppliedList::None,
@@ -145,47 +177,148 @@ impl<B> Plan<B> {
             if !entry.applies(request) {
                 continue;
             }
-            let answer = match entry.check(request, run.cost, self.when_no_key) {
-                Step::Checked(Checking::Done(answer)) => answer,
+            if let Some(batch) = self.batch_of(at) {
+                if let Some(group) = self.batch_from(at, batch.channel(), request, run) {
+                    return self.send(run, request, batch, group);
+                }
+            }
+            match entry.check(request, run.cost, self.when_no_key) {
                 Step::Checked(Checking::Pending(pending)) => {
                     // Resumed by `resume` with the answer for entry `at`.
                     run.next = at;
-                    return Flow::Waiting(pending);
+                    return Flow::Waiting(Awaiting::One(pending));
                 }
-                Step::Unlimited => {
-                    observe::record(entry.policy(), Outcome::Unlimited, Source::Memory);
-                    continue;
+                step => {
+                    if let Some(flow) = self.decided(run, at, step) {
+                        return flow;
+                    }
                 }
-                Step::Refused => Ok(Checked::new(
-                    Decision::deny_for(entry.policy().quota(), portero::DENY_FOR_NANOS),
-                    Source::Memory,
-                )),
-                Step::KeyFailed(e) => {
-                    self.give_back(run);
-                    return Flow::Refused(Refusal::KeyFailed(e));
-                }
-            };
-            if let Some(refusal) = self.take(run, at, answer) {
-                return Flow::Refused(refusal);
             }
         }
         self.record_admitted(run);
         Flow::Admitted
     }
 
-    /// Takes the answer a remote limit gave, then goes on.
-    pub(crate) fn resume(
+    /// Applies an answer given without waiting; `Some` when the request is refused.
+    fn decided(&self, run: &mut Run, at: usize, step: Step) -> Option<Flow> {
+        let entry = &self.entries[at];
+        let answer = match step {
+            Step::Checked(Checking::Done(answer)) => answer,
+            Step::Unlimited => {
+                observe::record(entry.policy(), Outcome::Unlimited, Source::Memory);
+                return None;
+            }
+            Step::Refused => Ok(Checked::new(
+                Decision::deny_for(entry.policy().quota(), portero::DENY_FOR_NANOS),
+                Source::Memory,
+            )),
+            Step::KeyFailed(e) => {
+                self.give_back(run);
+                return Some(Flow::Refused(Refusal::KeyFailed(e)));
+            }
+            Step::Checked(Checking::Pending(_)) => Err(StoreError::Faulty(
+                "a store answered a batch's preparation with a pending check".into(),
+            )),
+        };
+        self.take(run, at, answer).map(Flow::Refused)
+    }
+
+    /// The batch entry `at` can be sent in: never for a shadow limit (a batch is
+    /// all or none, and a shadow limit must not stop the others being charged).
+    fn batch_of(&self, at: usize) -> Option<&dyn Batch> {
+        let entry = &self.entries[at];
+        if self.shadow || entry.is_shadow() {
+            return None;
+        }
+        entry.batch()
+    }
+
+    /// Entry `at` and the applicable entries right after it on the same `channel`,
+    /// if there is at least one (then `run.next` moves past them).
+    fn batch_from(
+        &self,
+        at: usize,
+        channel: usize,
+        request: &Request<B>,
+        run: &mut Run,
+    ) -> Option<Vec<usize>> {
+        let mut group: Option<Vec<usize>> = None;
+        let mut end = at + 1;
+        while end < self.entries.len() {
+            if self.entries[end].applies(request) {
+                match self.batch_of(end) {
+                    Some(b) if b.channel() == channel => {
+                        group.get_or_insert_with(|| vec![at]).push(end);
+                    }
+                    _ => break,
+                }
+            }
+            end += 1;
+        }
+        if group.is_some() {
+            run.next = end;
+        }
+        group
+    }
+
+    /// Prepares the `group`'s checks and sends them in one call; a limit decided
+    /// without a call (no key, a remembered refusal) is applied first, and a refusal
+    /// among them sends nothing.
+    fn send(
         &self,
         run: &mut Run,
         request: &Request<B>,
-        answer: Result<Checked, StoreError>,
+        batch: &dyn Batch,
+        group: Vec<usize>,
     ) -> Flow {
-        let at = run.next;
-        run.next += 1;
-        match self.take(run, at, answer) {
-            Some(refusal) => Flow::Refused(refusal),
-            None => self.drive(run, request),
+        let mut checks = Vec::with_capacity(group.len());
+        let mut sent = Vec::with_capacity(group.len());
+        for at in group {
+            match self.entries[at].prepare(request, run.cost, self.when_no_key) {
+                Prep::Prepared(check) => {
+                    checks.push(check);
+                    sent.push(at);
+                }
+                Prep::Decided(step) => {
+                    if let Some(flow) = self.decided(run, at, step) {
+                        return flow;
+                    }
+                }
+            }
         }
+        if checks.is_empty() {
+            return self.drive(run, request);
+        }
+        run.batch = sent;
+        Flow::Waiting(Awaiting::Many(batch.send(checks)))
+    }
+
+    /// Takes the answers a remote limit (or a batch) gave, then goes on.
+    pub(crate) fn resume(&self, run: &mut Run, request: &Request<B>, answers: Answers) -> Flow {
+        match answers {
+            Answers::One(answer) => {
+                let at = run.next;
+                run.next += 1;
+                if let Some(refusal) = self.take(run, at, answer) {
+                    return Flow::Refused(refusal);
+                }
+            }
+            Answers::Many(answers) => {
+                let sent = core::mem::take(&mut run.batch);
+                let mut answers = answers.into_iter();
+                for at in sent {
+                    let answer = answers.next().unwrap_or_else(|| {
+                        Err(StoreError::Faulty(
+                            "a batch gave fewer answers than checks".into(),
+                        ))
+                    });
+                    if let Some(refusal) = self.take(run, at, answer) {
+                        return Flow::Refused(refusal);
+                    }
+                }
+            }
+        }
+        self.drive(run, request)
     }
 
     /// Applies entry `at`'s answer; `Some` when the request is refused (the earlier

@@ -161,7 +161,49 @@ pub trait Store<K>: Send + Sync + 'static {
     fn is_remote(&self) -> bool {
         false
     }
+
+    /// Where this store's checks can travel together with other limits' of the same
+    /// request, in one call (a Redis connection: one script for several limits, all
+    /// or none). `None` (the default): each check is its own call.
+    fn batch(&self) -> Option<&dyn Batch> {
+        None
+    }
+
+    /// [`check`](Self::check) made ready for [`batch`](Self::batch) to send with
+    /// others instead of sent now: `Err` with the answer when none is needed (a cost
+    /// above capacity, a refusal remembered). Called only when `batch` is `Some`.
+    fn prepare(&self, key: Option<K>, cost: u64) -> Result<Prepared, Result<Checked, StoreError>> {
+        let _ = (key, cost);
+        Err(Err(StoreError::Faulty(
+            "this store sends no batches".into(),
+        )))
+    }
 }
+
+/// Sends several limits' prepared checks in one call, all or none: if one refuses,
+/// none is charged, and every answer says how its limit stands.
+pub trait Batch: Send + Sync {
+    /// Which calls can carry checks together: equal for stores that share one
+    /// connection (and so one call).
+    fn channel(&self) -> usize;
+
+    /// Sends `checks` (each prepared by a store of this channel) in one call: one
+    /// answer each, in order.
+    fn send(&self, checks: Vec<Prepared>) -> BatchPending;
+}
+
+/// A check made ready to be sent in a batch: what the store needs, opaque to the
+/// pipeline.
+pub struct Prepared(pub Box<dyn core::any::Any + Send>);
+
+impl fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Prepared")
+    }
+}
+
+/// A batch's answers, on their way: one per check sent, in order.
+pub type BatchPending = Pin<Box<dyn Future<Output = Vec<Result<Checked, StoreError>>> + Send>>;
 
 /// A store for an in-memory table that names keys by fingerprint (`KeyedLimiter`,
 /// `KeyedLog`): decided at once, refunded by the admission's fingerprint and time.
@@ -222,5 +264,13 @@ impl<K, T: Store<K> + ?Sized> Store<K> for Arc<T> {
 
     fn is_remote(&self) -> bool {
         (**self).is_remote()
+    }
+
+    fn batch(&self) -> Option<&dyn Batch> {
+        (**self).batch()
+    }
+
+    fn prepare(&self, key: Option<K>, cost: u64) -> Result<Prepared, Result<Checked, StoreError>> {
+        (**self).prepare(key, cost)
     }
 }

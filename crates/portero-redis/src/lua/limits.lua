@@ -12,7 +12,8 @@
 -- Returns {status, now, then five per limit: outcome, remaining, retry-after, reset,
 -- units taken}: status 2 = too late (nothing done), 1 = decided. Every limit is decided
 -- before any is charged; only if all admit are they charged, so a rejection by one
--- writes nothing anywhere.
+-- writes nothing anywhere, and then every limit that would have admitted reports how it
+-- stands (decided again for no units), not what the refused request would have left.
 local now = tonumber(ARGV[2])
 if now == 0 then
   local t = redis.call('TIME')
@@ -71,5 +72,9 @@ for i = 1, limits do
 end
 if all and mode == '0' then
   for i = 1, limits do charge(i, commits[i], nil) end
+elseif mode == '0' then
+  for i = 1, limits do
+    if out[2 + (i - 1) * 5 + 1] == 1 then decide(i, 0) end
+  end
 end
 return out

@@ -1,0 +1,115 @@
+//! Several limits of one request, each its own [`RedisLimiter`] on one connection,
+//! decided by one script call, all or none: if one refuses, none is charged and each
+//! says how it stands. This is what portero-http's pipeline sends when a layer has
+//! several Redis limits ([`Batch`](portero_http::Batch)): one round trip a request,
+//! however many limits.
+//!
+//! Each part keeps its own algorithm, key prefix, blocked-key cache and outage
+//! policy; the call travels with the first part's timeout and breaker. When Redis
+//! does not answer in time, every part is answered by its own outage policy (a local
+//! fallback that admitted stays charged if a later part refuses: stricter, never
+//! looser).
+
+use redis::{ErrorKind, RedisError};
+
+use crate::limiter::{Call, Mode};
+use crate::{RedisCheckError, RedisLimiter, ServedBy, Verdict};
+
+/// One limit's check, ready to be sent with others.
+pub(crate) struct Part {
+    pub(crate) limiter: RedisLimiter,
+    pub(crate) call: Call,
+    /// The user key, for the outage policy (`None`: the shared no-key bucket).
+    pub(crate) key: Option<String>,
+}
+
+impl Part {
+    /// `cost` units of `key` (its text; `None`: the no-key bucket) in `limiter`, or
+    /// the answer when none needs Redis (a cost above the capacity, a refusal the
+    /// blocked-key cache remembers).
+    pub(crate) fn new(
+        limiter: &RedisLimiter,
+        key: Option<String>,
+        cost: u64,
+    ) -> Result<Self, Result<Verdict, RedisCheckError>> {
+        let call = match &key {
+            Some(text) => limiter.default_call(text, cost),
+            None => limiter.anonymous_call(cost),
+        }
+        .map_err(Err)?;
+        if let Some(refused) = limiter.remembered(&call) {
+            return Err(Ok(refused));
+        }
+        Ok(Self {
+            limiter: limiter.clone(),
+            call,
+            key,
+        })
+    }
+}
+
+/// Decides `parts` in one script call (on the first part's connection): one verdict
+/// each, in order.
+pub(crate) async fn check_parts(parts: Vec<Part>) -> Vec<Result<Verdict, RedisCheckError>> {
+    let Some(leader) = parts.first().map(|p| p.limiter.clone()) else {
+        return Vec::new();
+    };
+    let (owners, calls): (Vec<_>, Vec<_>) = parts
+        .into_iter()
+        .map(|p| ((p.limiter, p.key), p.call))
+        .unzip();
+    // One Redis key twice (one limiter used twice with one key) would be decided
+    // once and charged twice: such a request's parts go one after the other.
+    if crate::stack::refuse_repeated_keys(&calls).is_err() {
+        let mut verdicts = Vec::with_capacity(calls.len());
+        for ((limiter, key), call) in owners.into_iter().zip(calls) {
+            let (cost, algorithm) = (call.cost, call.algorithm);
+            let verdict = limiter
+                .check_call(call, key.as_deref(), cost, &algorithm)
+                .await;
+            let refused = !matches!(&verdict, Ok(v) if v.decision.is_allowed());
+            verdicts.push(verdict);
+            if refused {
+                break; // the pipeline stops at the first refusal
+            }
+        }
+        return verdicts;
+    }
+    let sent: Vec<_> = owners.iter().map(|(l, _)| l.cache_now()).collect();
+    match leader.run(&calls, Mode::Check, 0).await {
+        Ok(Some(decided)) => owners
+            .iter()
+            .zip(&calls)
+            .zip(decided)
+            .zip(sent)
+            .map(|((((limiter, _), call), (decision, _)), sent)| {
+                if !decision.is_allowed() {
+                    let retry = decision.retry_after_nanos();
+                    limiter.remember_refusal(&call.keys[0], call.cost, retry, sent);
+                }
+                Ok(Verdict {
+                    decision,
+                    served_by: ServedBy::Redis,
+                })
+            })
+            .collect(),
+        Ok(None) => owners
+            .iter()
+            .zip(&calls)
+            .map(|((limiter, key), call)| {
+                limiter.fallback_for(key.as_deref(), call.cost, &call.algorithm)
+            })
+            .collect(),
+        Err(e) => {
+            // The pipeline stops at the first error; the rest only say why.
+            let mut verdicts = vec![Err(e)];
+            verdicts.extend((1..calls.len()).map(|_| {
+                Err(RedisCheckError::Redis(RedisError::from((
+                    ErrorKind::ClientError,
+                    "the call carrying this limit failed",
+                ))))
+            }));
+            verdicts
+        }
+    }
+}
