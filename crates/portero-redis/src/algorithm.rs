@@ -1,6 +1,8 @@
 //! Which algorithm runs in Redis, with which quota, in the units the script uses.
 
 use core::fmt;
+use core::ops::Range;
+use std::io::Write;
 use std::time::Duration;
 
 use portero::{AlgorithmName, Quota};
@@ -164,8 +166,38 @@ fn whole_units(limit: u64, window: Duration, unit_ns: u128) -> Result<u64, Redis
 /// the same with `:n` for the sliding log's second key (see
 /// [`RedisLimiter::key_for`](crate::RedisLimiter::key_for)).
 pub(crate) fn redis_keys(prefix: &str, key: &str, algorithm: &RedisAlgorithm) -> [String; 2] {
-    let main = format!("{prefix}{{{}:{key}}}:{}", key.len(), algorithm.key_suffix());
-    with_second_key(main, algorithm)
+    let suffix = algorithm.key_suffix();
+    user_keys(prefix, &suffix, algorithm, |out| out.push_str(key)).0
+}
+
+/// The same keys for the user key `write` writes (its text), built in one buffer
+/// with the text written once, straight from a typed key; and where the text lies
+/// in the first key. `suffix` is the algorithm's [`key_suffix`](RedisAlgorithm::key_suffix).
+pub(crate) fn user_keys(
+    prefix: &str,
+    suffix: &str,
+    algorithm: &RedisAlgorithm,
+    write: impl FnOnce(&mut String),
+) -> ([String; 2], Range<usize>) {
+    // Room for most keys (an IPv6 address, an API key) without growing.
+    let mut main = String::with_capacity(prefix.len() + suffix.len() + 96);
+    main.push_str(prefix);
+    main.push('{');
+    let at = main.len();
+    write(&mut main);
+    let len = main.len() - at;
+    // `length:` goes before the text, now that its length is known.
+    let mut digits = [0u8; 24];
+    let mut cursor = &mut digits[..];
+    let _ = write!(cursor, "{len}:");
+    let room = cursor.len();
+    let written = digits.len() - room;
+    let head = core::str::from_utf8(&digits[..written]).unwrap_or("0:");
+    main.insert_str(at, head);
+    let text = at + head.len()..at + head.len() + len;
+    main.push_str("}:");
+    main.push_str(suffix);
+    (with_second_key(main, algorithm), text)
 }
 
 /// The keys of the bucket that checks without a key share: `{*}` where a user key
@@ -205,5 +237,20 @@ mod tests {
         let hostile = "bob}:gcra:20000000us:3";
         assert_ne!(key("rl:", hostile, &a), key("rl:", "bob", &a));
         assert_eq!(key("p:", "x}y", &a), "p:{3:x}y}:gcra:20000000us:3");
+    }
+
+    #[test]
+    fn a_key_written_in_place_is_the_key_of_its_text() {
+        let alg = RedisAlgorithm::sliding_log(3, Duration::from_secs(60)).unwrap();
+        let long = "k".repeat(300);
+        for text in ["", "bob", "ip:2001:db8::1", long.as_str()] {
+            let (keys, at) = user_keys("p:", &alg.key_suffix(), &alg, |o| o.push_str(text));
+            assert_eq!(keys, redis_keys("p:", text, &alg));
+            assert_eq!(&keys[0][at], text);
+            assert_eq!(
+                keys[0],
+                format!("p:{{{}:{text}}}:{}", text.len(), alg.key_suffix())
+            );
+        }
     }
 }

@@ -19,31 +19,18 @@ use crate::{RedisCheckError, RedisLimiter, ServedBy, Verdict};
 pub(crate) struct Part {
     pub(crate) limiter: RedisLimiter,
     pub(crate) call: Call,
-    /// The user key, for the outage policy (`None`: the shared no-key bucket).
-    pub(crate) key: Option<String>,
 }
 
 impl Part {
-    /// `cost` units of `key` (its text; `None`: the no-key bucket) in `limiter`, or
-    /// the answer when none needs Redis (a cost above the capacity, a refusal the
+    /// `call` in `limiter`, or the answer when it needs no Redis (a refusal the
     /// blocked-key cache remembers).
-    pub(crate) fn new(
-        limiter: &RedisLimiter,
-        key: Option<String>,
-        cost: u64,
-    ) -> Result<Self, Result<Verdict, RedisCheckError>> {
-        let call = match &key {
-            Some(text) => limiter.default_call(text, cost),
-            None => limiter.anonymous_call(cost),
-        }
-        .map_err(Err)?;
+    pub(crate) fn new(limiter: &RedisLimiter, call: Call) -> Result<Self, Verdict> {
         if let Some(refused) = limiter.remembered(&call) {
-            return Err(Ok(refused));
+            return Err(refused);
         }
         Ok(Self {
             limiter: limiter.clone(),
             call,
-            key,
         })
     }
 }
@@ -54,19 +41,13 @@ pub(crate) async fn check_parts(parts: Vec<Part>) -> Vec<Result<Verdict, RedisCh
     let Some(leader) = parts.first().map(|p| p.limiter.clone()) else {
         return Vec::new();
     };
-    let (owners, calls): (Vec<_>, Vec<_>) = parts
-        .into_iter()
-        .map(|p| ((p.limiter, p.key), p.call))
-        .unzip();
+    let (owners, calls): (Vec<_>, Vec<_>) = parts.into_iter().map(|p| (p.limiter, p.call)).unzip();
     // One Redis key twice (one limiter used twice with one key) would be decided
     // once and charged twice: such a request's parts go one after the other.
     if crate::stack::refuse_repeated_keys(&calls).is_err() {
         let mut verdicts = Vec::with_capacity(calls.len());
-        for ((limiter, key), call) in owners.into_iter().zip(calls) {
-            let (cost, algorithm) = (call.cost, call.algorithm);
-            let verdict = limiter
-                .check_call(call, key.as_deref(), cost, &algorithm)
-                .await;
+        for (limiter, call) in owners.into_iter().zip(calls) {
+            let verdict = limiter.check_call(call).await;
             let refused = !matches!(&verdict, Ok(v) if v.decision.is_allowed());
             verdicts.push(verdict);
             if refused {
@@ -75,14 +56,14 @@ pub(crate) async fn check_parts(parts: Vec<Part>) -> Vec<Result<Verdict, RedisCh
         }
         return verdicts;
     }
-    let sent: Vec<_> = owners.iter().map(|(l, _)| l.cache_now()).collect();
+    let sent: Vec<_> = owners.iter().map(RedisLimiter::cache_now).collect();
     match leader.run(&calls, Mode::Check, 0).await {
         Ok(Some(decided)) => owners
             .iter()
             .zip(&calls)
             .zip(decided)
             .zip(sent)
-            .map(|((((limiter, _), call), (decision, _)), sent)| {
+            .map(|(((limiter, call), (decision, _)), sent)| {
                 if !decision.is_allowed() {
                     let retry = decision.retry_after_nanos();
                     limiter.remember_refusal(&call.keys[0], call.cost, retry, sent);
@@ -96,8 +77,8 @@ pub(crate) async fn check_parts(parts: Vec<Part>) -> Vec<Result<Verdict, RedisCh
         Ok(None) => owners
             .iter()
             .zip(&calls)
-            .map(|((limiter, key), call)| {
-                limiter.fallback_for(key.as_deref(), call.cost, &call.algorithm)
+            .map(|(limiter, call)| {
+                limiter.fallback_for(call.user_key(), call.cost, &call.algorithm)
             })
             .collect(),
         Err(e) => {

@@ -1,6 +1,7 @@
 //! [`RedisLimiter`]: connect, check, peek, stack, reset.
 
 use core::fmt;
+use core::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,7 +13,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Script, Value};
 
-use crate::algorithm::{redis_keys, RedisAlgorithm, RedisQuotaError};
+use crate::algorithm::{redis_keys, user_keys, RedisAlgorithm, RedisQuotaError};
 use crate::cache::{BlockedKeys, Sent};
 use crate::clock::RedisClock;
 use crate::outcome::{is_migrating, is_outage};
@@ -30,6 +31,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 pub struct RedisLimiter {
     link: Link,
     algorithm: RedisAlgorithm,
+    // The algorithm's part of every Redis key, written once.
+    suffix: Arc<str>,
     script: Arc<Script>,
     prefix: Arc<str>,
     timeout: Duration,
@@ -164,6 +167,16 @@ pub(crate) struct Call {
     pub(crate) algorithm: RedisAlgorithm,
     pub(crate) keys: [String; 2],
     pub(crate) cost: u64,
+    /// Where the user key's text lies in `keys[0]`, for the outage policy (`None`:
+    /// the shared no-key bucket).
+    pub(crate) user: Option<Range<usize>>,
+}
+
+impl Call {
+    /// The user key's text (`None`: the shared no-key bucket).
+    pub(crate) fn user_key(&self) -> Option<&str> {
+        self.keys[0].get(self.user.clone()?)
+    }
 }
 
 /// What the script decided, per limit: the decision in the limit's own terms, and
@@ -256,6 +269,7 @@ impl RedisLimiter {
         Self {
             link,
             algorithm,
+            suffix: Arc::from(algorithm.key_suffix()),
             script: Arc::new(Script::new(scripts::LIMITS)),
             prefix: Arc::from("portero:"),
             timeout: DEFAULT_TIMEOUT,
@@ -276,6 +290,7 @@ impl RedisLimiter {
     /// this limit one of its own with [`when_down`](Self::when_down).
     pub fn with_algorithm(mut self, algorithm: RedisAlgorithm) -> Self {
         self.algorithm = algorithm;
+        self.suffix = Arc::from(algorithm.key_suffix());
         self
     }
 
@@ -396,7 +411,7 @@ impl RedisLimiter {
         algorithm: &RedisAlgorithm,
     ) -> Result<Verdict, RedisCheckError> {
         let call = self.call(key, cost, algorithm)?;
-        self.check_call(call, Some(key), cost, algorithm).await
+        self.check_call(call).await
     }
 
     /// `cost` units from the one bucket that checks **without a key** share (an HTTP
@@ -404,9 +419,8 @@ impl RedisLimiter {
     /// name (`prefix{*}:…`, where a user key's is `prefix{length:key}:…`), and while
     /// Redis is away decided by a local fallback's own shared bucket.
     pub async fn check_anonymous(&self, cost: u64) -> Result<Verdict, RedisCheckError> {
-        let algorithm = self.algorithm;
         let call = self.anonymous_call(cost)?;
-        self.check_call(call, None, cost, &algorithm).await
+        self.check_call(call).await
     }
 
     /// The call for `cost` units of the shared no-key bucket.
@@ -420,6 +434,7 @@ impl RedisLimiter {
             algorithm,
             keys: crate::algorithm::anonymous_keys(&self.prefix, &algorithm),
             cost,
+            user: None,
         })
     }
 
@@ -433,15 +448,9 @@ impl RedisLimiter {
         })
     }
 
-    /// Checks one prepared call; `key` for the outage policy (`None`: the shared
-    /// no-key bucket).
-    pub(crate) async fn check_call(
-        &self,
-        call: Call,
-        key: Option<&str>,
-        cost: u64,
-        algorithm: &RedisAlgorithm,
-    ) -> Result<Verdict, RedisCheckError> {
+    /// Checks one prepared call.
+    pub(crate) async fn check_call(&self, call: Call) -> Result<Verdict, RedisCheckError> {
+        let (cost, algorithm) = (call.cost, &call.algorithm);
         if let Some(verdict) = self.remembered(&call) {
             return Ok(verdict);
         }
@@ -461,7 +470,7 @@ impl RedisLimiter {
                     served_by: ServedBy::Redis,
                 })
             }
-            None => self.fallback_for(key, cost, algorithm),
+            None => self.fallback_for(call.user_key(), cost, algorithm),
         }
     }
 
@@ -634,14 +643,41 @@ impl RedisLimiter {
         cost: u64,
         algorithm: &RedisAlgorithm,
     ) -> Result<Call, RedisCheckError> {
+        if *algorithm == self.algorithm {
+            return self.call_writing(|out| out.push_str(key), cost);
+        }
         let capacity = algorithm.capacity();
         if cost > capacity {
             return Err(CheckError::CostExceedsCapacity { cost, capacity }.into());
         }
+        let suffix = algorithm.key_suffix();
+        let (keys, user) = user_keys(&self.prefix, &suffix, algorithm, |out| out.push_str(key));
         Ok(Call {
             algorithm: *algorithm,
-            keys: redis_keys(&self.prefix, key, algorithm),
+            keys,
             cost,
+            user: Some(user),
+        })
+    }
+
+    /// A call of `cost` units under the limiter's own algorithm for the user key
+    /// `write` writes, straight into the Redis key (no text of its own).
+    pub(crate) fn call_writing(
+        &self,
+        write: impl FnOnce(&mut String),
+        cost: u64,
+    ) -> Result<Call, RedisCheckError> {
+        let algorithm = self.algorithm;
+        let capacity = algorithm.capacity();
+        if cost > capacity {
+            return Err(CheckError::CostExceedsCapacity { cost, capacity }.into());
+        }
+        let (keys, user) = user_keys(&self.prefix, &self.suffix, &algorithm, write);
+        Ok(Call {
+            algorithm,
+            keys,
+            cost,
+            user: Some(user),
         })
     }
 

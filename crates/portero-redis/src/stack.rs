@@ -82,6 +82,8 @@ impl<'a> StackedLimit<'a> {
             algorithm: self.algorithm,
             keys,
             cost: self.cost,
+            // A stack's outage answer is its first limit's, by its key.
+            user: None,
         })
     }
 }

@@ -21,15 +21,13 @@ use crate::{LeasedLimiter, RedisCheckError, RedisLimiter, ServedBy, Verdict};
 /// none (see the `batch` module).
 impl<K: StoreKey + Send + 'static> Store<K> for RedisLimiter {
     fn check(&self, key: Option<K>, cost: u64) -> Checking {
-        let limiter = self.clone();
-        let Some(key) = key else {
-            return Checking::Pending(Box::pin(async move {
-                answer(limiter.check_anonymous(cost).await)
-            }));
+        let call = match self.call_of(key.as_ref(), cost) {
+            Ok(call) => call,
+            Err(e) => return Checking::Done(answer(Err(e))),
         };
-        let text = text_of(&key);
+        let limiter = self.clone();
         Checking::Pending(Box::pin(
-            async move { answer(limiter.check(&text, cost).await) },
+            async move { answer(limiter.check_call(call).await) },
         ))
     }
 
@@ -43,10 +41,27 @@ impl<K: StoreKey + Send + 'static> Store<K> for RedisLimiter {
     }
 
     fn prepare(&self, key: Option<K>, cost: u64) -> Result<Prepared, Result<Checked, StoreError>> {
-        let text = key.as_ref().map(text_of);
-        match Part::new(self, text, cost) {
+        let call = self
+            .call_of(key.as_ref(), cost)
+            .map_err(|e| answer(Err(e)))?;
+        match Part::new(self, call) {
             Ok(part) => Ok(Prepared(Box::new(part))),
-            Err(verdict) => Err(answer(verdict)),
+            Err(remembered) => Err(answer(Ok(remembered))),
+        }
+    }
+}
+
+impl RedisLimiter {
+    /// The call for `cost` units of `key` (written straight into its Redis key), or
+    /// of the shared no-key bucket.
+    fn call_of<K: StoreKey>(
+        &self,
+        key: Option<&K>,
+        cost: u64,
+    ) -> Result<crate::limiter::Call, RedisCheckError> {
+        match key {
+            Some(key) => self.call_writing(|out| key.write_key(out), cost),
+            None => self.anonymous_call(cost),
         }
     }
 }
@@ -80,10 +95,20 @@ impl<K: StoreKey + Send + 'static> Store<K> for LeasedLimiter {
         let Some(key) = key else {
             return Store::<K>::check(self.limiter(), None, cost);
         };
-        let text = text_of(&key);
-        if let Some(spent) = self.spend_from_lease(&text, cost) {
+        // The key's text in a buffer this thread reuses: a check its live lease
+        // answers allocates nothing.
+        let spent = KEY_TEXT.with(|buffer| match buffer.try_borrow_mut() {
+            Ok(mut text) => {
+                text.clear();
+                key.write_key(&mut text);
+                self.spend_from_lease(&text, cost)
+            }
+            Err(_) => self.spend_from_lease(&text_of(&key), cost),
+        });
+        if let Some(spent) = spent {
             return Checking::Done(answer(Ok(spent)));
         }
+        let text = text_of(&key);
         let leased = self.clone();
         Checking::Pending(Box::pin(
             async move { answer(leased.check(&text, cost).await) },
@@ -93,6 +118,10 @@ impl<K: StoreKey + Send + 'static> Store<K> for LeasedLimiter {
     fn is_remote(&self) -> bool {
         true
     }
+}
+
+thread_local! {
+    static KEY_TEXT: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
 }
 
 /// The text a key is stored under.

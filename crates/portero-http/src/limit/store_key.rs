@@ -114,11 +114,20 @@ impl<X: StoreKey, Y: StoreKey> StoreKey for Either<X, Y> {
     }
 }
 
-/// `len:text`, so the part after it cannot shift the boundary.
+/// `len:text`, so the part after it cannot shift the boundary: the text written in
+/// place, its length put before it once known (no buffer of its own).
 fn length_prefixed<T: StoreKey + ?Sized>(part: &T, out: &mut String) {
-    let mut text = String::new();
-    part.write_key(&mut text);
-    let _ = write!(out, "{}:{text}", text.len());
+    let at = out.len();
+    part.write_key(out);
+    let len = out.len() - at;
+    let mut digits = [0u8; 24];
+    let room = {
+        let mut cursor = &mut digits[..];
+        let _ = std::io::Write::write_fmt(&mut cursor, format_args!("{len}:"));
+        cursor.len()
+    };
+    let head = core::str::from_utf8(&digits[..digits.len() - room]).unwrap_or("0:");
+    out.insert_str(at, head);
 }
 
 #[cfg(test)]
@@ -155,5 +164,12 @@ mod tests {
         assert_ne!(text(v(b"198.51.100.7")), text(addr));
         assert_ne!(text("n:5".to_owned()), text(5u64));
         assert_ne!(text("198.51.100.7".to_owned()), text(addr));
+        // A pair's first part is length-prefixed, in place.
+        assert_eq!(text(("ab".to_owned(), 7u64)), "t:4:s:abn:7");
+        assert_eq!(
+            text(((1u8, 2u8), 3u8)),
+            "t:10:t:3:n:1n:2n:3",
+            "nested pairs"
+        );
     }
 }
