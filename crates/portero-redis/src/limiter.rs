@@ -288,6 +288,17 @@ impl RedisLimiter {
     /// call when they are in one [`LimitLayer`](portero_http::LimitLayer) (feature
     /// `tower`). A [`WhenDown::Local`] fallback counts under its own quota: give
     /// this limit one of its own with [`when_down`](Self::when_down).
+    ///
+    /// ```no_run
+    /// use portero::Quota;
+    /// use portero_redis::{RedisAlgorithm, RedisLimiter};
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let per_user = RedisLimiter::connect("redis://10.0.0.5:6379", RedisAlgorithm::gcra(Quota::per_minute(100)?)?).await?;
+    /// let per_tenant = per_user.clone().with_algorithm(RedisAlgorithm::gcra(Quota::per_minute(5_000)?)?);
+    /// assert_ne!(per_user.key_for("acme"), per_tenant.key_for("acme")); // apart in Redis
+    /// # Ok(()) }
+    /// ```
     pub fn with_algorithm(mut self, algorithm: RedisAlgorithm) -> Self {
         self.algorithm = algorithm;
         self.suffix = Arc::from(algorithm.key_suffix());

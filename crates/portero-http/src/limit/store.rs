@@ -182,6 +182,101 @@ pub trait Store<K>: Send + Sync + 'static {
 
 /// Sends several limits' prepared checks in one call, all or none: if one refuses,
 /// none is charged, and every answer says how its limit stands.
+///
+/// A remote store whose [`Store::batch`] names a channel lets [`LimitLayer`](crate::LimitLayer)
+/// send the consecutive limits of one request on that channel together (portero-redis
+/// does: one script call for every Redis limit on one connection). A toy store of
+/// counters "far away", where every call is counted:
+///
+/// ```
+/// use std::collections::HashMap;
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use std::sync::{Arc, Mutex};
+/// use http::{HeaderName, HeaderValue, Request, StatusCode};
+/// use portero::Decision;
+/// use portero_http::{keys, Batch, BatchPending, Checked, Checking, Limit, LimitLayer, Policy};
+/// use portero_http::{Prepared, Source, Store, StoreError};
+/// use tower::{service_fn, Layer, ServiceExt};
+///
+/// #[derive(Clone, Default)]
+/// struct Remote {
+///     used: Arc<Mutex<HashMap<String, u64>>>,
+///     calls: Arc<AtomicUsize>,
+/// }
+///
+/// /// `limit` units per key, under `name`, in `remote`.
+/// #[derive(Clone)]
+/// struct Counter { remote: Remote, name: &'static str, limit: u64 }
+///
+/// impl Store<HeaderValue> for Counter {
+///     fn check(&self, key: Option<HeaderValue>, cost: u64) -> Checking {
+///         match self.prepare(key, cost) {
+///             Ok(one) => {
+///                 let call = self.send(vec![one]);
+///                 Checking::Pending(Box::pin(async move { call.await.remove(0) }))
+///             }
+///             Err(answer) => Checking::Done(answer),
+///         }
+///     }
+///     fn is_remote(&self) -> bool { true }
+///     fn batch(&self) -> Option<&dyn Batch> { Some(self) }
+///     fn prepare(&self, key: Option<HeaderValue>, cost: u64)
+///         -> Result<Prepared, Result<Checked, StoreError>> {
+///         let key = key.and_then(|k| k.to_str().ok().map(str::to_owned)).unwrap_or_default();
+///         Ok(Prepared(Box::new((format!("{}:{key}", self.name), self.limit, cost))))
+///     }
+/// }
+///
+/// impl Batch for Counter {
+///     fn channel(&self) -> usize { Arc::as_ptr(&self.remote.calls) as usize }
+///     fn send(&self, checks: Vec<Prepared>) -> BatchPending {
+///         let remote = self.remote.clone();
+///         Box::pin(async move {
+///             remote.calls.fetch_add(1, Ordering::Relaxed);
+///             let parts: Vec<(String, u64, u64)> =
+///                 checks.into_iter().map(|c| *c.0.downcast().expect("a Counter's")).collect();
+///             let mut used = remote.used.lock().unwrap();
+///             // Decide every limit, then charge all or none.
+///             let fits = |(key, limit, cost): &(String, u64, u64)| {
+///                 used.get(key).copied().unwrap_or(0) + cost <= *limit
+///             };
+///             let all = parts.iter().all(fits);
+///             parts.iter().map(|(key, limit, cost)| {
+///                 let now = used.entry(key.clone()).or_default();
+///                 let fit = *now + cost <= *limit;
+///                 if all { *now += cost; }
+///                 let left = limit - *now;
+///                 // A limit that fits says how it stands (charged only if all fit).
+///                 let decision = if fit { Decision::admitted(*limit, left, 0) }
+///                     else { Decision::rejected(*limit, left, 1_000_000_000, 0) };
+///                 Ok(Checked::new(decision, Source::Redis))
+///             }).collect()
+///         })
+///     }
+/// }
+///
+/// # tokio::runtime::Runtime::new()?.block_on(async {
+/// let remote = Remote::default();
+/// let per_user = Counter { remote: remote.clone(), name: "user", limit: 3 };
+/// let per_tenant = Counter { remote: remote.clone(), name: "tenant", limit: 2 };
+/// let header = |name| keys::header::<()>(HeaderName::from_static(name));
+/// let layer = LimitLayer::new(Limit::new(per_user, Policy::new("user", 3, 60)?, header("x-user")))
+///     .limit(Limit::new(per_tenant, Policy::new("tenant", 2, 60)?, header("x-tenant")));
+/// let service = layer.layer(service_fn(|_: Request<()>| async {
+///     Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+/// }));
+/// let request = |tenant| Request::builder().header("x-user", "ann").header("x-tenant", tenant)
+///     .body(()).unwrap();
+/// let mut statuses = Vec::new();
+/// for tenant in ["acme", "acme", "acme", "initech"] {
+///     statuses.push(service.clone().oneshot(request(tenant)).await?.status());
+/// }
+/// assert_eq!(statuses, [StatusCode::OK, StatusCode::OK, StatusCode::TOO_MANY_REQUESTS, StatusCode::OK]);
+/// assert_eq!(remote.calls.load(Ordering::Relaxed), 4, "one call a request, two limits each");
+/// assert_eq!(remote.used.lock().unwrap()["user:ann"], 3, "the refused request took nothing");
+/// # Ok::<(), Box<dyn std::error::Error>>(()) })?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub trait Batch: Send + Sync {
     /// Which calls can carry checks together: equal for stores that share one
     /// connection (and so one call).
