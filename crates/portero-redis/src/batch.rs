@@ -6,9 +6,9 @@
 //!
 //! Each part keeps its own algorithm, key prefix, blocked-key cache and outage
 //! policy; the call travels with the first part's timeout and breaker. When Redis
-//! does not answer in time, every part is answered by its own outage policy (a local
-//! fallback that admitted stays charged if a later part refuses: stricter, never
-//! looser).
+//! does not answer in time, every part is answered by its own outage policy, all or
+//! none: a local fallback that admitted gives its units back when a later part's
+//! refuses.
 
 use redis::{ErrorKind, RedisError};
 
@@ -74,13 +74,7 @@ pub(crate) async fn check_parts(parts: Vec<Part>) -> Vec<Result<Verdict, RedisCh
                 })
             })
             .collect(),
-        Ok(None) => owners
-            .iter()
-            .zip(&calls)
-            .map(|(limiter, call)| {
-                limiter.fallback_for(call.user_key(), call.cost, &call.algorithm)
-            })
-            .collect(),
+        Ok(None) => fallbacks(&owners, &calls),
         Err(e) => {
             // The pipeline stops at the first error; the rest only say why.
             let mut verdicts = vec![Err(e)];
@@ -93,4 +87,30 @@ pub(crate) async fn check_parts(parts: Vec<Part>) -> Vec<Result<Verdict, RedisCh
             verdicts
         }
     }
+}
+
+/// Every part answered by its own outage policy, all or none as the call would have
+/// been: at the first refusal, what the earlier parts' local fallbacks took goes back
+/// (each then says how it stands), and the later parts are not asked.
+fn fallbacks(owners: &[RedisLimiter], calls: &[Call]) -> Vec<Result<Verdict, RedisCheckError>> {
+    let mut verdicts = Vec::with_capacity(calls.len());
+    for (limiter, call) in owners.iter().zip(calls) {
+        let verdict = limiter.fallback_for(call.user_key(), call.cost, &call.algorithm);
+        let refused = !matches!(&verdict, Ok(v) if v.decision.is_allowed());
+        verdicts.push(verdict);
+        if refused {
+            let earlier = verdicts.len() - 1;
+            for ((limiter, call), verdict) in owners.iter().zip(calls).zip(&mut verdicts[..earlier])
+            {
+                if let Some(decision) = limiter.fallback_refund(call) {
+                    *verdict = Ok(Verdict {
+                        decision,
+                        served_by: ServedBy::Fallback,
+                    });
+                }
+            }
+            break;
+        }
+    }
+    verdicts
 }

@@ -286,7 +286,8 @@ impl RedisLimiter {
     /// policy and blocked-key cache) for a limit of another `algorithm`: a tenant
     /// limit beside a user limit. Limits that share a connection are decided in one
     /// call when they are in one [`LimitLayer`](portero_http::LimitLayer) (feature
-    /// `tower`). A [`WhenDown::Local`] fallback counts under its own quota: give
+    /// `tower`); that call waits the first limit's timeout and goes through its
+    /// breaker. A [`WhenDown::Local`] fallback counts under its own quota: give
     /// this limit one of its own with [`when_down`](Self::when_down).
     ///
     /// ```no_run
@@ -719,18 +720,6 @@ impl RedisLimiter {
                 invocation.key(&call.keys[1]);
             }
         }
-        let sent = self.clock.local_us();
-        let deadline = if at_us == 0 {
-            self.clock.redis_time_in(sent, budget)
-        } else {
-            0
-        };
-        invocation.arg(deadline).arg(at_us).arg(mode as u8);
-        for call in calls {
-            invocation
-                .arg(&call.algorithm.script_args()[..])
-                .arg(call.cost);
-        }
         // An open breaker: Redis kept timing out, so the outage policy answers now.
         let mut guard = match &self.breaker {
             Some(breaker) => match breaker.try_call_owned() {
@@ -745,6 +734,21 @@ impl RedisLimiter {
             return Ok(None); // not connected yet: the outage policy answers
         };
         let budget = budget.saturating_sub(started.elapsed());
+        // The deadline on Redis's clock, once the connection is made: a lazy
+        // limiter learns that clock while connecting (before, its first check's
+        // deadline lay in Redis's past and the outage policy answered it).
+        let sent = self.clock.local_us();
+        let deadline = if at_us == 0 {
+            self.clock.redis_time_in(sent, budget)
+        } else {
+            0
+        };
+        invocation.arg(deadline).arg(at_us).arg(mode as u8);
+        for call in calls {
+            invocation
+                .arg(&call.algorithm.script_args()[..])
+                .arg(call.cost);
+        }
         self.round_trips.fetch_add(1, Ordering::Relaxed);
         // A slot being migrated answers TRYAGAIN (or an ASK the client could not
         // follow) for a moment: ask again, within the same timeout and the same
@@ -836,13 +840,42 @@ impl RedisLimiter {
         let decision = match (&self.when_down, key) {
             (WhenDown::FailOpen, _) => Decision::admitted(capacity, capacity - cost, 0),
             (WhenDown::FailClosed, _) => Decision::deny_for(capacity, portero::DENY_FOR_NANOS),
-            (WhenDown::Local(local), Some(key)) => local.check_n(key, cost)?,
-            (WhenDown::Local(local), None) => local.check_anonymous_n(cost)?,
+            (WhenDown::Local(local), key) => {
+                let decided = match key {
+                    Some(key) => local.check_n(key, cost),
+                    None => local.check_anonymous_n(cost),
+                };
+                match decided {
+                    // More than the fallback's own burst, which the shared limit
+                    // could admit: refused while Redis is away, not never.
+                    Err(portero::KeyedError::Check(CheckError::CostExceedsCapacity {
+                        capacity,
+                        ..
+                    })) => Decision::deny_for(capacity, portero::DENY_FOR_NANOS),
+                    other => other?,
+                }
+            }
         };
         Ok(Verdict {
             decision,
             served_by: ServedBy::Fallback,
         })
+    }
+
+    /// Gives back what this limiter's local fallback took for `call` (the outage
+    /// policy admitted it, a later limit of its batch refused), and says how the key
+    /// stands; `None` for the policies that take nothing.
+    pub(crate) fn fallback_refund(&self, call: &Call) -> Option<Decision> {
+        let WhenDown::Local(local) = &self.when_down else {
+            return None;
+        };
+        let now = portero::Clock::now(local.clock());
+        let fingerprint = match call.user_key() {
+            Some(key) => local.fingerprint_of(key),
+            None => local.anonymous_fingerprint(),
+        };
+        local.refund_fingerprint_at(fingerprint, now, call.cost);
+        local.peek_fingerprint_at(fingerprint, now, 0).ok()
     }
 
     fn fallback_peek(&self, key: &str, cost: u64) -> Result<Verdict, RedisCheckError> {

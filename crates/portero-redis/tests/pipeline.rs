@@ -837,3 +837,182 @@ async fn a_batch_redis_does_not_answer_gets_each_limits_own_outage_policy() {
     let admitted = send_all(&both(&open, &open), 1, with_tenant).await;
     assert_eq!(admitted[0].status(), StatusCode::OK);
 }
+
+/// Limits that cannot travel in the batch (a shadow limit, a leased one) declared
+/// between two that can do not split them: the two still go in one call, all or
+/// none, and the one in between is sent on its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_limit_declared_between_two_batched_ones_does_not_split_them() {
+    let stores = Stores::start();
+    let user = stores.redis(per_minute(5)).await;
+    let gcra = |n| RedisAlgorithm::gcra(per_minute(n)).unwrap();
+    let audit = user.clone().with_algorithm(gcra(1_000));
+    let tenant = user.clone().with_algorithm(gcra(3));
+    let leased = LeasedLimiter::new(
+        user.clone().with_algorithm(gcra(1_000)),
+        10,
+        Duration::from_secs(60),
+        100,
+    );
+    let x_tenant = || keys::header::<Body>(HeaderName::from_static("x-tenant"));
+    let policy = |name, n| Policy::for_quota(name, &per_minute(n)).unwrap();
+    let layer = LimitLayer::new(Limit::new(user.clone(), policy("user", 5), x_client()))
+        .limit(Limit::new(audit, policy("audit", 1_000), x_client()).shadow(true))
+        .limit(Limit::new(leased, policy("leased", 1_000), x_client()))
+        .limit(Limit::new(tenant, policy("tenant", 3), x_tenant()));
+    let app = app(layer);
+    let from = |client: &str| {
+        Request::builder()
+            .uri("/")
+            .header("x-client", client)
+            .header("x-tenant", "t")
+            .body(Body::empty())
+            .unwrap()
+    };
+    let mut statuses = Vec::new();
+    for client in ["u1", "u2", "u3", "u1", "u2", "u3"] {
+        statuses.push(app.clone().oneshot(from(client)).await.unwrap().status());
+    }
+    assert_eq!(ok_statuses(&statuses), 3, "{statuses:?}");
+    for client in ["u1", "u2", "u3"] {
+        let left = user.peek(&text_of(client), 0).await.unwrap().decision;
+        assert_eq!(
+            left.remaining(),
+            4,
+            "{client}: the refused request took nothing"
+        );
+    }
+}
+
+/// When a limit of a batch refuses, the others the same call decided are listed
+/// too, each as it stands (the call took nothing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_in_a_batch_lists_every_limit_the_call_decided() {
+    let stores = Stores::start();
+    let user = stores.redis(per_minute(1)).await;
+    let tenant = user
+        .clone()
+        .with_algorithm(RedisAlgorithm::gcra(per_minute(10)).unwrap());
+    let layer = LimitLayer::new(Limit::new(
+        user,
+        Policy::for_quota("user", &per_minute(1)).unwrap(),
+        x_client(),
+    ))
+    .limit(Limit::new(
+        tenant,
+        Policy::for_quota("tenant", &per_minute(10)).unwrap(),
+        keys::header::<Body>(HeaderName::from_static("x-tenant")),
+    ));
+    let app = app(layer);
+    let request = || {
+        Request::builder()
+            .header("x-client", "ann")
+            .header("x-tenant", "t")
+            .body(Body::empty())
+            .unwrap()
+    };
+    let answers = send_all(&app, 2, request).await;
+    assert_eq!(answers[1].status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        field(&answers[1], "ratelimit"),
+        Some(r#""user";r=0;t=60, "tenant";r=9;t=6"#)
+    );
+}
+
+/// A lazy limiter's first check, with Redis up, is decided by Redis (its deadline
+/// is set on Redis's clock once the connection is made, not before).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lazy_limiters_first_check_is_decided_by_redis() {
+    let server = LocalRedis::start().expect("redis-server for this test");
+    let limiter =
+        RedisLimiter::connect_lazy(&server.url(), RedisAlgorithm::gcra(per_minute(5)).unwrap())
+            .unwrap()
+            .timeout(Duration::from_secs(5));
+    let first = limiter.check("k", 1).await.unwrap();
+    assert_eq!(first.served_by, portero_redis::ServedBy::Redis);
+    assert!(first.decision.is_allowed());
+}
+
+/// While Redis is away, a cost the local fallback cannot hold (above its burst,
+/// not the shared limit's) is refused for now (429 from the fallback), not called
+/// never admissible (413).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cost_above_only_the_fallbacks_capacity_is_a_429_while_redis_is_away() {
+    let url = hanging_redis();
+    let local = Arc::new(KeyedLimiter::<str, Gcra>::new(
+        Gcra::new(per_minute(2)),
+        100,
+    ));
+    let shared = per_minute(10);
+    let limiter = RedisLimiter::connect_lazy(&url, RedisAlgorithm::gcra(shared).unwrap())
+        .unwrap()
+        .timeout(Duration::from_millis(50))
+        .when_down(WhenDown::Local(local));
+    let layer = LimitLayer::new(Limit::new(
+        limiter,
+        Policy::for_quota("shared", &shared).unwrap(),
+        x_client(),
+    ))
+    .cost(|_, _, _| 3);
+    let answer = send(&app(layer), Some("alice"), 1).await;
+    assert_eq!(answer[0].status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(field(&answer[0], "ratelimit-source"), Some("fallback"));
+}
+
+fn ok_statuses(statuses: &[StatusCode]) -> usize {
+    statuses.iter().filter(|s| **s == StatusCode::OK).count()
+}
+
+/// The text `x-client: value` is stored under (a header value's).
+fn text_of(value: &str) -> String {
+    let mut text = String::new();
+    portero_http::StoreKey::write_key(&HeaderValue::from_str(value).unwrap(), &mut text);
+    text
+}
+
+/// A batch Redis does not answer is all or none in the fallbacks too: when one
+/// limit's local fallback refuses, what an earlier one's took goes back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_answered_by_local_fallbacks_is_all_or_none() {
+    let url = hanging_redis();
+    let fallback = |n| {
+        Arc::new(KeyedLimiter::<str, Gcra>::new(
+            Gcra::new(per_minute(n)),
+            100,
+        ))
+    };
+    let (user_local, tenant_local) = (fallback(5), fallback(1));
+    let user = RedisLimiter::connect_lazy(&url, RedisAlgorithm::gcra(per_minute(50)).unwrap())
+        .unwrap()
+        .timeout(Duration::from_millis(50))
+        .when_down(WhenDown::Local(user_local.clone()));
+    let tenant = user
+        .clone()
+        .with_algorithm(RedisAlgorithm::gcra(per_minute(10)).unwrap())
+        .when_down(WhenDown::Local(tenant_local));
+    let layer = LimitLayer::new(Limit::new(
+        user,
+        Policy::for_quota("user", &per_minute(50)).unwrap(),
+        x_client(),
+    ))
+    .limit(Limit::new(
+        tenant,
+        Policy::for_quota("tenant", &per_minute(10)).unwrap(),
+        keys::header::<Body>(HeaderName::from_static("x-tenant")),
+    ));
+    let request = || {
+        Request::builder()
+            .header("x-client", "ann")
+            .header("x-tenant", "t")
+            .body(Body::empty())
+            .unwrap()
+    };
+    let answers = send_all(&app(layer), 2, request).await;
+    assert_eq!(answers[0].status(), StatusCode::OK);
+    assert_eq!(answers[1].status(), StatusCode::TOO_MANY_REQUESTS);
+    let left = user_local.peek(text_of("ann").as_str()).remaining();
+    assert_eq!(
+        left, 4,
+        "the refused request's unit went back to the user's fallback"
+    );
+}

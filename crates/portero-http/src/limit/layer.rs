@@ -10,7 +10,7 @@ use tower_layer::Layer;
 use super::entry::{Entry, Limit, Route};
 use super::options::{Charge, RefusalFn, WhenNoKey, WhenUnavailable};
 use super::plan::Plan;
-use super::store::Store;
+use super::store::{Batch, Store};
 use super::LimitService;
 use crate::headers::Policy;
 use crate::keys::IntoKey;
@@ -146,11 +146,20 @@ impl<B: 'static> LimitLayer<B> {
         let entry: Arc<dyn Entry<B>> = Arc::new(limit);
         self.with(|plan| {
             let declared = plan.entries.len();
-            // Local limits first, each group in the declared order.
-            let at = if entry.is_remote() {
-                plan.entries.len()
-            } else {
+            // Local limits first, each group in the declared order; a remote limit
+            // that can travel in a batch goes right after the last one of its
+            // channel, so limits declared between them never split the batch.
+            let at = if !entry.is_remote() {
                 plan.entries.iter().take_while(|e| !e.is_remote()).count()
+            } else {
+                let channel = batch_channel(&*entry);
+                channel
+                    .and_then(|c| {
+                        plan.entries
+                            .iter()
+                            .rposition(|e| batch_channel(&**e) == Some(c))
+                    })
+                    .map_or(plan.entries.len(), |last| last + 1)
             };
             plan.entries.insert(at, entry);
             plan.declared.insert(at, declared);
@@ -218,6 +227,10 @@ impl<B: 'static> LimitLayer<B> {
         }
         self
     }
+}
+
+fn batch_channel<B>(entry: &dyn Entry<B>) -> Option<usize> {
+    super::plan::batchable(entry).map(Batch::channel)
 }
 
 impl<B> Plan<B> {

@@ -223,14 +223,12 @@ impl<B> Plan<B> {
         self.take(run, at, answer).map(Flow::Refused)
     }
 
-    /// The batch entry `at` can be sent in: never for a shadow limit (a batch is
-    /// all or none, and a shadow limit must not stop the others being charged).
+    /// The batch entry `at` can be sent in (none when the whole layer is shadow).
     fn batch_of(&self, at: usize) -> Option<&dyn Batch> {
-        let entry = &self.entries[at];
-        if self.shadow || entry.is_shadow() {
+        if self.shadow {
             return None;
         }
-        entry.batch()
+        batchable(&*self.entries[at])
     }
 
     /// Entry `at` and the applicable entries right after it on the same `channel`,
@@ -306,15 +304,29 @@ impl<B> Plan<B> {
             Answers::Many(answers) => {
                 let sent = core::mem::take(&mut run.batch);
                 let mut answers = answers.into_iter();
+                let mut refused = None;
                 for at in sent {
                     let answer = answers.next().unwrap_or_else(|| {
                         Err(StoreError::Faulty(
                             "a batch gave fewer answers than checks".into(),
                         ))
                     });
-                    if let Some(refusal) = self.take(run, at, answer) {
-                        return Flow::Refused(refusal);
+                    match (&refused, answer) {
+                        (None, answer) => refused = self.take(run, at, answer),
+                        // Decided by the call that was refused, which took nothing:
+                        // listed as it stands.
+                        (Some(_), Ok(checked)) => {
+                            let applied = self.applied(at, checked);
+                            run.applied.push(Applied {
+                                ticket: None,
+                                ..applied
+                            });
+                        }
+                        (Some(_), Err(_)) => {}
                     }
+                }
+                if let Some(refusal) = refused {
+                    return Flow::Refused(refusal);
                 }
             }
         }
@@ -371,19 +383,10 @@ impl<B> Plan<B> {
                 return Some(Refusal::StoreFailed(e));
             }
         };
-        let advertised = (checked.source == Source::Fallback)
-            .then(|| fallback_policy(entry.policy(), &checked.decision))
-            .flatten();
         if checked.source == Source::Fallback {
             observe::fallback(entry.policy());
         }
-        let applied = Applied {
-            entry: at,
-            decision: checked.decision,
-            source: checked.source,
-            ticket: checked.ticket,
-            advertised,
-        };
+        let applied = self.applied(at, checked);
         if checked.decision.is_allowed() {
             run.applied.push(applied);
             return None;
@@ -403,6 +406,21 @@ impl<B> Plan<B> {
         Some(Refusal::Limited {
             refused_by: run.applied.as_slice().len() - 1,
         })
+    }
+
+    /// Entry `at`'s answer as applied: with the fallback's own policy when a fallback
+    /// decided.
+    fn applied(&self, at: usize, checked: Checked) -> Applied {
+        let advertised = (checked.source == Source::Fallback)
+            .then(|| fallback_policy(self.entries[at].policy(), &checked.decision))
+            .flatten();
+        Applied {
+            entry: at,
+            decision: checked.decision,
+            source: checked.source,
+            ticket: checked.ticket,
+            advertised,
+        }
     }
 
     /// Refunds what the limits applied so far took, newest first, and reports each
@@ -446,6 +464,15 @@ impl<B> Plan<B> {
         let refused = refused_by.and_then(|r| order.iter().position(|&i| i == r));
         (items, refused)
     }
+}
+
+/// The batch a limit can travel in: never a shadow limit's (a batch is all or none,
+/// and a limit that only watches must not stop the others being charged).
+pub(crate) fn batchable<B>(entry: &dyn Entry<B>) -> Option<&dyn Batch> {
+    if entry.is_shadow() {
+        return None;
+    }
+    entry.batch()
 }
 
 /// The policy a fallback's decision advertises: its own limit, over the entry's
