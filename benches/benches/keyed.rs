@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 
 use criterion::measurement::WallTime;
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, BenchmarkId, Criterion};
+use governor::middleware::NoOpMiddleware;
+use governor::state::keyed::DashMapStateStore;
 use portero::{Gcra, KeyedLimiter};
 use portero_benches::{governor_open_quota, open_quota, uniform_keys, zipf_keys};
 
@@ -63,6 +65,33 @@ fn bench_on<F: Fn(u64) -> bool + Sync + Send + 'static>(
     });
 }
 
+/// The two keyed limiters every table benchmark compares, each holding the keys:
+/// `portero/label` and `governor/label`, a check of an existing key each.
+fn portero_and_governor<C, GS, GC, MW>(
+    g: &mut BenchmarkGroup<'_, WallTime>,
+    label: &str,
+    keys: &Arc<Vec<u64>>,
+    threads: usize,
+    portero: &Arc<KeyedLimiter<u64, Gcra, C>>,
+    governor: &Arc<governor::RateLimiter<u64, GS, GC, MW>>,
+) where
+    C: portero::Clock,
+    KeyedLimiter<u64, Gcra, C>: Send + Sync + 'static,
+    GS: governor::state::keyed::KeyedStateStore<u64>,
+    GC: governor::clock::Clock,
+    MW: governor::middleware::RateLimitingMiddleware<GC::Instant>,
+    governor::RateLimiter<u64, GS, GC, MW>: Send + Sync + 'static,
+{
+    let p = portero.clone();
+    bench_on(g, "portero", label, keys, threads, move |k| {
+        p.check(&k).is_allowed()
+    });
+    let gv = governor.clone();
+    bench_on(g, "governor", label, keys, threads, move |k| {
+        gv.check_key(&k).is_ok()
+    });
+}
+
 fn existing_keys(c: &mut Criterion) {
     let mut g = c.benchmark_group("keyed_existing");
     for (n, dist) in [
@@ -90,14 +119,7 @@ fn existing_keys(c: &mut Criterion) {
         }
         for threads in [1usize, 2] {
             let label = format!("{n}_{dist}_{threads}t");
-            let p = portero.clone();
-            bench_on(&mut g, "portero", &label, &keys, threads, move |k| {
-                p.check(&k).is_allowed()
-            });
-            let gv = governor.clone();
-            bench_on(&mut g, "governor", &label, &keys, threads, move |k| {
-                gv.check_key(&k).is_ok()
-            });
+            portero_and_governor(&mut g, &label, &keys, threads, &portero, &governor);
             if n == 10_000 {
                 let d = dash.clone();
                 bench_on(&mut g, "map_dashmap", &label, &keys, threads, move |k| {
@@ -138,14 +160,12 @@ fn string_keys(c: &mut Criterion) {
     for threads in [1usize, 2] {
         let label = format!("10000_uniform_{threads}t");
         let (p, ns) = (portero.clone(), names.clone());
-        let f = Arc::new(move |k: u64| p.check(&ns[k as usize]).is_allowed());
-        g.bench_function(BenchmarkId::new("portero", &label), |b| {
-            b.iter_custom(|i| on_threads(f.clone(), keys.clone(), threads, i))
+        bench_on(&mut g, "portero", &label, &keys, threads, move |k| {
+            p.check(&ns[k as usize]).is_allowed()
         });
         let (gv, ns) = (governor.clone(), names.clone());
-        let f = Arc::new(move |k: u64| gv.check_key(&ns[k as usize]).is_ok());
-        g.bench_function(BenchmarkId::new("governor", &label), |b| {
-            b.iter_custom(|i| on_threads(f.clone(), keys.clone(), threads, i))
+        bench_on(&mut g, "governor", &label, &keys, threads, move |k| {
+            gv.check_key(&ns[k as usize]).is_ok()
         });
     }
     g.finish();
@@ -176,6 +196,22 @@ fn new_keys(c: &mut Criterion) {
     g.finish();
 }
 
+/// portero's table and governor's (on a DashMap, as its keyed default) for `n` keys,
+/// each on the clock given.
+#[allow(clippy::type_complexity)] // the two limiters' own types, spelled out once
+fn tables_on_clocks<C: portero::Clock, GC: governor::clock::Clock>(
+    n: u64,
+    portero_clock: C,
+    governor_clock: GC,
+) -> (
+    Arc<KeyedLimiter<u64, Gcra, C>>,
+    Arc<governor::RateLimiter<u64, DashMapStateStore<u64>, GC, NoOpMiddleware<GC::Instant>>>,
+) {
+    let portero = KeyedLimiter::with_clock(Gcra::new(open_quota()), n as usize, portero_clock);
+    let governor = governor::RateLimiter::dashmap_with_clock(governor_open_quota(), governor_clock);
+    (Arc::new(portero), Arc::new(governor))
+}
+
 /// Both on a cached clock: governor's `QuantaUpkeepClock` (its upkeep thread updates
 /// quanta's recent time every 1 ms) and portero's `RecentClock`, which reads the same
 /// recent time. An existing key among 10,000, uniform.
@@ -185,29 +221,14 @@ fn cached_clock(c: &mut Criterion) {
         .expect("no other upkeep thread in this benchmark");
     let n = 10_000u64;
     let keys = Arc::new(uniform_keys(n, SEQ));
-    let portero = Arc::new(KeyedLimiter::with_clock(
-        Gcra::new(open_quota()),
-        n as usize,
-        portero::RecentClock::new(),
-    ));
-    let governor = Arc::new(governor::RateLimiter::dashmap_with_clock(
-        governor_open_quota(),
-        upkeep,
-    ));
+    let (portero, governor) = tables_on_clocks(n, portero::RecentClock::new(), upkeep);
     for k in 0..n {
         portero.check(&k);
         let _ = governor.check_key(&k);
     }
     for threads in [1usize, 2] {
         let label = format!("{n}_uniform_{threads}t");
-        let p = portero.clone();
-        bench_on(&mut g, "portero", &label, &keys, threads, move |k| {
-            p.check(&k).is_allowed()
-        });
-        let gv = governor.clone();
-        bench_on(&mut g, "governor", &label, &keys, threads, move |k| {
-            gv.check_key(&k).is_ok()
-        });
+        portero_and_governor(&mut g, &label, &keys, threads, &portero, &governor);
     }
     g.finish();
 }
@@ -218,15 +239,8 @@ fn time_given(c: &mut Criterion) {
     let mut g = c.benchmark_group("keyed_existing_time_given");
     let n = 10_000u64;
     let keys = Arc::new(uniform_keys(n, SEQ));
-    let portero = Arc::new(KeyedLimiter::with_clock(
-        Gcra::new(open_quota()),
-        n as usize,
-        portero::ManualClock::new(),
-    ));
-    let governor = Arc::new(governor::RateLimiter::dashmap_with_clock(
-        governor_open_quota(),
-        governor::clock::FakeRelativeClock::default(),
-    ));
+    let fake = governor::clock::FakeRelativeClock::default();
+    let (portero, governor) = tables_on_clocks(n, portero::ManualClock::new(), fake);
     for k in 0..n {
         let _ = portero.check_at(&k, 1, 1);
         let _ = governor.check_key(&k);

@@ -6,13 +6,16 @@
 //! (`EVALSHA`, 64 clients) on the same server. Starts its own redis-server (it must be
 //! installed, with `redis-benchmark`).
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::measurement::WallTime;
+use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion};
 use portero::Quota;
 use portero_redis::{LeasedLimiter, LocalRedis, RedisAlgorithm, RedisLimiter, StackedLimit};
 use redis::aio::ConnectionManager;
+use tokio::runtime::Runtime;
 
 const TASKS: u64 = 64;
 
@@ -23,7 +26,7 @@ const FLOOR_SCRIPT: &str = "redis.call('TIME') for i = 1, #KEYS do \
 
 fn redis(c: &mut Criterion) {
     let server = LocalRedis::start().expect("redis-server for this benchmark");
-    let rt = tokio::runtime::Runtime::new().unwrap();
+    let rt = Runtime::new().unwrap();
     let open = Quota::per_second(1_000_000)
         .unwrap()
         .with_burst(1 << 30)
@@ -86,24 +89,23 @@ fn redis(c: &mut Criterion) {
     );
     let tiny = RedisAlgorithm::gcra(Quota::per_hour(1).unwrap()).unwrap();
 
-    let mut g = c.benchmark_group("redis");
-    g.bench_function("floor_incr_1_task", |b| {
+    let mut g = OnRuntime {
+        group: c.benchmark_group("redis"),
+        rt: &rt,
+    };
+    g.group.bench_function("floor_incr_1_task", |b| {
         b.iter_custom(|iters| {
             let mut con = floor.clone();
             rt.block_on(async move {
                 let start = Instant::now();
                 for _ in 0..iters {
-                    let _: u64 = redis::cmd("INCR")
-                        .arg("floor")
-                        .query_async(&mut con)
-                        .await
-                        .unwrap();
+                    incr_floor(&mut con).await;
                 }
                 start.elapsed()
             })
         })
     });
-    g.bench_function("portero_gcra_1_task", |b| {
+    g.group.bench_function("portero_gcra_1_task", |b| {
         b.iter_custom(|iters| {
             let l = limiter.clone();
             rt.block_on(async move {
@@ -115,78 +117,46 @@ fn redis(c: &mut Criterion) {
             })
         })
     });
-    g.bench_function("floor_incr_64_tasks", |b| {
-        b.iter_custom(|iters| {
-            let floor = floor.clone();
-            rt.block_on(in_tasks(TASKS, iters / TASKS + 1, move |_| {
-                let mut con = floor.clone();
-                async move {
-                    let _: u64 = redis::cmd("INCR")
-                        .arg("floor")
-                        .query_async(&mut con)
-                        .await
-                        .unwrap();
-                }
-            }))
-        })
-    });
-    g.bench_function("portero_gcra_64_tasks", |b| {
-        b.iter_custom(|iters| {
-            let limiter = limiter.clone();
-            rt.block_on(in_tasks(TASKS, iters / TASKS + 1, move |t| {
-                let l = limiter.clone();
-                async move {
-                    let key = format!("k{t}");
-                    assert!(l.check(&key, 1).await.unwrap().decision.is_allowed());
-                }
-            }))
-        })
-    });
-    g.bench_function("portero_gcra_64_tasks_hot_key", |b| {
-        b.iter_custom(|iters| {
-            let limiter = limiter.clone();
-            rt.block_on(in_tasks(TASKS, iters / TASKS + 1, move |_| {
-                let l = limiter.clone();
-                async move {
-                    assert!(l.check("hot", 1).await.unwrap().decision.is_allowed());
-                }
-            }))
-        })
-    });
+    g.in_tasks(
+        "floor_incr_64_tasks",
+        TASKS,
+        &floor,
+        |mut con, _| async move { incr_floor(&mut con).await },
+    );
+    // Each task on a key of its own, and all of them on one hot key.
+    for (name, hot) in [
+        ("portero_gcra_64_tasks", false),
+        ("portero_gcra_64_tasks_hot_key", true),
+    ] {
+        g.in_tasks(name, TASKS, &limiter, move |l, t| async move {
+            let key = if hot {
+                Cow::Borrowed("hot")
+            } else {
+                Cow::Owned(format!("k{t}"))
+            };
+            assert!(l.check(&key, 1).await.unwrap().decision.is_allowed());
+        });
+    }
     // The same three limits in one stacked call, and as three calls; each task count
     // on its own tenant and global keys.
     for (tasks, label) in [(1, "1_task"), (TASKS, "64_tasks")] {
-        g.bench_function(format!("portero_stack3_one_call_{label}"), |b| {
-            b.iter_custom(|iters| {
-                let limiter = limiter.clone();
-                rt.block_on(in_tasks(tasks, iters.div_ceil(tasks), move |t| {
-                    let l = limiter.clone();
-                    async move {
-                        let keys = stack_keys(t, tasks);
-                        let stack = stack_algorithms
-                            .iter()
-                            .zip(&keys)
-                            .map(|(&alg, key)| StackedLimit::new(alg, key, 1))
-                            .collect::<Vec<_>>();
-                        assert!(l.check_all(&stack).await.unwrap().is_allowed());
-                    }
-                }))
-            })
+        let one_call = format!("portero_stack3_one_call_{label}");
+        g.in_tasks(one_call, tasks, &limiter, move |l, t| async move {
+            let keys = stack_keys(t, tasks);
+            let stack = stack_algorithms
+                .iter()
+                .zip(&keys)
+                .map(|(&alg, key)| StackedLimit::new(alg, key, 1))
+                .collect::<Vec<_>>();
+            assert!(l.check_all(&stack).await.unwrap().is_allowed());
         });
-        g.bench_function(format!("portero_three_calls_{label}"), |b| {
-            b.iter_custom(|iters| {
-                let limiter = limiter.clone();
-                rt.block_on(in_tasks(tasks, iters.div_ceil(tasks), move |t| {
-                    let l = limiter.clone();
-                    async move {
-                        let keys = stack_keys(t, tasks);
-                        for (alg, key) in stack_algorithms.iter().zip(&keys) {
-                            let d = l.check_with(key, 1, alg).await.unwrap().decision;
-                            assert!(d.is_allowed());
-                        }
-                    }
-                }))
-            })
+        let three_calls = format!("portero_three_calls_{label}");
+        g.in_tasks(three_calls, tasks, &limiter, move |l, t| async move {
+            let keys = stack_keys(t, tasks);
+            for (alg, key) in stack_algorithms.iter().zip(&keys) {
+                let d = l.check_with(key, 1, alg).await.unwrap().decision;
+                assert!(d.is_allowed());
+            }
         });
     }
     // The floor under any stack: a script that only reads and writes each limit's key
@@ -199,54 +169,44 @@ fn redis(c: &mut Criterion) {
                 .query_async(&mut floor.clone()),
         )
         .unwrap();
+    let floor_and_script = (floor.clone(), floor_script);
     for (calls, keys_per_call) in [(1, 3), (3, 1)] {
-        g.bench_function(
-            format!("floor_get_set_3_keys_in_{calls}_calls_64_tasks"),
-            |b| {
-                b.iter_custom(|iters| {
-                    let (floor, sha) = (floor.clone(), floor_script.clone());
-                    rt.block_on(in_tasks(TASKS, iters.div_ceil(TASKS), move |t| {
-                        let (mut con, sha) = (floor.clone(), sha.clone());
-                        async move {
-                            let keys = stack_keys(t, TASKS);
-                            for chunk in keys.chunks(keys_per_call) {
-                                let _: Vec<u64> = redis::cmd("EVALSHA")
-                                    .arg(&sha)
-                                    .arg(chunk.len())
-                                    .arg(chunk)
-                                    .query_async(&mut con)
-                                    .await
-                                    .unwrap();
-                            }
-                        }
-                    }))
-                })
+        let name = format!("floor_get_set_3_keys_in_{calls}_calls_64_tasks");
+        g.in_tasks(
+            name,
+            TASKS,
+            &floor_and_script,
+            move |(mut con, sha), t| async move {
+                let keys = stack_keys(t, TASKS);
+                for chunk in keys.chunks(keys_per_call) {
+                    let _: Vec<u64> = redis::cmd("EVALSHA")
+                        .arg(&sha)
+                        .arg(chunk.len())
+                        .arg(chunk)
+                        .query_async(&mut con)
+                        .await
+                        .unwrap();
+                }
             },
         );
     }
-    g.bench_function("portero_cached_refusals_64_tasks_hot_key", |b| {
-        b.iter_custom(|iters| {
-            let cached = cached.clone();
-            rt.block_on(in_tasks(TASKS, iters / TASKS + 1, move |_| {
-                let l = cached.clone();
-                async move {
-                    let _ = l.check_with("abuser", 1, &tiny).await.unwrap();
-                }
-            }))
-        })
-    });
-    g.bench_function("portero_leases_64_tasks_hot_key", |b| {
-        b.iter_custom(|iters| {
-            let leased = leased.clone();
-            rt.block_on(in_tasks(TASKS, iters / TASKS + 1, move |_| {
-                let l = leased.clone();
-                async move {
-                    assert!(l.check("leased", 1).await.unwrap().decision.is_allowed());
-                }
-            }))
-        })
-    });
-    g.finish();
+    g.in_tasks(
+        "portero_cached_refusals_64_tasks_hot_key",
+        TASKS,
+        &cached,
+        move |l, _| async move {
+            let _ = l.check_with("abuser", 1, &tiny).await.unwrap();
+        },
+    );
+    g.in_tasks(
+        "portero_leases_64_tasks_hot_key",
+        TASKS,
+        &leased,
+        |l, _| async move {
+            assert!(l.check("leased", 1).await.unwrap().decision.is_allowed());
+        },
+    );
+    g.group.finish();
 }
 
 /// The stack benchmarks' user, tenant and global keys for task `t` of `tasks`.
@@ -256,6 +216,43 @@ fn stack_keys(t: u64, tasks: u64) -> [String; 3] {
         format!("tenant{tasks}"),
         format!("*{tasks}"),
     ]
+}
+
+/// A benchmark group whose benchmarks run on one tokio runtime.
+struct OnRuntime<'a> {
+    group: BenchmarkGroup<'a, WallTime>,
+    rt: &'a Runtime,
+}
+
+impl OnRuntime<'_> {
+    /// One benchmark `name`: `call(shared, t)` in each task `t` of `tasks`, each call
+    /// given its own clone of `shared` (a connection, a limiter); the iterations are
+    /// spread over the tasks.
+    fn in_tasks<S, F, Fut>(&mut self, name: impl Into<String>, tasks: u64, shared: &S, call: F)
+    where
+        S: Clone + Send + Sync + 'static,
+        F: Fn(S, u64) -> Fut + Clone + Send + 'static,
+        Fut: std::future::Future<Output = ()> + Send,
+    {
+        let rt = self.rt;
+        self.group.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let (shared, call) = (shared.clone(), call.clone());
+                rt.block_on(in_tasks(tasks, iters.div_ceil(tasks), move |t| {
+                    call(shared.clone(), t)
+                }))
+            })
+        });
+    }
+}
+
+/// One `INCR` round trip: the floor under any check.
+async fn incr_floor(con: &mut ConnectionManager) {
+    let _: u64 = redis::cmd("INCR")
+        .arg("floor")
+        .query_async(con)
+        .await
+        .unwrap();
 }
 
 /// `tasks` tasks, task `t` awaiting `call(t)` `per` times; the wall time for all.

@@ -13,12 +13,10 @@ use proptest::prelude::*;
 
 const S: u64 = 1_000_000_000;
 
-fn quota(per_sec: u64, burst: u64) -> Quota {
-    Quota::per_second(per_sec)
-        .unwrap()
-        .with_burst(burst)
-        .unwrap()
+mod support {
+    pub mod quota;
 }
+use support::quota::quota;
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(128))]

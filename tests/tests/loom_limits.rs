@@ -338,6 +338,21 @@ fn breaker_rate_rule_loses_no_failure() {
     });
 }
 
+/// An adaptive limit starting at 5 within [2, 10], with no tolerance: updated every
+/// `batch` completed calls, its baseline measured again every `rebaseline_every`
+/// batches.
+fn adaptive(batch: u16, rebaseline_every: u32) -> std::sync::Arc<portero::AdaptiveConcurrency> {
+    let config = portero::AdaptiveConfig {
+        initial_limit: 5,
+        min_limit: 2,
+        max_limit: 10,
+        batch,
+        tolerance_percent: 0,
+        rebaseline_every,
+    };
+    std::sync::Arc::new(portero::AdaptiveConcurrency::new(config).unwrap())
+}
+
 /// Two batches of one call close at once, the second of which starts a new baseline
 /// measurement. Closes are serial: either both run one after the other (the limit goes
 /// 5 → 7 → pinned to 9 / 2 = 4, and one more call ends the measurement, restoring 9),
@@ -349,15 +364,7 @@ fn breaker_rate_rule_loses_no_failure() {
 fn adaptive_limit_batch_closes_never_interleave() {
     use std::time::Duration;
     loom::model(|| {
-        let config = portero::AdaptiveConfig {
-            initial_limit: 5,
-            min_limit: 2,
-            max_limit: 10,
-            batch: 1,
-            tolerance_percent: 0,
-            rebaseline_every: 2,
-        };
-        let limit = std::sync::Arc::new(portero::AdaptiveConcurrency::new(config).unwrap());
+        let limit = adaptive(1, 2);
         let ms = Duration::from_millis(10);
         limit.try_acquire_owned().unwrap().completed(ms); // baseline 10 ms, limit 5
         let (a, b) = (
@@ -382,15 +389,7 @@ fn adaptive_limit_batch_closes_never_interleave() {
 fn adaptive_limit_admits_within_its_limit_and_closes_each_batch_once() {
     use std::time::Duration;
     loom::model(|| {
-        let config = portero::AdaptiveConfig {
-            initial_limit: 5,
-            min_limit: 2,
-            max_limit: 10,
-            batch: 2,
-            tolerance_percent: 0,
-            rebaseline_every: 100,
-        };
-        let limit = std::sync::Arc::new(portero::AdaptiveConcurrency::new(config).unwrap());
+        let limit = adaptive(2, 100);
         let handles: Vec<_> = (0..2u64)
             .map(|i| {
                 let l = limit.clone();

@@ -3,34 +3,20 @@
 // `cargo xtask wasm`). Sequential HTTP requests from Node over loopback; prints the
 // median and p90 per request, and the Durable Object's share (exact − local).
 import { unlinkSync, writeFileSync } from "node:fs";
-import { freePort, root, startWorkerd, stopWorkerd } from "../test/support/workerd.mjs";
+import { freePort, packageModules, root, startWorkerd, stopWorkerd, workerdConfig } from "../test/support/workerd.mjs";
 
 const N = 2_000;
 
 const port = await freePort();
 const config = `${root}.workerd-bench-${process.pid}.capnp`;
-writeFileSync(
-  config,
-  `using Workerd = import "/workerd/workerd.capnp";
-const config :Workerd.Config = (
-  services = [ (name = "main", worker = .w) ],
-  sockets = [ (name = "http", address = "127.0.0.1:${port}", http = (), service = "main") ],
-);
-const w :Workerd.Worker = (
-  modules = [
-    (name = "bench/durable-worker.js", esModule = embed "bench/durable-worker.js"),
-    (name = "js/index.js", esModule = embed "js/index.js"),
-    (name = "js/durable.js", esModule = embed "js/durable.js"),
-    (name = "pkg/portero_wasm.js", esModule = embed "pkg/portero_wasm.js"),
-    (name = "pkg/portero_wasm_bg.wasm", wasm = embed "pkg/portero_wasm_bg.wasm"),
-  ],
+const worker = `(
+  modules = ${packageModules("bench/durable-worker.js", { durable: true })},
   durableObjectNamespaces = [ (className = "PorteroShard", uniqueKey = "portero-bench") ],
   durableObjectStorage = (inMemory = void),
   bindings = [ (name = "LIMITER", durableObjectNamespace = "PorteroShard") ],
   compatibilityDate = "2026-11-01",
-);
-`,
-);
+)`;
+writeFileSync(config, workerdConfig([{ name: "main", port, worker }]));
 const { child } = await startWorkerd(config, [port], { path: "/local", init: {} });
 try {
   const results = [];

@@ -73,15 +73,26 @@ test("fractional milliseconds are kept (performance.now())", () => {
   assert.equal(rl.check(10.5).allowed, true);
 });
 
+// Two single limiters and two keyed ones, each pair made alike: one of a pair is asked
+// with allow, its twin with check, and their answers compared.
+function twins(makeSingle, keyedOptions) {
+  return [
+    [makeSingle(), makeSingle()],
+    [new KeyedLimiter(keyedOptions), new KeyedLimiter(keyedOptions)],
+  ];
+}
+
+// allow on the first of each pair answers at `t` as check does on its twin.
+function assertAllowAsCheck([a, b], [ka, kb], t) {
+  assert.equal(a.allow(t), b.check(t).allowed);
+  assert.equal(ka.allow("k", t), kb.check("k", t).allowed);
+}
+
 test("allow answers as check does, without a decision; errors still throw", () => {
   const t0 = 1_700_000_000_000;
-  const [a, b] = [new Gcra({ perSecond: 10, burst: 3 }), new Gcra({ perSecond: 10, burst: 3 })];
-  const [ka, kb] = [new KeyedLimiter({ perSecond: 10, burst: 3 }), new KeyedLimiter({ perSecond: 10, burst: 3 })];
-  for (let i = 0; i < 20; i++) {
-    const t = t0 + i * 37;
-    assert.equal(a.allow(t), b.check(t).allowed);
-    assert.equal(ka.allow("k", t), kb.check("k", t).allowed);
-  }
+  const [singles, keyed] = twins(() => new Gcra({ perSecond: 10, burst: 3 }), { perSecond: 10, burst: 3 });
+  for (let i = 0; i < 20; i++) assertAllowAsCheck(singles, keyed, t0 + i * 37);
+  const [[a], [ka]] = [singles, keyed];
   assert.throws(() => a.allow(t0, 4), /capacity/);
   assert.throws(() => ka.allow("k", t0, 4), /capacity/);
   assert.throws(() => a.allow(NaN), /now must be/);
@@ -119,13 +130,12 @@ test("allow between checks: a check's decision is whole, never left over from al
   // allow skips remaining / retry-after / reset-after in the buffer; the check after it
   // must still answer its own figures.
   const t0 = 1_700_000_000_000;
-  const [a, b] = [new TokenBucket({ capacity: 5, perSecond: 5 }), new TokenBucket({ capacity: 5, perSecond: 5 })];
-  const [ka, kb] = [new KeyedLimiter({ perSecond: 5, burst: 5 }), new KeyedLimiter({ perSecond: 5, burst: 5 })];
+  const [singles, keyed] = twins(() => new TokenBucket({ capacity: 5, perSecond: 5 }), { perSecond: 5, burst: 5 });
+  const [[a, b], [ka, kb]] = [singles, keyed];
   for (let i = 0; i < 30; i++) {
     const t = t0 + i * 53;
     if (i % 3 === 0) {
-      assert.equal(a.allow(t), b.check(t).allowed);
-      assert.equal(ka.allow("k", t), kb.check("k", t).allowed);
+      assertAllowAsCheck(singles, keyed, t);
     } else {
       assert.deepEqual(a.check(t), b.check(t));
       assert.deepEqual(ka.check("k", t), kb.check("k", t));

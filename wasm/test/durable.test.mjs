@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { existsSync, mkdtempSync, rmSync, unlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { binary, freePort, root, startWorkerd, stopWorkerd } from "./support/workerd.mjs";
+import { binary, freePort, packageModules, root, startWorkerd, stopWorkerd, workerdConfig } from "./support/workerd.mjs";
 
 const LIMIT = 50; // per hour: nothing comes back during the test, restarts included
 
@@ -18,32 +18,10 @@ let config;
 let disk;
 let log = () => "";
 
-const modules = `[
-    (name = "example/durable-worker.js", esModule = embed "example/durable-worker.js"),
-    (name = "js/index.js", esModule = embed "js/index.js"),
-    (name = "js/durable.js", esModule = embed "js/durable.js"),
-    (name = "pkg/portero_wasm.js", esModule = embed "pkg/portero_wasm.js"),
-    (name = "pkg/portero_wasm_bg.wasm", wasm = embed "pkg/portero_wasm_bg.wasm"),
-  ]`;
+const modules = packageModules("example/durable-worker.js", { durable: true });
 
 function writeConfig() {
-  writeFileSync(
-    config,
-    `using Workerd = import "/workerd/workerd.capnp";
-const config :Workerd.Config = (
-  services = [
-    (name = "main", worker = .main),
-    (name = "other", worker = .other),
-    (name = "keys", worker = .keys),
-    (name = "do-disk", disk = (path = "${disk}", writable = true)),
-  ],
-  sockets = [
-    (name = "a", address = "127.0.0.1:${ports[0]}", http = (), service = "main"),
-    (name = "b", address = "127.0.0.1:${ports[1]}", http = (), service = "other"),
-    (name = "c", address = "127.0.0.1:${ports[2]}", http = (), service = "keys"),
-  ],
-);
-const main :Workerd.Worker = (
+  const main = `(
   modules = ${modules},
   durableObjectNamespaces = [ (className = "PorteroShard", uniqueKey = "portero-durable-test") ],
   durableObjectStorage = (localDisk = "do-disk"),
@@ -53,8 +31,8 @@ const main :Workerd.Worker = (
     (name = "SHARDS", text = "4"),
   ],
   compatibilityDate = "2026-11-01",
-);
-const other :Workerd.Worker = (
+)`;
+  const other = `(
   modules = ${modules},
   bindings = [
     (name = "LIMITER", durableObjectNamespace = (className = "PorteroShard", serviceName = "main")),
@@ -62,20 +40,18 @@ const other :Workerd.Worker = (
     (name = "SHARDS", text = "4"),
   ],
   compatibilityDate = "2026-11-01",
-);
-const keys :Workerd.Worker = (
-  modules = [
-    (name = "test/support/keys-worker.js", esModule = embed "test/support/keys-worker.js"),
-    (name = "js/index.js", esModule = embed "js/index.js"),
-    (name = "js/durable.js", esModule = embed "js/durable.js"),
-    (name = "pkg/portero_wasm.js", esModule = embed "pkg/portero_wasm.js"),
-    (name = "pkg/portero_wasm_bg.wasm", wasm = embed "pkg/portero_wasm_bg.wasm"),
-  ],
+)`;
+  const keys = `(
+  modules = ${packageModules("test/support/keys-worker.js", { durable: true })},
   bindings = [ (name = "LIMITER", durableObjectNamespace = (className = "PorteroShard", serviceName = "main")) ],
   compatibilityDate = "2026-11-01",
-);
-`,
-  );
+)`;
+  const services = [
+    { name: "main", port: ports[0], worker: main },
+    { name: "other", port: ports[1], worker: other },
+    { name: "keys", port: ports[2], worker: keys },
+  ];
+  writeFileSync(config, workerdConfig(services, [`(name = "do-disk", disk = (path = "${disk}", writable = true))`]));
 }
 
 async function start() {

@@ -4,7 +4,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { existsSync, unlinkSync, writeFileSync } from "node:fs";
-import { binary, freePort, root, startWorkerd, stopWorkerd } from "./support/workerd.mjs";
+import { binary, freePort, packageModules, root, startWorkerd, stopWorkerd, workerdConfig } from "./support/workerd.mjs";
 
 const RATE = 5; // per minute, burst 5: no token comes back during the test
 
@@ -17,25 +17,12 @@ before(async () => {
   assert.ok(existsSync(`${root}pkg/portero_wasm_bg.wasm`), "wasm/pkg missing: run cargo xtask wasm");
   port = await freePort();
   config = `${root}.workerd-test-${process.pid}.capnp`;
-  writeFileSync(
-    config,
-    `using Workerd = import "/workerd/workerd.capnp";
-const config :Workerd.Config = (
-  services = [ (name = "main", worker = .w) ],
-  sockets = [ (name = "http", address = "127.0.0.1:${port}", http = (), service = "main") ],
-);
-const w :Workerd.Worker = (
-  modules = [
-    (name = "example/worker.js", esModule = embed "example/worker.js"),
-    (name = "js/index.js", esModule = embed "js/index.js"),
-    (name = "pkg/portero_wasm.js", esModule = embed "pkg/portero_wasm.js"),
-    (name = "pkg/portero_wasm_bg.wasm", wasm = embed "pkg/portero_wasm_bg.wasm"),
-  ],
+  const worker = `(
+  modules = ${packageModules("example/worker.js")},
   bindings = [ (name = "RATE_PER_MINUTE", text = "${RATE}") ],
   compatibilityDate = "2026-11-01",
-);
-`,
-  );
+)`;
+  writeFileSync(config, workerdConfig([{ name: "main", port, worker }]));
   ({ child } = await startWorkerd(config, [port], {
     path: "/",
     init: { headers: { "CF-Connecting-IP": "192.0.2.250" } },

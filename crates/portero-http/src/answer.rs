@@ -26,8 +26,13 @@ pub fn too_many_requests<B: From<&'static str>>(
 
 /// A 429's status, `Content-Type` and body, without the fields.
 pub(crate) fn rate_limited<B: From<&'static str>>() -> Response<B> {
-    let mut response = Response::new(B::from(TOO_MANY_REQUESTS_BODY));
-    *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+    json(StatusCode::TOO_MANY_REQUESTS, TOO_MANY_REQUESTS_BODY)
+}
+
+/// `status` with `body` as `application/json`: what every answer here starts from.
+fn json<B: From<&'static str>>(status: StatusCode, body: &'static str) -> Response<B> {
+    let mut response = Response::new(B::from(body));
+    *response.status_mut() = status;
     response
         .headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -51,12 +56,7 @@ pub const TOO_COSTLY_BODY: &str = r#"{"error":"request costs more than the limit
 /// 413 Content Too Large for a request whose cost is above the limit's capacity:
 /// waiting would not help, so there is no `Retry-After` (a 429 would invite retries).
 pub fn too_costly<B: From<&'static str>>() -> Response<B> {
-    let mut response = Response::new(B::from(TOO_COSTLY_BODY));
-    *response.status_mut() = StatusCode::PAYLOAD_TOO_LARGE;
-    response
-        .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    response
+    json(StatusCode::PAYLOAD_TOO_LARGE, TOO_COSTLY_BODY)
 }
 
 /// The body of every 503 this crate answers (the same shape as the 429's).
@@ -66,11 +66,10 @@ pub const SERVICE_UNAVAILABLE_BODY: &str = r#"{"error":"service overloaded"}"#;
 /// [`headers::retry_after_value`]) and [`SERVICE_UNAVAILABLE_BODY`] as
 /// `application/json`, so a client reads every refusal the same way.
 pub fn service_unavailable<B: From<&'static str>>(retry_after: &HeaderValue) -> Response<B> {
-    let mut response = Response::new(B::from(SERVICE_UNAVAILABLE_BODY));
-    *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
-    let headers = response.headers_mut();
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    headers.insert(RETRY_AFTER, retry_after.clone());
+    let mut response = json(StatusCode::SERVICE_UNAVAILABLE, SERVICE_UNAVAILABLE_BODY);
+    response
+        .headers_mut()
+        .insert(RETRY_AFTER, retry_after.clone());
     response
 }
 
@@ -81,10 +80,5 @@ pub const LIMIT_FAILED_BODY: &str = r#"{"error":"rate limit could not be checked
 
 /// 500 Internal Server Error with [`LIMIT_FAILED_BODY`] as `application/json`.
 pub fn limit_failed<B: From<&'static str>>() -> Response<B> {
-    let mut response = Response::new(B::from(LIMIT_FAILED_BODY));
-    *response.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
-    response
-        .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    response
+    json(StatusCode::INTERNAL_SERVER_ERROR, LIMIT_FAILED_BODY)
 }

@@ -89,6 +89,24 @@ fn echo_app(calls: Arc<AtomicUsize>) -> Router {
     )
 }
 
+/// The echo app behind a per-client limit of 3 a minute, keyed by what `resolver` makes
+/// of each request's peer: the app, its count of handler calls and the limit's store.
+fn limited_echo(resolver: ClientIp) -> (Router, Arc<AtomicUsize>, Arc<Recording>) {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let store = Recording::new(per_minute(3));
+    let app = echo_app(calls.clone())
+        .layer(per_client(store.clone(), per_minute(3)))
+        .layer(ClientAddrLayer::new(resolver));
+    (app, calls, store)
+}
+
+/// One `GET /` through `app` without a socket: the response's head and its body.
+async fn get_root(app: &Router) -> (http::response::Parts, axum::body::Bytes) {
+    let request = Request::get("/").body(Body::empty()).unwrap();
+    let (head, body) = app.clone().oneshot(request).await.unwrap().into_parts();
+    (head, axum::body::to_bytes(body, 1 << 16).await.unwrap())
+}
+
 /// Serves `app` without recording the peer address (the set-up mistake).
 async fn serve_without_connect_info(app: Router) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -116,18 +134,19 @@ async fn send_n(addr: SocketAddr, n: usize, method: &str, path: &str) -> Vec<Rep
     replies
 }
 
+/// Ten `GET path` from one client over a loopback socket to [`limited_echo`] (peers
+/// taken as they are): the replies, the handler's calls and the limit's store.
+async fn ten_gets_to_limited_echo(path: &str) -> (Vec<Reply>, Arc<AtomicUsize>, Arc<Recording>) {
+    let (app, calls, store) = limited_echo(direct());
+    let addr = serve(app).await;
+    (send_n(addr, 10, "GET", path).await, calls, store)
+}
+
 /// (a) One client, a quota of 3: exactly 3 of 10 reach the handler; the handler's
 /// extractor and the limit's key are the same address, the loopback peer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_connect_info_a_quota_of_3_admits_exactly_3_of_10_and_handler_and_limit_agree() {
-    let calls = Arc::new(AtomicUsize::new(0));
-    let store = Recording::new(per_minute(3));
-    let app = echo_app(calls.clone())
-        .layer(per_client(store.clone(), per_minute(3)))
-        .layer(ClientAddrLayer::new(direct()));
-    let addr = serve(app).await;
-
-    let replies = send_n(addr, 10, "GET", "/").await;
+    let (replies, calls, store) = ten_gets_to_limited_echo("/").await;
     assert_eq!(tally(&replies), HashMap::from([(200, 3), (429, 7)]));
     assert_eq!(
         calls.load(Ordering::SeqCst),
@@ -153,13 +172,8 @@ async fn with_connect_info_a_quota_of_3_admits_exactly_3_of_10_and_handler_and_l
 /// handler sees the forwarded client, and the limit counts each client apart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn behind_a_trusted_proxy_handler_and_limit_see_the_forwarded_client() {
-    let calls = Arc::new(AtomicUsize::new(0));
-    let store = Recording::new(per_minute(3));
-    let app = echo_app(calls.clone())
-        .layer(per_client(store.clone(), per_minute(3)))
-        .layer(ClientAddrLayer::new(ClientIp::new(
-            TrustedProxies::new(["127.0.0.1"]).unwrap(),
-        )));
+    let (app, calls, store) =
+        limited_echo(ClientIp::new(TrustedProxies::new(["127.0.0.1"]).unwrap()));
     let addr = serve(app).await;
 
     for client in ["198.51.100.1", "198.51.100.2"] {
@@ -189,11 +203,7 @@ async fn behind_a_trusted_proxy_handler_and_limit_see_the_forwarded_client() {
 async fn without_connect_info_every_request_is_a_counted_500_that_never_reaches_the_handler() {
     let counters = Counters::default();
     let _local = metrics::set_default_local_recorder(&counters);
-    let calls = Arc::new(AtomicUsize::new(0));
-    let store = Recording::new(per_minute(3));
-    let app = echo_app(calls.clone())
-        .layer(per_client(store.clone(), per_minute(3)))
-        .layer(ClientAddrLayer::new(direct()));
+    let (app, calls, store) = limited_echo(direct());
     let addr = serve_without_connect_info(app).await;
 
     let replies = send_n(addr, 10, "GET", "/").await;
@@ -215,22 +225,14 @@ async fn without_connect_info_every_request_is_a_counted_500_that_never_reaches_
 /// connection, and `oneshot` drives the router.
 #[tokio::test]
 async fn mock_connect_info_with_oneshot_resolves_the_mocked_peer() {
-    let calls = Arc::new(AtomicUsize::new(0));
-    let store = Recording::new(per_minute(3));
     let peer = SocketAddr::from(([192, 0, 2, 7], 4000));
-    let app = echo_app(calls.clone())
-        .layer(per_client(store.clone(), per_minute(3)))
-        .layer(ClientAddrLayer::new(direct()))
-        .layer(MockConnectInfo(peer));
+    let (app, calls, store) = limited_echo(direct());
+    let app = app.layer(MockConnectInfo(peer));
 
     let mut statuses = Vec::new();
     for _ in 0..5 {
-        let request = Request::get("/").body(Body::empty()).unwrap();
-        let response = app.clone().oneshot(request).await.unwrap();
-        let status = response.status().as_u16();
-        let body = axum::body::to_bytes(response.into_body(), 1 << 16)
-            .await
-            .unwrap();
+        let (head, body) = get_root(&app).await;
+        let status = head.status.as_u16();
         if status == 200 {
             assert_eq!(body, "192.0.2.7");
         }
@@ -245,12 +247,7 @@ async fn mock_connect_info_with_oneshot_resolves_the_mocked_peer() {
 /// (3 of 10 get their 404, the rest 429). With `route_layer` it would not be.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unmatched_paths_are_limited_with_router_layer_not_with_route_layer() {
-    let store = Recording::new(per_minute(3));
-    let app = echo_app(Arc::default())
-        .layer(per_client(store.clone(), per_minute(3)))
-        .layer(ClientAddrLayer::new(direct()));
-    let addr = serve(app).await;
-    let replies = send_n(addr, 10, "GET", "/wp-login.php").await;
+    let (replies, _, _) = ten_gets_to_limited_echo("/wp-login.php").await;
     assert_eq!(tally(&replies), HashMap::from([(404, 3), (429, 7)]));
 
     // The contrast: route_layer only wraps matched routes, so the scan is unlimited.
@@ -308,15 +305,9 @@ async fn a_login_limit_limits_only_post_login() {
 async fn the_extractor_without_the_layer_answers_500_naming_client_addr_layer() {
     let calls = Arc::new(AtomicUsize::new(0));
     let app = echo_app(calls.clone()).layer(MockConnectInfo(SocketAddr::from(([192, 0, 2, 7], 1))));
-    let response = app
-        .oneshot(Request::get("/").body(Body::empty()).unwrap())
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 500);
-    assert_eq!(response.headers()["content-type"], "application/json");
-    let body = axum::body::to_bytes(response.into_body(), 1 << 16)
-        .await
-        .unwrap();
+    let (head, body) = get_root(&app).await;
+    assert_eq!(head.status, 500);
+    assert_eq!(head.headers["content-type"], "application/json");
     assert_eq!(body, MISSING_CLIENT_ADDR_BODY);
     let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
     assert!(json["error"].as_str().unwrap().contains("ClientAddrLayer"));
@@ -333,14 +324,8 @@ async fn the_extractor_without_the_layer_answers_500_naming_client_addr_layer() 
         "/",
         get(|client: Option<ClientAddr>| async move { format!("{client:?}") }),
     );
-    let response = app
-        .oneshot(Request::get("/").body(Body::empty()).unwrap())
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    let body = axum::body::to_bytes(response.into_body(), 1 << 16)
-        .await
-        .unwrap();
+    let (head, body) = get_root(&app).await;
+    assert_eq!(head.status, 200);
     assert_eq!(body, "None");
 }
 
@@ -358,15 +343,8 @@ async fn the_key_function_without_the_layer_before_it_is_a_500() {
         .layer(peer);
     for app in [missing, wrong_order] {
         for _ in 0..5 {
-            let response = app
-                .clone()
-                .oneshot(Request::get("/").body(Body::empty()).unwrap())
-                .await
-                .unwrap();
-            assert_eq!(response.status(), 500);
-            let body = axum::body::to_bytes(response.into_body(), 1 << 16)
-                .await
-                .unwrap();
+            let (head, body) = get_root(&app).await;
+            assert_eq!(head.status, 500);
             assert_eq!(body, LIMIT_FAILED_BODY);
         }
     }

@@ -9,9 +9,7 @@ use axum::body::Body;
 use axum::routing::get;
 use axum::Router;
 use http::{Request, Response, StatusCode};
-use portero::{
-    AdaptiveConcurrency, AdaptiveConfig, CircuitBreaker, ManualClock, Priority, PriorityLimit,
-};
+use portero::{CircuitBreaker, ManualClock, Priority, PriorityLimit};
 use portero_http::fair::FairShare;
 use portero_http::queue::{DeadlineQueueLayer, Order};
 use portero_http::{BreakerCallError, CircuitBreakerLayer, LoadShedLayer};
@@ -19,8 +17,10 @@ use tokio::sync::Semaphore;
 use tower::{service_fn, Layer, ServiceExt};
 
 mod support {
+    pub mod adaptive;
     pub mod counters;
 }
+use support::adaptive::{adaptive_limit, delayed_behind};
 
 /// A handler that counts its calls and holds each request until `open` lets it go.
 fn held(calls: Arc<AtomicU32>, open: Arc<Semaphore>) -> Router {
@@ -244,13 +244,7 @@ async fn a_noisy_tenant_is_refused_while_small_tenants_get_the_reserve() {
 
 #[tokio::test]
 async fn the_adaptive_layer_starts_low_and_learns_from_latency() {
-    let limit = Arc::new(
-        AdaptiveConcurrency::new(AdaptiveConfig {
-            batch: 5,
-            ..AdaptiveConfig::default()
-        })
-        .unwrap(),
-    );
+    let limit = adaptive_limit(5);
     let (calls, open) = (Arc::new(AtomicU32::new(0)), Arc::new(Semaphore::new(0)));
     let app = held(calls.clone(), open.clone()).layer(LoadShedLayer::adaptive(
         limit.clone(),
@@ -277,27 +271,9 @@ async fn the_adaptive_layer_starts_low_and_learns_from_latency() {
 #[tokio::test(start_paused = true)]
 async fn the_adaptive_limit_falls_when_every_request_is_cancelled() {
     use std::sync::atomic::AtomicU64;
-    let limit = Arc::new(
-        AdaptiveConcurrency::new(AdaptiveConfig {
-            batch: 10,
-            ..AdaptiveConfig::default()
-        })
-        .unwrap(),
-    );
+    let limit = adaptive_limit(10);
     let delay_ms = Arc::new(AtomicU64::new(1));
-    let d = delay_ms.clone();
-    let app = Router::new()
-        .fallback(move || {
-            let ms = d.load(Ordering::SeqCst);
-            async move {
-                tokio::time::sleep(Duration::from_millis(ms)).await;
-                "done"
-            }
-        })
-        .layer(LoadShedLayer::adaptive(
-            limit.clone(),
-            Duration::from_secs(1),
-        ));
+    let app = delayed_behind(&limit, &delay_ms);
     for _ in 0..40 {
         assert_eq!(status(&app, "/", &[]).await, StatusCode::OK);
     }

@@ -2,6 +2,8 @@
 //! hyper's HTTP/1.1 client — priority shedding under a flood, a deadline that keeps a
 //! request from the handler, and a breaker in front of a real failing upstream.
 
+use std::convert::Infallible;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -11,13 +13,15 @@ use http::{Response, StatusCode};
 use portero::{CircuitBreaker, ConcurrencyLimit, Priority, PriorityLimit};
 use portero_http::queue::DeadlineQueueLayer;
 use portero_http::{CircuitBreakerLayer, LoadShedLayer};
-use tower::{service_fn, Layer, ServiceExt};
+use tower::{service_fn, Layer, Service, ServiceExt};
 
 mod support {
+    pub mod adaptive;
     pub mod hyper_client;
     #[allow(dead_code)] // its raw client serves other tests
     pub mod loopback;
 }
+use support::adaptive::{adaptive_limit, delayed_behind};
 use support::hyper_client::hyper_get;
 use support::loopback::serve;
 
@@ -136,24 +140,60 @@ async fn a_request_past_its_deadline_never_reaches_the_handler() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_breaker_stops_calling_a_failing_upstream_and_recovers_after_it_heals() {
-    let (down, hits) = (Arc::new(AtomicBool::new(true)), Arc::new(AtomicU32::new(0)));
-    let upstream = {
-        let (down, hits) = (down.clone(), hits.clone());
-        Router::new().fallback(move || {
-            hits.fetch_add(1, Ordering::SeqCst);
-            let failing = down.load(Ordering::SeqCst);
-            async move {
-                if failing {
-                    StatusCode::INTERNAL_SERVER_ERROR
-                } else {
+/// How an upstream misbehaves while it is broken.
+#[derive(Clone, Copy)]
+enum Broken {
+    /// It answers 500 at once.
+    Fails,
+    /// It answers 200, but only after 30 s.
+    Hangs,
+}
+
+/// An upstream on a loopback port, broken at first.
+struct Upstream {
+    addr: SocketAddr,
+    /// While set (read as a call arrives), it misbehaves; otherwise it answers 200.
+    broken: Arc<AtomicBool>,
+    /// The calls it received.
+    hits: Arc<AtomicU32>,
+}
+
+/// An upstream that misbehaves as `how` says while it is broken.
+async fn upstream(how: Broken) -> Upstream {
+    let (broken, hits) = (Arc::new(AtomicBool::new(true)), Arc::new(AtomicU32::new(0)));
+    let (is_broken, count) = (broken.clone(), hits.clone());
+    let addr = serve(Router::new().fallback(move || {
+        count.fetch_add(1, Ordering::SeqCst);
+        let misbehaves = is_broken.load(Ordering::SeqCst);
+        async move {
+            match (misbehaves, how) {
+                (false, _) => StatusCode::OK,
+                (true, Broken::Fails) => StatusCode::INTERNAL_SERVER_ERROR,
+                (true, Broken::Hangs) => {
+                    tokio::time::sleep(Duration::from_secs(30)).await;
                     StatusCode::OK
                 }
             }
-        })
-    };
-    let addr = serve(upstream).await;
+        }
+    }))
+    .await;
+    Upstream { addr, broken, hits }
+}
+
+/// The client service a breaker wraps: each call a GET of its path from `addr` over a
+/// fresh hyper connection, answered with the upstream's status.
+fn calls_to(
+    addr: SocketAddr,
+) -> impl Service<&'static str, Response = Response<()>, Error = Infallible, Future: Send> + Clone {
+    service_fn(move |path: &'static str| async move {
+        let status = hyper_get(addr, path, &[]).await;
+        Ok::<_, Infallible>(Response::builder().status(status).body(()).unwrap())
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_breaker_stops_calling_a_failing_upstream_and_recovers_after_it_heals() {
+    let failing = upstream(Broken::Fails).await;
     let breaker = Arc::new(CircuitBreaker::new(5, Duration::from_millis(300)).unwrap());
     let client = CircuitBreakerLayer::new(breaker)
         .fallback(|_| {
@@ -163,22 +203,19 @@ async fn the_breaker_stops_calling_a_failing_upstream_and_recovers_after_it_heal
                 .body(())
                 .unwrap()
         })
-        .layer(service_fn(move |path: &'static str| async move {
-            let status = hyper_get(addr, path, &[]).await;
-            Ok::<_, std::convert::Infallible>(Response::builder().status(status).body(()).unwrap())
-        }));
+        .layer(calls_to(failing.addr));
     let mut fallbacks = 0;
     for _ in 0..30 {
         let r = client.clone().oneshot("/").await.unwrap();
         fallbacks += u32::from(r.headers().contains_key("x-fallback"));
     }
     assert_eq!(
-        hits.load(Ordering::SeqCst),
+        failing.hits.load(Ordering::SeqCst),
         5,
         "the upstream saw 5 calls, not 30"
     );
     assert_eq!(fallbacks, 25);
-    down.store(false, Ordering::SeqCst);
+    failing.broken.store(false, Ordering::SeqCst);
     tokio::time::sleep(Duration::from_millis(350)).await;
     let probe = client.clone().oneshot("/").await.unwrap();
     assert_eq!(probe.status(), StatusCode::OK);
@@ -191,7 +228,7 @@ async fn the_breaker_stops_calling_a_failing_upstream_and_recovers_after_it_heal
         assert!(!r.headers().contains_key("x-fallback"));
     }
     assert_eq!(
-        hits.load(Ordering::SeqCst),
+        failing.hits.load(Ordering::SeqCst),
         16,
         "closed again: every call reaches it"
     );
@@ -202,28 +239,11 @@ async fn the_breaker_stops_calling_a_failing_upstream_and_recovers_after_it_heal
 /// the hung upstream sees no more calls; when it answers again, the probe closes it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_to_a_hung_upstream_time_out_and_open_the_breaker() {
-    let (hung, hits) = (Arc::new(AtomicBool::new(true)), Arc::new(AtomicU32::new(0)));
-    let upstream = {
-        let (hung, hits) = (hung.clone(), hits.clone());
-        Router::new().fallback(move || {
-            hits.fetch_add(1, Ordering::SeqCst);
-            let hangs = hung.load(Ordering::SeqCst);
-            async move {
-                if hangs {
-                    tokio::time::sleep(Duration::from_secs(30)).await;
-                }
-                StatusCode::OK
-            }
-        })
-    };
-    let addr = serve(upstream).await;
+    let hung = upstream(Broken::Hangs).await;
     let breaker = Arc::new(CircuitBreaker::new(5, Duration::from_millis(300)).unwrap());
     let client = CircuitBreakerLayer::new(breaker)
         .call_timeout(Duration::from_millis(100))
-        .layer(service_fn(move |path: &'static str| async move {
-            let status = hyper_get(addr, path, &[]).await;
-            Ok::<_, std::convert::Infallible>(Response::builder().status(status).body(()).unwrap())
-        }));
+        .layer(calls_to(hung.addr));
     let started = std::time::Instant::now();
     let mut timed_out = 0;
     let mut open = 0;
@@ -236,7 +256,7 @@ async fn calls_to_a_hung_upstream_time_out_and_open_the_breaker() {
     }
     assert_eq!((timed_out, open), (5, 15));
     assert_eq!(
-        hits.load(Ordering::SeqCst),
+        hung.hits.load(Ordering::SeqCst),
         5,
         "the hung upstream saw 5 calls"
     );
@@ -244,7 +264,7 @@ async fn calls_to_a_hung_upstream_time_out_and_open_the_breaker() {
         started.elapsed() < Duration::from_secs(5),
         "bounded by the call timeout"
     );
-    hung.store(false, Ordering::SeqCst);
+    hung.broken.store(false, Ordering::SeqCst);
     tokio::time::sleep(Duration::from_millis(350)).await;
     assert_eq!(
         client.clone().oneshot("/").await.unwrap().status(),
@@ -263,31 +283,10 @@ async fn calls_to_a_hung_upstream_time_out_and_open_the_breaker() {
 /// minimum (cancelled requests are slow samples).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_adaptive_limit_falls_when_clients_give_up_before_the_answer() {
-    use portero::{AdaptiveConcurrency, AdaptiveConfig};
     use std::sync::atomic::AtomicU64;
-    let limit = Arc::new(
-        AdaptiveConcurrency::new(AdaptiveConfig {
-            batch: 10,
-            ..AdaptiveConfig::default()
-        })
-        .unwrap(),
-    );
+    let limit = adaptive_limit(10);
     let delay_ms = Arc::new(AtomicU64::new(2));
-    let app = {
-        let delay_ms = delay_ms.clone();
-        Router::new().fallback(move || {
-            let ms = delay_ms.load(Ordering::SeqCst);
-            async move {
-                tokio::time::sleep(Duration::from_millis(ms)).await;
-                "done"
-            }
-        })
-    }
-    .layer(LoadShedLayer::adaptive(
-        limit.clone(),
-        Duration::from_secs(1),
-    ));
-    let addr = serve(app).await;
+    let addr = serve(delayed_behind(&limit, &delay_ms)).await;
     for _ in 0..60 {
         assert_eq!(hyper_get(addr, "/", &[]).await, 200);
     }

@@ -13,18 +13,13 @@ use portero_http::{Limit, LimitLayer, LoadShedLayer, Policy, WhenUnavailable};
 use tower::ServiceExt;
 
 mod support {
+    pub mod by_client;
     pub mod counters;
 }
+use support::by_client::{client_key, request};
 use support::counters::Counters;
 
 type Limiter = KeyedLimiter<String, Gcra, Arc<ManualClock>>;
-
-fn client_key(req: &Request<Body>) -> Option<String> {
-    req.headers()
-        .get("x-client")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned)
-}
 
 fn app(limiter: Arc<Limiter>, quota: &Quota, when_full: WhenUnavailable) -> Router {
     Router::new().route("/", get(|| async { "ok" })).layer(
@@ -56,14 +51,6 @@ fn limited(quota: Quota, name: &str) -> Layer {
         Policy::for_quota(name, &quota).unwrap(),
         key,
     ))
-}
-
-fn request(client: Option<&str>) -> Request<Body> {
-    let mut r = Request::builder().uri("/");
-    if let Some(c) = client {
-        r = r.header("x-client", c);
-    }
-    r.body(Body::empty()).unwrap()
 }
 
 async fn body(response: http::Response<Body>) -> String {

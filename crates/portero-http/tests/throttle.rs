@@ -1,13 +1,39 @@
 //! The calling side's limit: calls to a dependency wait their turn through
 //! `ThrottleLayer` instead of being refused (tokio's paused clock: exact instants).
 
+use std::convert::Infallible;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use portero::{ManualClock, Quota, RateLimiter};
+use portero::{Gcra, ManualClock, Quota, RateLimiter};
 use portero_http::{ThrottleError, ThrottleLayer};
-use tower::{service_fn, Layer, ServiceExt};
+use tokio::time::Instant;
+use tower::{service_fn, Layer, Service, ServiceExt};
+
+/// A shared GCRA limit of `quota` on a manual clock that stays at 0: every call books
+/// its turn from the same instant and waits it out on tokio's clock.
+fn gcra(quota: Quota) -> Arc<RateLimiter<Gcra, ManualClock>> {
+    Arc::new(RateLimiter::gcra(quota).with_clock(ManualClock::new()))
+}
+
+/// A dependency that counts its calls: it answers each request with `answer(request)`
+/// and the instant (tokio's clock) it was called.
+fn counted_provider<R, T: Send>(
+    answer: fn(R) -> T,
+) -> (
+    impl Service<R, Response = (T, Instant), Error = Infallible, Future: Send> + Clone,
+    Arc<AtomicU32>,
+) {
+    let calls = Arc::new(AtomicU32::new(0));
+    let c = calls.clone();
+    let provider = service_fn(move |request: R| {
+        c.fetch_add(1, Ordering::SeqCst);
+        let answer = answer(request);
+        async move { Ok((answer, Instant::now())) }
+    });
+    (provider, calls)
+}
 
 /// A provider allowing 10 calls per second (burst 1), called by 8 tasks at once with
 /// up to 500 ms of patience: the first 6 are served at 0, 100, …, 500 ms in call
@@ -17,15 +43,10 @@ use tower::{service_fn, Layer, ServiceExt};
 #[tokio::test(start_paused = true)]
 async fn calls_wait_their_turn_and_the_impatient_fail_at_once() {
     let quota = Quota::per_second(10).unwrap().with_burst(1).unwrap();
-    let limiter = Arc::new(RateLimiter::gcra(quota).with_clock(ManualClock::new()));
-    let calls = Arc::new(AtomicU32::new(0));
-    let c = calls.clone();
-    let provider = service_fn(move |_: ()| {
-        c.fetch_add(1, Ordering::SeqCst);
-        async { Ok::<_, std::convert::Infallible>(tokio::time::Instant::now()) }
-    });
+    let limiter = gcra(quota);
+    let (provider, calls) = counted_provider(|()| ());
     let client = ThrottleLayer::new(limiter.clone(), Duration::from_millis(500)).layer(provider);
-    let start = tokio::time::Instant::now();
+    let start = Instant::now();
     let tasks: Vec<_> = (0..8)
         .map(|_| tokio::spawn(client.clone().oneshot(())))
         .collect();
@@ -35,7 +56,7 @@ async fn calls_wait_their_turn_and_the_impatient_fail_at_once() {
     }
     let served: Vec<Duration> = results
         .iter()
-        .filter_map(|r| r.as_ref().ok().map(|at| *at - start))
+        .filter_map(|r| r.as_ref().ok().map(|((), at)| *at - start))
         .collect();
     let want: Vec<Duration> = (0..6).map(|k| Duration::from_millis(100 * k)).collect();
     assert_eq!(served, want);
@@ -45,7 +66,7 @@ async fn calls_wait_their_turn_and_the_impatient_fail_at_once() {
     assert_eq!(calls.load(Ordering::SeqCst), 6);
 
     // A call that gives up while it waits: its turn goes to the next caller.
-    let limiter = Arc::new(RateLimiter::gcra(quota).with_clock(ManualClock::new()));
+    let limiter = gcra(quota);
     let client = ThrottleLayer::new(limiter.clone(), Duration::from_secs(1)).layer(service_fn(
         |_: ()| async { Ok::<_, std::convert::Infallible>(()) },
     ));
@@ -68,17 +89,12 @@ async fn calls_wait_their_turn_and_the_impatient_fail_at_once() {
 async fn a_call_books_its_own_cost_and_one_above_the_burst_fails_at_once() {
     use portero::{CheckError, ReserveError};
     let quota = Quota::per_second(10).unwrap().with_burst(4).unwrap();
-    let limiter = Arc::new(RateLimiter::gcra(quota).with_clock(ManualClock::new()));
-    let calls = Arc::new(AtomicU32::new(0));
-    let c = calls.clone();
-    let provider = service_fn(move |batch: Vec<&'static str>| {
-        c.fetch_add(1, Ordering::SeqCst);
-        async move { Ok::<_, std::convert::Infallible>((batch.len(), tokio::time::Instant::now())) }
-    });
+    let limiter = gcra(quota);
+    let (provider, calls) = counted_provider(|batch: Vec<&'static str>| batch.len());
     let client = ThrottleLayer::new(limiter.clone(), Duration::from_secs(5))
         .cost(|batch: &Vec<&'static str>| batch.len() as u64)
         .layer(provider);
-    let start = tokio::time::Instant::now();
+    let start = Instant::now();
     let too_big = client.clone().oneshot(vec!["m"; 5]).await;
     match too_big {
         Err(ThrottleError::Limit(e)) => {

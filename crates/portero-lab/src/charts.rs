@@ -109,48 +109,48 @@ pub fn goodput(seed: u64) -> String {
 pub fn tenants(seed: u64) -> String {
     let [random, _] = tenants::run(seed);
     let curve = tenants::reserve_curve(seed);
-    let points = |f: &dyn Fn(&tenants::Run) -> f64| -> Vec<(f64, f64)> {
-        curve
+    // A panel per measure: fair shedding over the size of the reserve, against random
+    // shedding, which keeps no reserve (one value, drawn across).
+    let panel = |heading: &str, y_label: &str, measure: fn(&tenants::Run) -> f64| {
+        let fair = curve
             .iter()
-            .map(|(r, run)| (f64::from(*r), f(run)))
-            .collect()
+            .map(|(r, run)| (f64::from(*r), measure(run)))
+            .collect();
+        let plain = measure(&random);
+        let across = vec![
+            (f64::from(*tenants::RESERVES.start()), plain),
+            (f64::from(*tenants::RESERVES.end()), plain),
+        ];
+        Panel {
+            heading: heading.into(),
+            x_label: "slots kept for tenants below their share (reserve)".into(),
+            y_label: y_label.into(),
+            series: vec![
+                Series::new("fair", 1, fair),
+                Series::new("random", 0, across).dashed(),
+            ],
+            marker: Some((
+                f64::from(tenants::RESERVE),
+                format!("the experiment: {}", tenants::RESERVE),
+            )),
+        }
     };
-    let flat = |v: f64| -> Vec<(f64, f64)> {
-        vec![
-            (f64::from(*tenants::RESERVES.start()), v),
-            (f64::from(*tenants::RESERVES.end()), v),
-        ]
-    };
-    let marker = Some((
-        f64::from(tenants::RESERVE),
-        format!("the experiment: {}", tenants::RESERVE),
-    ));
     svg::figure(
         "Tenants: 30 small tenants at 1/s and one at 170/s share 100 slots",
         &format!(
             "simulated time, seed {seed} · fair shedding (FairShare) against random shedding (a plain limit)"
         ),
         &[
-            Panel {
-                heading: "What the small tenants lose".into(),
-                x_label: "slots kept for tenants below their share (reserve)".into(),
-                y_label: "small tenants' requests refused, %".into(),
-                series: vec![
-                    Series::new("fair", 1, points(&|r| r.small_lost_percent())),
-                    Series::new("random", 0, flat(random.small_lost_percent())).dashed(),
-                ],
-                marker: marker.clone(),
-            },
-            Panel {
-                heading: "What the big tenant keeps".into(),
-                x_label: "slots kept for tenants below their share (reserve)".into(),
-                y_label: "big tenant's requests served per second".into(),
-                series: vec![
-                    Series::new("fair", 1, points(&|r| r.big_served_per_second())),
-                    Series::new("random", 0, flat(random.big_served_per_second())).dashed(),
-                ],
-                marker,
-            },
+            panel(
+                "What the small tenants lose",
+                "small tenants' requests refused, %",
+                tenants::Run::small_lost_percent,
+            ),
+            panel(
+                "What the big tenant keeps",
+                "big tenant's requests served per second",
+                tenants::Run::big_served_per_second,
+            ),
         ],
     )
 }

@@ -8,13 +8,19 @@ use portero_redis::{
     LocalCluster, RedisAlgorithm, RedisCheckError, RedisLimiter, ServedBy, StackedLimit, WhenDown,
 };
 
+mod support {
+    #[allow(dead_code)] // each test binary uses the helpers it needs
+    pub mod local;
+}
+use support::local::ANSWER;
+
 async fn limiter(cluster: &LocalCluster, algorithm: RedisAlgorithm) -> RedisLimiter {
     let urls = cluster.urls();
     let nodes: Vec<&str> = urls.iter().map(String::as_str).collect();
     RedisLimiter::connect_cluster(&nodes, algorithm)
         .await
         .unwrap()
-        .timeout(Duration::from_secs(5))
+        .timeout(ANSWER)
 }
 
 /// Two instances, 400 concurrent requests per round against 50 per minute, five

@@ -7,9 +7,15 @@ use std::time::Duration;
 
 use portero::SlidingWindowCounter;
 use portero::{FixedWindow, Gcra, ManualClock, Placement, Quota, RateLimiter, SlidingLog};
-use portero_redis::{LocalRedis, RedisAlgorithm, RedisLimiter};
+use portero_redis::RedisAlgorithm;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+
+mod support {
+    #[allow(dead_code)] // each test binary uses the helpers it needs
+    pub mod local;
+}
+use support::local::{answering, start_redis};
 
 /// A realistic start: microseconds since 1970 in late 2026.
 const START_US: u64 = 1_795_000_000_000_000;
@@ -105,13 +111,10 @@ fn cases() -> Vec<Case> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_script_decides_exactly_as_the_core_on_random_arrivals() {
-    let server = LocalRedis::start().expect("redis-server for this test");
+    let server = start_redis();
     let mut mismatches = Vec::new();
     for case in cases() {
-        let limiter = RedisLimiter::connect(&server.url(), case.algorithm)
-            .await
-            .unwrap()
-            .timeout(Duration::from_secs(5));
+        let limiter = answering(&server, case.algorithm).await;
         for seq in 0..20u64 {
             let mut rng = StdRng::seed_from_u64(seq);
             let model = (case.model)();

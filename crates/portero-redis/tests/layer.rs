@@ -1,52 +1,42 @@
 //! The shared limit as a tower layer: two axum "instances" against one redis-server.
 
-use axum::body::Body;
 use axum::routing::get;
 use axum::Router;
-use http::{Request, StatusCode};
+use http::StatusCode;
 use portero::Quota;
 use portero_http::{Limit, LimitLayer, Policy};
-use portero_redis::{LocalRedis, RedisAlgorithm, RedisLimiter, WhenDown};
-use std::time::Duration;
+use portero_redis::{LocalRedis, RedisAlgorithm, WhenDown};
 use tower::ServiceExt;
 
-fn client(req: &Request<Body>) -> Option<String> {
-    req.headers()
-        .get("x-client")?
-        .to_str()
-        .ok()
-        .map(str::to_owned)
-}
+#[path = "../../portero-http/tests/support/by_client.rs"]
+mod by_client;
+use by_client::{client_key, request};
 
-async fn instance(url: &str, quota: Quota, when_down: WhenDown) -> Router {
-    let limiter = RedisLimiter::connect(url, RedisAlgorithm::gcra(quota).unwrap())
+mod support {
+    #[allow(dead_code)] // each test binary uses the helpers it needs
+    pub mod local;
+}
+use support::local::{answering, start_redis};
+
+async fn instance(server: &LocalRedis, quota: Quota, when_down: WhenDown) -> Router {
+    let limiter = answering(server, RedisAlgorithm::gcra(quota).unwrap())
         .await
-        .unwrap()
-        .timeout(Duration::from_secs(5))
         .when_down(when_down);
     Router::new()
         .route("/", get(|| async { "ok" }))
         .layer(LimitLayer::new(Limit::new(
             limiter,
             Policy::for_quota("per-client", &quota).unwrap(),
-            client,
+            client_key,
         )))
-}
-
-fn request(client: Option<&str>) -> Request<Body> {
-    let mut r = Request::builder().uri("/");
-    if let Some(c) = client {
-        r = r.header("x-client", c);
-    }
-    r.body(Body::empty()).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_instances_share_one_limit_and_answer_429() {
-    let mut server = LocalRedis::start().expect("redis-server for this test");
+    let mut server = start_redis();
     let quota = Quota::per_minute(5).unwrap();
-    let a = instance(&server.url(), quota, WhenDown::FailClosed).await;
-    let b = instance(&server.url(), quota, WhenDown::FailClosed).await;
+    let a = instance(&server, quota, WhenDown::FailClosed).await;
+    let b = instance(&server, quota, WhenDown::FailClosed).await;
     for (i, app) in [&a, &a, &a, &b, &b].into_iter().enumerate() {
         let r = app.clone().oneshot(request(Some("alice"))).await.unwrap();
         assert_eq!(r.status(), StatusCode::OK, "request {i}");
@@ -76,7 +66,7 @@ async fn two_instances_share_one_limit_and_answer_429() {
     );
 
     // Redis goes away: each instance's policy answers, and says so.
-    let open = instance(&server.url(), quota, WhenDown::FailOpen).await;
+    let open = instance(&server, quota, WhenDown::FailOpen).await;
     server.stop();
     let r = open.oneshot(request(Some("carol"))).await.unwrap();
     assert_eq!(r.status(), StatusCode::OK);
@@ -94,7 +84,7 @@ async fn two_instances_share_one_limit_and_answer_429() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_without_a_key_are_never_unlimited() {
     use portero_http::WhenNoKey;
-    let server = LocalRedis::start().expect("redis-server for this test");
+    let server = start_redis();
     let quota = Quota::per_minute(5).unwrap();
     for (when, want) in [
         (None, 5),
@@ -106,7 +96,7 @@ async fn requests_without_a_key_are_never_unlimited() {
             let l = LimitLayer::new(Limit::new(
                 limiter,
                 Policy::for_quota("per-client", &quota).unwrap(),
-                client,
+                client_key,
             ));
             match when {
                 Some(w) => l.when_no_key(w),
@@ -115,11 +105,7 @@ async fn requests_without_a_key_are_never_unlimited() {
         };
         let mut apps = Vec::new();
         for _ in 0..2 {
-            let limiter =
-                RedisLimiter::connect(&server.url(), RedisAlgorithm::gcra(quota).unwrap())
-                    .await
-                    .unwrap()
-                    .timeout(Duration::from_secs(5));
+            let limiter = answering(&server, RedisAlgorithm::gcra(quota).unwrap()).await;
             apps.push(
                 Router::new()
                     .route("/", get(|| async { "ok" }))

@@ -12,6 +12,13 @@ use portero_redis::{LeasedLimiter, LocalRedis, RedisAlgorithm, RedisLimiter, Ser
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+mod support {
+    #[allow(dead_code)]
+    // each test binary uses the helpers it needs; these tests set their own timeouts
+    pub mod local;
+}
+use support::local::start_redis;
+
 /// A loopback proxy in front of Redis: replies are delayed by `delay_ms`, and held
 /// back entirely while `stalled` (Redis "not answering").
 struct Proxy {
@@ -92,7 +99,7 @@ async fn leased(port: u16, timeout: Duration) -> Arc<LeasedLimiter> {
 /// after another (before: 494 ms, one lock for every key held across the round trip).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn new_keys_lease_side_by_side() {
-    let server = LocalRedis::start().expect("redis-server for this test");
+    let server = start_redis();
     let proxy = Proxy::start(port_of(&server)).await;
     let limiter = leased(proxy.port, Duration::from_secs(2)).await;
     proxy.delay_ms.store(20, Ordering::SeqCst);
@@ -116,7 +123,7 @@ async fn new_keys_lease_side_by_side() {
 /// (before: two timeouts for one check, up to 497 ms for eight keys at 50 ms).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn no_leased_check_waits_past_the_timeout_when_redis_stalls() {
-    let server = LocalRedis::start().expect("redis-server for this test");
+    let server = start_redis();
     let proxy = Proxy::start(port_of(&server)).await;
     let timeout = Duration::from_millis(50);
     let limiter = leased(proxy.port, timeout).await;
@@ -149,7 +156,7 @@ async fn no_leased_check_waits_past_the_timeout_when_redis_stalls() {
 /// bound stated).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reset_admits_at_most_the_leased_units_on_top_of_the_limit() {
-    let server = LocalRedis::start().expect("redis-server for this test");
+    let server = start_redis();
     let window = RedisAlgorithm::fixed_window(100, Duration::from_secs(600)).unwrap();
     let mut instances = Vec::new();
     for _ in 0..3 {
@@ -184,7 +191,7 @@ async fn a_reset_admits_at_most_the_leased_units_on_top_of_the_limit() {
 /// lasts (no overflow, no lease thrown away per request), a zero one is never spent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn absurd_lease_durations_neither_panic_nor_strand_units() {
-    let server = LocalRedis::start().expect("redis-server for this test");
+    let server = start_redis();
     let window = RedisAlgorithm::fixed_window(100, Duration::from_secs(600)).unwrap();
     for (lease_for, round_trips) in [(Duration::MAX, 1), (Duration::ZERO, 10)] {
         let l = RedisLimiter::connect(&server.url(), window)

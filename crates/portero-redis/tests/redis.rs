@@ -8,33 +8,19 @@ use portero_redis::{
     LocalRedis, RedisAlgorithm, RedisCheckError, RedisLimiter, RedisQuotaError, ServedBy, WhenDown,
 };
 
-/// A fresh server per test; a missing redis-server fails the test (CI installs it).
-fn start_redis() -> LocalRedis {
-    LocalRedis::start().expect("redis-server for this test")
+mod support {
+    pub mod local;
 }
+use support::local::{admits, answering, query, start_redis, ANSWER};
 
-/// A limiter that gives Redis `ANSWER` to reply.
-async fn answering(server: &LocalRedis, algorithm: RedisAlgorithm) -> RedisLimiter {
-    RedisLimiter::connect(&server.url(), algorithm)
-        .await
-        .unwrap()
-        .timeout(ANSWER)
-}
-
-/// A command sent straight to the server, to look at what the scripts stored.
-async fn query<T: redis::FromRedisValue>(server: &LocalRedis, command: &[&str]) -> T {
-    let client = redis::Client::open(server.url()).unwrap();
-    let mut c = client.get_multiplexed_async_connection().await.unwrap();
-    redis::cmd(command[0])
-        .arg(&command[1..])
-        .query_async(&mut c)
-        .await
-        .unwrap()
-}
-
-/// Three single units for key "k", each admitted with the exact remaining count;
-/// then the fourth, which must be rejected.
-async fn spend_three_then_check(limiter: &RedisLimiter) -> portero::Decision {
+/// A limiter of `algorithm` (a limit of 3) on `server`: three single units for key
+/// "k", each admitted with the exact remaining count; then the fourth, which must be
+/// rejected. The limiter, and that rejection.
+async fn three_then_refused(
+    server: &LocalRedis,
+    algorithm: RedisAlgorithm,
+) -> (RedisLimiter, portero::Decision) {
+    let limiter = answering(server, algorithm).await;
     for left in (0..3).rev() {
         let d = limiter.check("k", 1).await.unwrap().decision;
         assert!(d.is_allowed());
@@ -42,12 +28,10 @@ async fn spend_three_then_check(limiter: &RedisLimiter) -> portero::Decision {
     }
     let d = limiter.check("k", 1).await.unwrap().decision;
     assert!(!d.is_allowed());
-    d
+    (limiter, d)
 }
 
 const SEC: u64 = 1_000_000_000;
-/// How long the tests that expect Redis to answer let it take (a loaded CI machine).
-const ANSWER: Duration = Duration::from_secs(5);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gcra_in_redis_admits_the_burst_then_gives_exact_waits() {
@@ -75,27 +59,21 @@ async fn gcra_in_redis_admits_the_burst_then_gives_exact_waits() {
         "reset after {reset} ns"
     );
     // Another key has its own share; a weighted check is all or nothing.
-    assert!(limiter.check("bob", 3).await.unwrap().decision.is_allowed());
-    assert!(!limiter.check("bob", 3).await.unwrap().decision.is_allowed());
-    assert!(limiter.check("bob", 2).await.unwrap().decision.is_allowed());
+    assert!(admits(&limiter, "bob", 3).await);
+    assert!(!admits(&limiter, "bob", 3).await);
+    assert!(admits(&limiter, "bob", 2).await);
     // The key expires when the limit would be full again, and reset forgets it.
     let ttl: i64 = query(&server, &["PTTL", &limiter.key_for("alice")]).await;
     assert!(ttl > 59_000 && ttl <= 60_000, "ttl {ttl} ms");
     limiter.reset("alice").await.unwrap();
-    assert!(limiter
-        .check("alice", 1)
-        .await
-        .unwrap()
-        .decision
-        .is_allowed());
+    assert!(admits(&limiter, "alice", 1).await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fixed_window_in_redis_counts_from_the_first_request() {
     let server = start_redis();
     let algorithm = RedisAlgorithm::fixed_window(3, Duration::from_secs(60)).unwrap();
-    let limiter = answering(&server, algorithm).await;
-    let d = spend_three_then_check(&limiter).await;
+    let (limiter, d) = three_then_refused(&server, algorithm).await;
     assert!(d.retry_after_nanos() > 59 * SEC && d.retry_after_nanos() <= 60 * SEC);
     // A rejection wrote nothing: the stored count is still 3.
     let n: u64 = query(&server, &["HGET", &limiter.key_for("k"), "n"]).await;
@@ -106,8 +84,7 @@ async fn fixed_window_in_redis_counts_from_the_first_request() {
 async fn sliding_counter_in_redis_gives_a_retry_after_that_is_not_early() {
     let server = start_redis();
     let algorithm = RedisAlgorithm::sliding_counter(3, Duration::from_secs(1)).unwrap();
-    let limiter = answering(&server, algorithm).await;
-    let d = spend_three_then_check(&limiter).await;
+    let (limiter, d) = three_then_refused(&server, algorithm).await;
     let retry = d.retry_after();
     assert!(
         retry > Duration::ZERO && retry <= Duration::from_secs(2),
@@ -118,15 +95,10 @@ async fn sliding_counter_in_redis_gives_a_retry_after_that_is_not_early() {
     assert_eq!(c, 3);
     // Waiting what it said is enough (Redis's clock and ours run at the same rate).
     tokio::time::sleep(retry + Duration::from_millis(20)).await;
-    assert!(limiter.check("k", 1).await.unwrap().decision.is_allowed());
+    assert!(admits(&limiter, "k", 1).await);
     // Weighted: more than the limit is an error; the limit itself fits a fresh key.
     assert!(limiter.check("fresh", 4).await.is_err());
-    assert!(limiter
-        .check("fresh", 3)
-        .await
-        .unwrap()
-        .decision
-        .is_allowed());
+    assert!(admits(&limiter, "fresh", 3).await);
     // L·W beyond 2^52 µs is refused up front.
     assert!(RedisAlgorithm::sliding_counter(1 << 40, Duration::from_secs(86_400)).is_err());
 }
@@ -136,7 +108,7 @@ async fn sliding_log_in_redis_is_exact_and_its_retry_after_is_not_early() {
     let server = start_redis();
     let algorithm = RedisAlgorithm::sliding_log(3, Duration::from_secs(1)).unwrap();
     let limiter = answering(&server, algorithm).await;
-    assert!(limiter.check("k", 2).await.unwrap().decision.is_allowed());
+    assert!(admits(&limiter, "k", 2).await);
     tokio::time::sleep(Duration::from_millis(300)).await;
     let d = limiter.check("k", 1).await.unwrap().decision;
     assert!(d.is_allowed());
@@ -159,8 +131,8 @@ async fn sliding_log_in_redis_is_exact_and_its_retry_after_is_not_early() {
     let n: u64 = query(&server, &["ZCARD", &limiter.key_for("k")]).await;
     assert_eq!(n, 2);
     tokio::time::sleep(retry + Duration::from_millis(20)).await;
-    assert!(limiter.check("k", 2).await.unwrap().decision.is_allowed());
-    assert!(!limiter.check("k", 1).await.unwrap().decision.is_allowed());
+    assert!(admits(&limiter, "k", 2).await);
+    assert!(!admits(&limiter, "k", 1).await);
     assert!(RedisAlgorithm::sliding_log(2_000_000, Duration::from_secs(1)).is_err());
 }
 
@@ -273,12 +245,7 @@ async fn bad_input_is_an_error_not_a_call() {
         .await
         .is_err());
     // A key with odd characters is just a key.
-    assert!(limiter
-        .check("ключ ✓ \"quoted\" {}", 1)
-        .await
-        .unwrap()
-        .decision
-        .is_allowed());
+    assert!(admits(&limiter, "ключ ✓ \"quoted\" {}", 1).await);
 }
 
 /// Nested prefixes and an attacker-chosen key: `rl:` + `login:bob` once met
@@ -300,12 +267,7 @@ async fn nested_prefixes_and_chosen_keys_never_share_state() {
         .when_down(WhenDown::FailOpen);
     // The attacker spends on the general limiter with the victim's login key.
     for _ in 0..5 {
-        assert!(api
-            .check("login:bob", 1)
-            .await
-            .unwrap()
-            .decision
-            .is_allowed());
+        assert!(admits(&api, "login:bob", 1).await);
     }
     let mut admitted = 0;
     for _ in 0..20 {
@@ -351,12 +313,7 @@ async fn a_huge_request_is_one_log_entry() {
     assert_eq!(d.remaining(), 10);
     let n: u64 = query(&server, &["ZCARD", &limiter.key_for("big")]).await;
     assert_eq!(n, 1);
-    assert!(limiter
-        .check("big", 10)
-        .await
-        .unwrap()
-        .decision
-        .is_allowed());
+    assert!(admits(&limiter, "big", 10).await);
     let d = limiter.check("big", 1).await.unwrap().decision;
     assert!(!d.is_allowed());
     // The first entry (999,990 units) must expire before one more fits: about an hour.
@@ -381,12 +338,7 @@ async fn a_check_the_policy_answered_is_not_charged_later() {
         .timeout(Duration::from_millis(50));
     // Load the script first, so the paused calls are the checks themselves.
     let patient = limiter.clone().timeout(ANSWER);
-    assert!(patient
-        .check("warm-up", 1)
-        .await
-        .unwrap()
-        .decision
-        .is_allowed());
+    assert!(admits(&patient, "warm-up", 1).await);
     let _: String = query(&server, &["CLIENT", "PAUSE", "400"]).await;
     for _ in 0..5 {
         let v = limiter.check("k", 1).await.unwrap();

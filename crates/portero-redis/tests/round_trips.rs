@@ -1,28 +1,28 @@
 //! Fewer round trips: the blocked-key cache and leases, against a real redis-server
 //! started by the test.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use portero::Quota;
-use portero_redis::{LeasedLimiter, LocalRedis, RedisAlgorithm, RedisLimiter, ServedBy};
+use portero_redis::{LeasedLimiter, RedisAlgorithm, RedisCheckError, ServedBy, Verdict};
 
-async fn limiter(server: &LocalRedis, algorithm: RedisAlgorithm) -> RedisLimiter {
-    RedisLimiter::connect(&server.url(), algorithm)
-        .await
-        .unwrap()
-        .timeout(Duration::from_secs(5))
+mod support {
+    #[allow(dead_code)] // each test binary uses the helpers it needs
+    pub mod local;
 }
+use support::local::{admits, answering, start_redis};
 
 /// A hot key hammered 1,000 times against 5 per minute: with the cache, 6 round trips
 /// (5 admitted, 1 refused and cached); without, 1,000. The same 5 are admitted, every
 /// admission comes from Redis, and every cached answer is a refusal.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hot_abusive_key_costs_one_round_trip_per_refusal_period() {
-    let server = LocalRedis::start().expect("redis-server for this test");
+    let server = start_redis();
     let gcra = RedisAlgorithm::gcra(Quota::per_minute(5).unwrap()).unwrap();
     for (cached, round_trips) in [(true, 6), (false, 1_000)] {
-        let mut l = limiter(&server, gcra)
+        let mut l = answering(&server, gcra)
             .await
             .prefix(if cached { "c:" } else { "u:" })
             .unwrap();
@@ -48,11 +48,11 @@ async fn a_hot_abusive_key_costs_one_round_trip_per_refusal_period() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cache_refuses_only_while_and_what_redis_refused() {
-    let server = LocalRedis::start().expect("redis-server for this test");
+    let server = start_redis();
     // 10 per second, burst 1: a refusal lasts at most 100 ms.
     let gcra = RedisAlgorithm::gcra(Quota::per_second(10).unwrap().with_burst(1).unwrap()).unwrap();
-    let l = limiter(&server, gcra).await.blocked_key_cache(100);
-    assert!(l.check("k", 1).await.unwrap().decision.is_allowed());
+    let l = answering(&server, gcra).await.blocked_key_cache(100);
+    assert!(admits(&l, "k", 1).await);
     let refused = l.check("k", 1).await.unwrap();
     assert_eq!(refused.served_by, ServedBy::Redis);
     assert_eq!(l.check("k", 1).await.unwrap().served_by, ServedBy::Cache);
@@ -67,9 +67,9 @@ async fn the_cache_refuses_only_while_and_what_redis_refused() {
     );
     // A smaller request than the one refused goes to Redis (it may fit sooner).
     let window = RedisAlgorithm::fixed_window(10, Duration::from_secs(60)).unwrap();
-    let l = limiter(&server, window).await.blocked_key_cache(100);
-    assert!(l.check("w", 8).await.unwrap().decision.is_allowed());
-    assert!(!l.check("w", 5).await.unwrap().decision.is_allowed());
+    let l = answering(&server, window).await.blocked_key_cache(100);
+    assert!(admits(&l, "w", 8).await);
+    assert!(!admits(&l, "w", 5).await);
     let small = l.check("w", 2).await.unwrap();
     assert_eq!(
         (small.served_by, small.decision.is_allowed()),
@@ -83,11 +83,11 @@ async fn the_cache_refuses_only_while_and_what_redis_refused() {
 /// round trips instead of 400.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn leases_never_admit_more_than_the_limit_across_instances() {
-    let server = LocalRedis::start().expect("redis-server for this test");
+    let server = start_redis();
     let window = RedisAlgorithm::fixed_window(50, Duration::from_secs(60)).unwrap();
     let mut instances = Vec::new();
     for _ in 0..3 {
-        let l = limiter(&server, window).await.blocked_key_cache(100);
+        let l = answering(&server, window).await.blocked_key_cache(100);
         instances.push(Arc::new(LeasedLimiter::new(
             l,
             10,
@@ -95,7 +95,7 @@ async fn leases_never_admit_more_than_the_limit_across_instances() {
             100,
         )));
     }
-    let plain = limiter(&server, window).await;
+    let plain = answering(&server, window).await;
     let tasks: Vec<_> = (0..400)
         .map(|i| {
             let l = instances[i % 3].clone();
@@ -121,17 +121,12 @@ async fn leases_never_admit_more_than_the_limit_across_instances() {
 /// because both were clamped to 2^20; `reset` left the key blocked).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cache_never_refuses_a_large_cost_or_a_reset_key_that_redis_admits() {
-    let server = LocalRedis::start().expect("redis-server for this test");
+    let server = start_redis();
     let quota = Quota::per_hour(5_000_000).unwrap();
     let gcra = RedisAlgorithm::gcra(quota).unwrap();
-    let cached = limiter(&server, gcra).await.blocked_key_cache(100);
-    let direct = limiter(&server, gcra).await; // the same keys, no cache
-    assert!(direct
-        .check("big", 3_000_000)
-        .await
-        .unwrap()
-        .decision
-        .is_allowed());
+    let cached = answering(&server, gcra).await.blocked_key_cache(100);
+    let direct = answering(&server, gcra).await; // the same keys, no cache
+    assert!(admits(&direct, "big", 3_000_000).await);
     let refused = cached.check("big", 5_000_000).await.unwrap();
     assert!(!refused.decision.is_allowed());
     assert!(direct
@@ -165,12 +160,12 @@ async fn the_cache_never_refuses_a_large_cost_or_a_reset_key_that_redis_admits()
 /// nothing — refuses too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cache_refuses_only_what_redis_refuses_over_random_operations() {
-    let server = LocalRedis::start().expect("redis-server for this test");
+    let server = start_redis();
     // 2,000,000 units, refilled in 200 ms: refusals come and go within the test.
     let quota = Quota::from_nanos(2_000_000, 200_000_000).unwrap();
     let gcra = RedisAlgorithm::gcra(quota).unwrap();
-    let cached = limiter(&server, gcra).await.blocked_key_cache(100);
-    let other = limiter(&server, gcra).await;
+    let cached = answering(&server, gcra).await.blocked_key_cache(100);
+    let other = answering(&server, gcra).await;
     // A small deterministic generator: the same sequence on every run.
     let mut seed = 0x9E37_79B9_7F4A_7C15u64;
     let mut next = move |bound: u64| {
@@ -229,13 +224,13 @@ fn elapsed_ns(since: std::time::Instant) -> u64 {
 /// 20 of 20 rounds).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refusal_in_flight_during_a_reset_is_not_cached() {
-    let server = LocalRedis::start().expect("redis-server for this test");
+    let server = start_redis();
     let gcra = RedisAlgorithm::gcra(Quota::per_minute(5).unwrap()).unwrap();
-    let l = limiter(&server, gcra).await.blocked_key_cache(1_000);
+    let l = answering(&server, gcra).await.blocked_key_cache(1_000);
     for round in 0..20 {
         let key = format!("user-{round}");
         for _ in 0..5 {
-            assert!(l.check(&key, 1).await.unwrap().decision.is_allowed());
+            assert!(admits(&l, &key, 1).await);
         }
         let (refused, reset) = tokio::join!(l.check(&key, 1), l.reset(&key));
         reset.unwrap();
@@ -254,10 +249,10 @@ async fn a_refusal_in_flight_during_a_reset_is_not_cached() {
 /// reset (before: 49 units kept, 149 admitted against a fresh limit of 100).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_in_flight_during_this_instances_reset_is_not_kept() {
-    let server = LocalRedis::start().expect("redis-server for this test");
+    let server = start_redis();
     let gcra = RedisAlgorithm::gcra(Quota::per_hour(100).unwrap()).unwrap();
     for round in 0..10 {
-        let l = limiter(&server, gcra).await;
+        let l = answering(&server, gcra).await;
         let leased = LeasedLimiter::new(l, 50, Duration::from_secs(60), 100);
         let key = format!("k-{round}");
         let (_, reset) = tokio::join!(leased.check(&key, 1), leased.reset(&key));
@@ -277,30 +272,15 @@ async fn a_lease_in_flight_during_this_instances_reset_is_not_kept() {
 /// poll); a wait allowed less than the retry-after returns the refusal.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn until_ready_sleeps_redis_own_retry_after() {
-    let server = LocalRedis::start().expect("redis-server for this test");
+    let server = start_redis();
     let quota = Quota::per_second(10).unwrap().with_burst(1).unwrap();
-    let l = limiter(&server, RedisAlgorithm::gcra(quota).unwrap()).await;
-    let started = std::time::Instant::now();
-    for _ in 0..4 {
-        let v = l
-            .until_ready("wait", 1, Duration::from_secs(2))
-            .await
-            .unwrap();
-        assert!(v.decision.is_allowed());
-    }
-    let took = started.elapsed();
+    let l = answering(&server, RedisAlgorithm::gcra(quota).unwrap()).await;
+    let wait = |cost, max_wait| l.until_ready("wait", cost, max_wait);
+    let (_, took) = four_admitted_waits(&wait).await;
     assert!(took >= Duration::from_millis(290), "{took:?}");
     assert!(took < Duration::from_millis(900), "{took:?}");
     assert!(l.round_trips() <= 7, "{} round trips", l.round_trips());
-    let impatient = l
-        .until_ready("wait", 1, Duration::from_millis(10))
-        .await
-        .unwrap();
-    assert!(!impatient.decision.is_allowed());
-    assert!(matches!(
-        l.until_ready("wait", 2, Duration::from_secs(1)).await,
-        Err(portero_redis::RedisCheckError::Check(_))
-    ));
+    short_and_costly_waits_fail(&wait, Duration::from_millis(10), 2).await;
 }
 
 /// A leased wait in real time (bounded: about 100 ms): 20 per second, burst 2, leases
@@ -311,33 +291,52 @@ async fn until_ready_sleeps_redis_own_retry_after() {
 /// the capacity is an error at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leased_wait_sleeps_the_refusals_retry_after() {
-    let server = LocalRedis::start().expect("redis-server for this test");
+    let server = start_redis();
     let quota = Quota::per_second(20).unwrap().with_burst(2).unwrap();
-    let l = limiter(&server, RedisAlgorithm::gcra(quota).unwrap()).await;
+    let l = answering(&server, RedisAlgorithm::gcra(quota).unwrap()).await;
     let leased = LeasedLimiter::new(l, 2, Duration::from_secs(30), 100);
-    let started = std::time::Instant::now();
-    for i in 0..4 {
-        let v = leased
-            .until_ready("lw", 1, Duration::from_secs(2))
-            .await
-            .unwrap();
-        assert!(v.decision.is_allowed(), "wait {i}");
-        if i == 1 {
-            assert_eq!(v.served_by, ServedBy::Lease, "the second spends the lease");
-        }
-    }
-    let took = started.elapsed();
+    let wait = |cost, max_wait| leased.until_ready("lw", cost, max_wait);
+    let (waits, took) = four_admitted_waits(&wait).await;
+    assert_eq!(
+        waits[1].served_by,
+        ServedBy::Lease,
+        "the second spends the lease"
+    );
     assert!(took >= Duration::from_millis(90), "{took:?}");
     assert!(took < Duration::from_millis(900), "{took:?}");
     let round_trips = leased.round_trips();
     assert!((3..=7).contains(&round_trips), "{round_trips} round trips");
-    let impatient = leased
-        .until_ready("lw", 1, Duration::from_millis(5))
-        .await
-        .unwrap();
+    short_and_costly_waits_fail(&wait, Duration::from_millis(5), 3).await;
+}
+
+/// Four waits in a row for one unit, each allowed 2 s: every one admitted. Their
+/// verdicts, and how long they took together.
+async fn four_admitted_waits<W, F>(wait: &W) -> (Vec<Verdict>, Duration)
+where
+    W: Fn(u64, Duration) -> F,
+    F: Future<Output = Result<Verdict, RedisCheckError>>,
+{
+    let started = std::time::Instant::now();
+    let mut waits = Vec::new();
+    for i in 0..4 {
+        let v = wait(1, Duration::from_secs(2)).await.unwrap();
+        assert!(v.decision.is_allowed(), "wait {i}");
+        waits.push(v);
+    }
+    (waits, started.elapsed())
+}
+
+/// A wait of one unit allowed `too_short` (less than the retry-after) returns the
+/// refusal; a wait for `above_capacity` units is an error at once.
+async fn short_and_costly_waits_fail<W, F>(wait: &W, too_short: Duration, above_capacity: u64)
+where
+    W: Fn(u64, Duration) -> F,
+    F: Future<Output = Result<Verdict, RedisCheckError>>,
+{
+    let impatient = wait(1, too_short).await.unwrap();
     assert!(!impatient.decision.is_allowed());
     assert!(matches!(
-        leased.until_ready("lw", 3, Duration::from_secs(1)).await,
-        Err(portero_redis::RedisCheckError::Check(_))
+        wait(above_capacity, Duration::from_secs(1)).await,
+        Err(RedisCheckError::Check(_))
     ));
 }

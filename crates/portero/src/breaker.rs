@@ -553,18 +553,26 @@ mod tests {
 
     const S: u64 = 1_000_000_000;
 
+    /// Opens after five failures in a row, for 30 s; the tests give every call's time.
+    fn five_in_a_row() -> CircuitBreaker<ManualClock> {
+        CircuitBreaker::new(5, Duration::from_secs(30))
+            .unwrap()
+            .with_clock(ManualClock::new())
+    }
+
+    /// `n` calls admitted at `now`, each failing then.
+    fn fail(b: &CircuitBreaker<ManualClock>, n: u32, now: u64) {
+        for _ in 0..n {
+            b.try_call_at(now).unwrap().failure_at(now);
+        }
+    }
+
     #[test]
     fn opens_after_five_failures_probes_once_and_recovers() {
-        let b = CircuitBreaker::new(5, Duration::from_secs(30))
-            .unwrap()
-            .with_clock(ManualClock::new());
-        for _ in 0..4 {
-            b.try_call_at(0).unwrap().failure_at(0);
-        }
+        let b = five_in_a_row();
+        fail(&b, 4, 0);
         b.try_call_at(0).unwrap().success_at(0); // a success resets the run
-        for _ in 0..5 {
-            b.try_call_at(S).unwrap().failure_at(S);
-        }
+        fail(&b, 5, S);
         let open = b.try_call_at(2 * S).unwrap_err();
         assert_eq!(open.retry_after, Duration::from_secs(29));
         let probe = b.try_call_at(31 * S).unwrap();
@@ -582,12 +590,8 @@ mod tests {
     /// again, and a later call becomes the next probe.
     #[test]
     fn a_hung_probe_counts_as_a_failure_after_the_probe_timeout() {
-        let b = CircuitBreaker::new(5, Duration::from_secs(30))
-            .unwrap()
-            .with_clock(ManualClock::new());
-        for _ in 0..5 {
-            b.try_call_at(0).unwrap().failure_at(0);
-        }
+        let b = five_in_a_row();
+        fail(&b, 5, 0);
         let hung = b.try_call_at(30 * S).unwrap();
         assert!(hung.is_probe());
         assert!(b.try_call_at(59 * S).is_err(), "the probe is still out");
@@ -620,13 +624,9 @@ mod tests {
     /// failures belong to the old cycle and must not open it again.
     #[test]
     fn outcomes_count_only_in_the_cycle_that_admitted_the_call() {
-        let b = CircuitBreaker::new(5, Duration::from_secs(30))
-            .unwrap()
-            .with_clock(ManualClock::new());
+        let b = five_in_a_row();
         let stale: Vec<_> = (0..5).map(|_| b.try_call_at(0).unwrap()).collect();
-        for _ in 0..5 {
-            b.try_call_at(0).unwrap().failure_at(0);
-        }
+        fail(&b, 5, 0);
         assert!(b.try_call_at(S).is_err(), "tripped");
         b.try_call_at(30 * S).unwrap().success_at(30 * S);
         for call in stale {
@@ -705,9 +705,7 @@ mod tests {
 
     #[test]
     fn a_dependency_failing_every_other_call_trips_the_rate_rule_only() {
-        let in_a_row = CircuitBreaker::new(5, Duration::from_secs(30))
-            .unwrap()
-            .with_clock(ManualClock::new());
+        let in_a_row = five_in_a_row();
         let rate = Trip::FailureRate {
             percent: 50,
             window: 20,

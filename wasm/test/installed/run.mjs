@@ -15,7 +15,7 @@ import { cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, rea
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { parse as parseToml } from "smol-toml";
-import { binary as workerdBinary, freePort, root, startWorkerd, stopWorkerd } from "../support/workerd.mjs";
+import { binary as workerdBinary, freePort, root, startWorkerd, stopWorkerd, workerdConfig } from "../support/workerd.mjs";
 
 const here = join(root, "test", "installed");
 const example = join(root, "example", "cloudflare");
@@ -267,29 +267,16 @@ test("workerd serves the smoke test and the example, as bundled by esbuild and b
   const toml = parseToml(readFileSync(join(app, "wrangler.toml"), "utf8"));
   const ports = [await freePort(), await freePort(), await freePort()];
   const config = join(tmp, "workerd.capnp");
-  writeFileSync(
-    config,
-    `using Workerd = import "/workerd/workerd.capnp";
-const config :Workerd.Config = (
-  services = [
-    (name = "smoke", worker = .smoke),
-    (name = "example-esbuild", worker = .exampleEsbuild),
-    (name = "example-wrangler", worker = .exampleWrangler),
-  ],
-  sockets = [
-    (name = "a", address = "127.0.0.1:${ports[0]}", http = (), service = "smoke"),
-    (name = "b", address = "127.0.0.1:${ports[1]}", http = (), service = "example-esbuild"),
-    (name = "c", address = "127.0.0.1:${ports[2]}", http = (), service = "example-wrangler"),
-  ],
-);
-const smoke :Workerd.Worker = (
+  const smoke = `(
   modules = ${modulesOf("dist-esbuild", "workerd.js")},
   compatibilityDate = ${JSON.stringify(toml.compatibility_date)},
-);
-const exampleEsbuild :Workerd.Worker = ${exampleWorker(toml, "dist-esbuild", "esbuild")};
-const exampleWrangler :Workerd.Worker = ${exampleWorker(toml, "dist-wrangler", "wrangler")};
-`,
-  );
+)`;
+  const services = [
+    { name: "smoke", port: ports[0], worker: smoke },
+    { name: "example-esbuild", port: ports[1], worker: exampleWorker(toml, "dist-esbuild", "esbuild") },
+    { name: "example-wrangler", port: ports[2], worker: exampleWorker(toml, "dist-wrangler", "wrangler") },
+  ];
+  writeFileSync(config, workerdConfig(services));
   const { child, log } = await startWorkerd(config, ports);
   children.add(child);
   try {

@@ -63,3 +63,39 @@ export async function stopWorkerd(child) {
     }
   }
 }
+
+/**
+ * The capnp `modules` list of a Worker built on this package, for a config in `wasm/`:
+ * `entry` (a path below `wasm/`), the package's JS (with `durable`, its Durable Object
+ * module too) and its wasm.
+ */
+export function packageModules(entry, { durable = false } = {}) {
+  const scripts = [entry, "js/index.js", ...(durable ? ["js/durable.js"] : []), "pkg/portero_wasm.js"];
+  const modules = scripts.map((m) => `(name = "${m}", esModule = embed "${m}")`);
+  modules.push(`(name = "pkg/portero_wasm_bg.wasm", wasm = embed "pkg/portero_wasm_bg.wasm")`);
+  return `[\n    ${modules.join(",\n    ")},\n  ]`;
+}
+
+/**
+ * A workerd config that serves each of `workers` (`{ name, port, worker }`, `worker`
+ * being the capnp text of its `Workerd.Worker`) on its own loopback port; `services`
+ * are more services (capnp text, such as a disk) that no socket serves.
+ */
+export function workerdConfig(workers, services = []) {
+  // A capnp constant's name: the service's, in lower camel case.
+  const constant = (name) => name.replace(/-(\w)/g, (_, c) => c.toUpperCase());
+  const lines = (items) => items.map((item) => `\n    ${item},`).join("");
+  const served = workers.map(({ name }) => `(name = "${name}", worker = .${constant(name)})`);
+  const sockets = workers.map(
+    ({ name, port }) => `(name = "${name}", address = "127.0.0.1:${port}", http = (), service = "${name}")`,
+  );
+  const definitions = workers.map(({ name, worker }) => `const ${constant(name)} :Workerd.Worker = ${worker};\n`);
+  return `using Workerd = import "/workerd/workerd.capnp";
+const config :Workerd.Config = (
+  services = [${lines([...served, ...services])}
+  ],
+  sockets = [${lines(sockets)}
+  ],
+);
+${definitions.join("")}`;
+}

@@ -1,0 +1,42 @@
+//! A real redis-server per test, and limiters on it that give Redis time to answer.
+
+use std::time::Duration;
+
+use portero_redis::{LocalRedis, RedisAlgorithm, RedisLimiter};
+
+/// How long the tests that expect Redis to answer let it take (a loaded CI machine).
+pub const ANSWER: Duration = Duration::from_secs(5);
+
+/// A fresh server per test; a missing redis-server fails the test (CI installs it).
+pub fn start_redis() -> LocalRedis {
+    LocalRedis::start().expect("redis-server for this test")
+}
+
+/// A limiter on `server` that gives Redis [`ANSWER`] to reply.
+pub async fn answering(server: &LocalRedis, algorithm: RedisAlgorithm) -> RedisLimiter {
+    RedisLimiter::connect(&server.url(), algorithm)
+        .await
+        .unwrap()
+        .timeout(ANSWER)
+}
+
+/// Whether one check of `cost` units of `key` is admitted (an error fails the test).
+pub async fn admits(limiter: &RedisLimiter, key: &str, cost: u64) -> bool {
+    limiter
+        .check(key, cost)
+        .await
+        .unwrap()
+        .decision
+        .is_allowed()
+}
+
+/// A command sent straight to the server, to look at what the scripts stored.
+pub async fn query<T: redis::FromRedisValue>(server: &LocalRedis, command: &[&str]) -> T {
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut c = client.get_multiplexed_async_connection().await.unwrap();
+    redis::cmd(command[0])
+        .arg(&command[1..])
+        .query_async(&mut c)
+        .await
+        .unwrap()
+}
