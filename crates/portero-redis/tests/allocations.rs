@@ -56,14 +56,19 @@ fn addr() -> ClientAddr {
         .unwrap()
 }
 
+/// A limiter of 100 a minute on `server`.
+async fn limiter(server: &LocalRedis) -> RedisLimiter {
+    let quota = Quota::per_minute(100).unwrap();
+    RedisLimiter::connect(&server.url(), RedisAlgorithm::gcra(quota).unwrap())
+        .await
+        .unwrap()
+        .timeout(Duration::from_secs(5))
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn a_typed_key_is_written_once_into_the_redis_key() {
     let server = LocalRedis::start().expect("redis-server for this test");
-    let quota = Quota::per_minute(100).unwrap();
-    let limiter = RedisLimiter::connect(&server.url(), RedisAlgorithm::gcra(quota).unwrap())
-        .await
-        .unwrap()
-        .timeout(Duration::from_secs(5));
+    let limiter = limiter(&server).await;
     let header = HeaderValue::from_static("key-7f3a");
     let ip: IpAddr = "2001:db8::1".parse().unwrap();
     let client = addr();
@@ -80,12 +85,7 @@ async fn a_typed_key_is_written_once_into_the_redis_key() {
 #[tokio::test(flavor = "current_thread")]
 async fn a_check_a_live_lease_answers_allocates_nothing() {
     let server = LocalRedis::start().expect("redis-server for this test");
-    let quota = Quota::per_minute(100).unwrap();
-    let limiter = RedisLimiter::connect(&server.url(), RedisAlgorithm::gcra(quota).unwrap())
-        .await
-        .unwrap()
-        .timeout(Duration::from_secs(5));
-    let leased = LeasedLimiter::new(limiter, 10, Duration::from_secs(60), 100);
+    let leased = LeasedLimiter::new(limiter(&server).await, 10, Duration::from_secs(60), 100);
     let key = HeaderValue::from_static("key-7f3a");
     // The first check leases a batch (a round trip); the next ones spend it here.
     match Store::<HeaderValue>::check(&leased, Some(key.clone()), 1) {

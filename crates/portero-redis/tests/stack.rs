@@ -35,13 +35,16 @@ fn stack<'a>(user: &'a str, tenant: &'a str) -> [StackedLimit<'a>; 3] {
 async fn a_stack_is_all_or_none_and_a_refusal_charges_nothing_anywhere() {
     let server = LocalRedis::start().expect("redis-server for this test");
     let limiter = limiter(&server).await;
-    for _ in 0..5 {
-        assert!(limiter
-            .check_all(&stack("bob", "acme"))
-            .await
-            .unwrap()
-            .is_allowed());
-    }
+    let admits_all = |user: &'static str, tenant: &'static str, n: usize| {
+        let limiter = limiter.clone();
+        async move {
+            for _ in 0..n {
+                let verdict = limiter.check_all(&stack(user, tenant)).await.unwrap();
+                assert!(verdict.is_allowed(), "{user} of {tenant}");
+            }
+        }
+    };
+    admits_all("bob", "acme", 5).await;
     let refused = limiter.check_all(&stack("bob", "acme")).await.unwrap();
     assert_eq!(refused.rejected_by, Some(0), "bob's own limit");
     assert!(refused.retry_after_nanos() > 0);
@@ -49,13 +52,7 @@ async fn a_stack_is_all_or_none_and_a_refusal_charges_nothing_anywhere() {
     // 8 left, the global 95 of 100 — not what this request would have left them.
     let left: Vec<u64> = refused.decisions.iter().map(|d| d.remaining()).collect();
     assert_eq!(left, [0, 3, 95]);
-    for _ in 0..3 {
-        assert!(limiter
-            .check_all(&stack("alice", "acme"))
-            .await
-            .unwrap()
-            .is_allowed());
-    }
+    admits_all("alice", "acme", 3).await;
     let refused = limiter.check_all(&stack("alice", "acme")).await.unwrap();
     assert_eq!(refused.rejected_by, Some(1), "acme's 8 are used");
     // Neither refusal charged anything: alice has 2 left, acme 0, the global 92.
