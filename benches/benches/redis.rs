@@ -2,7 +2,9 @@
 //! floor, one plain `INCR` round trip on the same kind of connection; one task, and 64
 //! concurrent tasks sharing one connection (pipelined by redis-rs); three limits in one
 //! stacked call against three calls; a hot key through the blocked-key cache and
-//! through leases. First prints `redis-benchmark`'s own ceiling for the same script
+//! through leases; a `LimitLayer` with three Redis limits (user, tenant, global) on one
+//! connection, decided in one call, against the same limits on three connections,
+//! three calls. First prints `redis-benchmark`'s own ceiling for the same script
 //! (`EVALSHA`, 64 clients) on the same server. Starts its own redis-server (it must be
 //! installed, with `redis-benchmark`).
 
@@ -13,9 +15,11 @@ use std::time::{Duration, Instant};
 use criterion::measurement::WallTime;
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion};
 use portero::Quota;
+use portero_http::{keys, Limit, LimitLayer, Policy};
 use portero_redis::{LeasedLimiter, LocalRedis, RedisAlgorithm, RedisLimiter, StackedLimit};
 use redis::aio::ConnectionManager;
 use tokio::runtime::Runtime;
+use tower::{Layer, Service, ServiceExt};
 
 const TASKS: u64 = 64;
 
@@ -190,6 +194,42 @@ fn redis(c: &mut Criterion) {
             },
         );
     }
+    // The pipeline: three Redis limits per request, in one call (one connection) or
+    // three (three connections).
+    let three_on = |limiters: [RedisLimiter; 3]| {
+        let [user, tenant, global] = limiters;
+        let header = |name| keys::header::<()>(http::HeaderName::from_static(name));
+        let layer = LimitLayer::new(Limit::new(user, policy("user"), header("x-user")))
+            .limit(Limit::new(tenant, policy("tenant"), header("x-tenant")))
+            .limit(Limit::new(global, policy("global"), keys::global::<()>()));
+        layer.layer(tower::service_fn(|_: http::Request<()>| async {
+            Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+        }))
+    };
+    let on_one = three_on(stack_algorithms.map(|alg| (*limiter).clone().with_algorithm(alg)));
+    let on_three = three_on(stack_algorithms.map(|alg| {
+        rt.block_on(RedisLimiter::connect(&server.url(), alg))
+            .unwrap()
+            .timeout(Duration::from_secs(5))
+    }));
+    for (name, service) in [
+        ("layer_three_redis_limits_one_connection_64_tasks", on_one),
+        (
+            "layer_three_redis_limits_three_connections_64_tasks",
+            on_three,
+        ),
+    ] {
+        g.in_tasks(name, TASKS, &service, |mut service, t| async move {
+            let request = http::Request::builder()
+                .header("x-user", format!("u{t}"))
+                .header("x-tenant", "acme")
+                .body(())
+                .unwrap();
+            let service = service.ready().await.unwrap();
+            let response = service.call(request).await.unwrap();
+            assert_eq!(response.status(), http::StatusCode::OK);
+        });
+    }
     g.in_tasks(
         "portero_cached_refusals_64_tasks_hot_key",
         TASKS,
@@ -207,6 +247,11 @@ fn redis(c: &mut Criterion) {
         },
     );
     g.group.finish();
+}
+
+/// A policy the benchmarks never run out of.
+fn policy(name: &str) -> Policy {
+    Policy::new(name, 1 << 30, 3_600).unwrap()
 }
 
 /// The stack benchmarks' user, tenant and global keys for task `t` of `tasks`.

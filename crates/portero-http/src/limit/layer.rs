@@ -121,6 +121,7 @@ impl<B: 'static> LimitLayer<B> {
         let plan = Plan {
             entries: Vec::new(),
             declared: Vec::new(),
+            batching: false,
             cost: Charge::default(),
             when_no_key: WhenNoKey::default(),
             when_unavailable: WhenUnavailable::default(),
@@ -153,6 +154,7 @@ impl<B: 'static> LimitLayer<B> {
                 plan.entries.iter().take_while(|e| !e.is_remote()).count()
             } else {
                 let channel = batch_channel(&*entry);
+                plan.batching |= channel.is_some();
                 channel
                     .and_then(|c| {
                         plan.entries
@@ -239,6 +241,7 @@ impl<B> Plan<B> {
         Self {
             entries: self.entries.clone(),
             declared: self.declared.clone(),
+            batching: self.batching,
             cost: self.cost.clone(),
             when_no_key: self.when_no_key,
             when_unavailable: self.when_unavailable,

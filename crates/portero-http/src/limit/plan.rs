@@ -32,6 +32,8 @@ pub(crate) struct Plan<B> {
     pub(crate) entries: Vec<Arc<dyn Entry<B>>>,
     /// For each checked entry, its place in the declared order (the fields' order).
     pub(crate) declared: Vec<usize>,
+    /// Whether any limit can travel in a batch (else no check looks for one).
+    pub(crate) batching: bool,
     pub(crate) cost: Charge,
     pub(crate) when_no_key: WhenNoKey,
     pub(crate) when_unavailable: WhenUnavailable,
@@ -225,7 +227,7 @@ impl<B> Plan<B> {
 
     /// The batch entry `at` can be sent in (none when the whole layer is shadow).
     fn batch_of(&self, at: usize) -> Option<&dyn Batch> {
-        if self.shadow {
+        if self.shadow || !self.batching {
             return None;
         }
         batchable(&*self.entries[at])
