@@ -156,3 +156,35 @@ async fn a_required_extension_that_is_missing_is_a_500_not_a_shared_bucket() {
     let r = app.clone().oneshot(with_user).await.unwrap();
     assert_eq!(r.status(), StatusCode::OK);
 }
+
+/// A cost above a later limit's capacity is a 413 (never admissible), also when an
+/// earlier limit would refuse it for now: a 429 would send the client to retry
+/// into the 413.
+#[tokio::test]
+async fn a_cost_no_limit_could_ever_admit_is_413_even_when_another_refuses_first() {
+    let layer = LimitLayer::new(limit(per_minute(10), "wide"))
+        .limit(limit(per_minute(5), "narrow"))
+        .cost(|_, _, fields| {
+            fields
+                .get("x-cost")
+                .and_then(|v| v.to_str().ok()?.parse().ok())
+                .unwrap_or(1)
+        });
+    let app = app(layer);
+    let costing = |n: u64| {
+        Request::builder()
+            .uri("/")
+            .header("x-client", "alice")
+            .header("x-cost", n.to_string())
+            .body(Body::empty())
+            .unwrap()
+    };
+    let spent = app.clone().oneshot(costing(5)).await.unwrap();
+    assert_eq!(spent.status(), StatusCode::OK, "5 of each");
+    let six = app.clone().oneshot(costing(6)).await.unwrap();
+    assert_eq!(
+        six.status(),
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "the narrow limit can never admit 6 (the wide one has 5 left: a 429 for now)"
+    );
+}

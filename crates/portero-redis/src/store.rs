@@ -35,6 +35,10 @@ impl<K: StoreKey + Send + 'static> Store<K> for RedisLimiter {
         true
     }
 
+    fn capacity(&self) -> Option<u64> {
+        Some(self.capacity())
+    }
+
     fn batch(&self) -> Option<&dyn Batch> {
         let (_, carries_several) = self.channel();
         carries_several.then_some(self as &dyn Batch)
@@ -113,6 +117,10 @@ impl<K: StoreKey + Send + 'static> Store<K> for LeasedLimiter {
         Checking::Pending(Box::pin(
             async move { answer(leased.check(&text, cost).await) },
         ))
+    }
+
+    fn capacity(&self) -> Option<u64> {
+        Store::<K>::capacity(self.limiter())
     }
 
     fn is_remote(&self) -> bool {

@@ -124,6 +124,7 @@ pub(crate) trait Entry<B>: Send + Sync {
     fn prepare(&self, request: &Request<B>, cost: u64, no_key: crate::WhenNoKey) -> Prep;
     fn batch(&self) -> Option<&dyn Batch>;
     fn refund(&self, ticket: Ticket) -> Option<Decision>;
+    fn capacity(&self) -> Option<u64>;
     fn policy(&self) -> &Arc<Policy>;
     fn is_shadow(&self) -> bool;
     fn is_remote(&self) -> bool;
@@ -165,6 +166,10 @@ where
 
     fn refund(&self, ticket: Ticket) -> Option<Decision> {
         self.store.refund(ticket)
+    }
+
+    fn capacity(&self) -> Option<u64> {
+        self.store.capacity()
     }
 
     fn policy(&self) -> &Arc<Policy> {

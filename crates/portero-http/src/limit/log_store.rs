@@ -11,6 +11,7 @@ use super::store::{Checked, Checking, Source, Store, StoreError, Ticket};
 // above the limit `StoreError::CostAboveCapacity`.
 super::store::in_memory_store!(
     KeyedLog<K, C>,
+    capacity = |log| log.limit(),
     C: Clock + Send + Sync + 'static,
 );
 

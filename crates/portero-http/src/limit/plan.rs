@@ -172,6 +172,13 @@ impl<B> Plan<B> {
     /// Checks limits from where `run` stands until one is remote, one refuses, or
     /// all admitted.
     pub(crate) fn drive(&self, run: &mut Run, request: &Request<B>) -> Flow {
+        // A cost of one fits every limit; a larger one is first held against every
+        // applicable limit's capacity, so that no limit's "later" hides a "never".
+        if run.next == 0 && run.cost > 1 {
+            if let Some(refusal) = self.beyond_capacity(request, run.cost) {
+                return Flow::Refused(refusal);
+            }
+        }
         while run.next < self.entries.len() {
             let at = run.next;
             run.next += 1;
@@ -199,6 +206,18 @@ impl<B> Plan<B> {
         }
         self.record_admitted(run);
         Flow::Admitted
+    }
+
+    /// A 413 if `cost` is above the capacity of a limit that applies and may refuse.
+    fn beyond_capacity(&self, request: &Request<B>, cost: u64) -> Option<Refusal> {
+        if self.shadow {
+            return None;
+        }
+        let entry = self.entries.iter().find(|e| {
+            !e.is_shadow() && e.capacity().is_some_and(|c| cost > c) && e.applies(request)
+        })?;
+        observe::record(entry.policy(), Outcome::Rejected, Source::Memory);
+        Some(Refusal::TooCostly)
     }
 
     /// Applies an answer given without waiting; `Some` when the request is refused.

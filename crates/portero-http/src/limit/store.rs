@@ -155,6 +155,14 @@ pub trait Store<K>: Send + Sync + 'static {
         None
     }
 
+    /// The most units one check may cost (`None`: the store does not say). A request
+    /// costing more than an applicable limit's capacity is answered 413 before any
+    /// limit is checked: it could never be admitted, so a 429 from another limit
+    /// would only send the client to retry into the 413.
+    fn capacity(&self) -> Option<u64> {
+        None
+    }
+
     /// Whether [`check`](Self::check) may answer [`Checking::Pending`]: such limits
     /// are checked after every local one, so a local refusal never costs a round
     /// trip nor leaves units charged remotely.
@@ -303,7 +311,7 @@ pub type BatchPending = Pin<Box<dyn Future<Output = Vec<Result<Checked, StoreErr
 /// A store for an in-memory table that names keys by fingerprint (`KeyedLimiter`,
 /// `KeyedLog`): decided at once, refunded by the admission's fingerprint and time.
 macro_rules! in_memory_store {
-    ($table:ident < K, $($param:ident),* >, $($bounds:tt)*) => {
+    ($table:ident < K, $($param:ident),* >, capacity = |$t:ident| $capacity:expr, $($bounds:tt)*) => {
         impl<K, $($param),*> Store<K> for $table<K, $($param),*>
         where
             K: Hash + Send + Sync + 'static,
@@ -335,6 +343,11 @@ macro_rules! in_memory_store {
                 self.refund_fingerprint_at(ticket.fingerprint, ticket.now, ticket.cost);
                 self.peek_fingerprint_at(ticket.fingerprint, ticket.now, 0).ok()
             }
+
+            fn capacity(&self) -> Option<u64> {
+                let $t = self;
+                Some($capacity)
+            }
         }
     };
 }
@@ -343,6 +356,7 @@ pub(super) use in_memory_store;
 // The key type is the table's, so it is inferred from either.
 in_memory_store!(
     KeyedLimiter<K, A, C>,
+    capacity = |table| table.algorithm().capacity(),
     A: Algorithm + Copy + Send + Sync + 'static,
     C: Clock + Send + Sync + 'static,
 );
@@ -355,6 +369,10 @@ impl<K, T: Store<K> + ?Sized> Store<K> for Arc<T> {
 
     fn refund(&self, ticket: Ticket) -> Option<Decision> {
         (**self).refund(ticket)
+    }
+
+    fn capacity(&self) -> Option<u64> {
+        (**self).capacity()
     }
 
     fn is_remote(&self) -> bool {
