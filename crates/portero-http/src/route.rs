@@ -28,16 +28,35 @@ pub fn method<B>(
 }
 
 /// `POST` to exactly `path`.
+///
+/// ```
+/// let login = portero_http::route::post("/login");
+/// assert!(login(&http::Request::post("/login").body(()).unwrap()));
+/// assert!(!login(&http::Request::post("/login/").body(()).unwrap()));
+/// ```
 pub fn post<B>(path: &'static str) -> impl Fn(&Request<B>) -> bool + Clone + Send + Sync {
     method(Method::POST, path)
 }
 
 /// `GET` (and `HEAD`, which a router serves with the `GET` handler) to exactly `path`.
+///
+/// ```
+/// let search = portero_http::route::get("/search");
+/// assert!(search(&http::Request::get("/search").body(()).unwrap()));
+/// assert!(search(&http::Request::head("/search").body(()).unwrap()));
+/// ```
 pub fn get<B>(path: &'static str) -> impl Fn(&Request<B>) -> bool + Clone + Send + Sync {
     method(Method::GET, path)
 }
 
 /// Any method to exactly `path`.
+///
+/// ```
+/// let upload = portero_http::route::path("/upload");
+/// assert!(upload(&http::Request::put("/upload").body(()).unwrap()));
+/// assert!(upload(&http::Request::put("/upload?x=1").body(()).unwrap())); // the query is not the path
+/// assert!(!upload(&http::Request::put("/uploads").body(()).unwrap()));
+/// ```
 pub fn path<B>(path: &'static str) -> impl Fn(&Request<B>) -> bool + Clone + Send + Sync {
     move |req| path_is(req, path)
 }

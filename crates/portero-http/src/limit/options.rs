@@ -12,6 +12,28 @@ use crate::headers::Policy;
 /// What a request gets when a limit's key function finds no key in it (no client id
 /// header, say).
 ///
+/// ```
+/// use std::sync::Arc;
+/// use http::{HeaderName, Request, StatusCode};
+/// use portero::{Gcra, KeyedLimiter, Quota};
+/// use portero_http::{keys, Limit, LimitLayer, Policy, WhenNoKey};
+/// use tower::{service_fn, Layer, ServiceExt};
+///
+/// # tokio::runtime::Runtime::new()?.block_on(async {
+/// let quota = Quota::per_minute(100)?;
+/// let store = Arc::new(KeyedLimiter::new(Gcra::new(quota), 10_000));
+/// let key = keys::header::<()>(HeaderName::from_static("x-api-key"));
+/// let layer = LimitLayer::new(Limit::new(store, Policy::for_quota("api", &quota)?, key))
+///     .when_no_key(WhenNoKey::Reject);
+/// let service = layer.layer(service_fn(|_: Request<()>| async {
+///     Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+/// }));
+/// let anonymous = service.oneshot(Request::new(())).await?;
+/// assert_eq!(anonymous.status(), StatusCode::TOO_MANY_REQUESTS);
+/// # Ok::<(), Box<dyn std::error::Error>>(()) })?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
 /// A missing key must not mean "unlimited": a client that leaves out the header a
 /// limit keys on would otherwise never be limited. To key on the peer address when a
 /// header is missing, say so in the key function ([`keys::either`](crate::keys::either)).
@@ -32,6 +54,30 @@ pub enum WhenNoKey {
 /// What a request gets when a store cannot take its key: a full in-memory table (or
 /// a full fallback table while Redis is away). Redis being away is its limiter's own
 /// outage policy (`WhenDown`), which answers with a decision.
+///
+/// ```
+/// use std::sync::Arc;
+/// use http::{HeaderName, Request, StatusCode};
+/// use portero::{Gcra, KeyedLimiter, Quota};
+/// use portero_http::{keys, Limit, LimitLayer, Policy, WhenUnavailable};
+/// use tower::{service_fn, Layer, ServiceExt};
+///
+/// # tokio::runtime::Runtime::new()?.block_on(async {
+/// let quota = Quota::per_minute(5)?;
+/// let one_key = Arc::new(KeyedLimiter::new(Gcra::new(quota), 1)); // room for one client
+/// let key = keys::header::<()>(HeaderName::from_static("x-client"));
+/// let layer = LimitLayer::new(Limit::new(one_key, Policy::for_quota("per-client", &quota)?, key))
+///     .when_unavailable(WhenUnavailable::Reject);
+/// let service = layer.layer(service_fn(|_: Request<()>| async {
+///     Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+/// }));
+/// let from = |c| Request::builder().header("x-client", c).body(()).unwrap();
+/// assert_eq!(service.clone().oneshot(from("ann")).await?.status(), StatusCode::OK);
+/// let newcomer = service.oneshot(from("bob")).await?;
+/// assert_eq!(newcomer.status(), StatusCode::TOO_MANY_REQUESTS); // the table is full
+/// # Ok::<(), Box<dyn std::error::Error>>(()) })?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum WhenUnavailable {
     /// 429 (the default): a flood of new keys cannot get through unlimited. Its

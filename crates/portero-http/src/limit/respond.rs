@@ -11,6 +11,12 @@ use crate::headers;
 use crate::observe;
 
 /// `RateLimit-Source`, `fallback` on a response an outage policy decided.
+///
+/// ```
+/// # let response = http::Response::new(());
+/// let fallback = response.headers().get(portero_http::RATELIMIT_SOURCE).is_some_and(|v| v == "fallback");
+/// assert!(!fallback); // a shared store decided (or no limit applied)
+/// ```
 pub const RATELIMIT_SOURCE: HeaderName = HeaderName::from_static("ratelimit-source");
 
 /// Writes the applied limits' fields (appended) and, when `refused_by` names one,

@@ -143,6 +143,25 @@ impl fmt::Debug for Checking {
 /// Where a limit's counts live. `key` is `None` for a request without a key that the
 /// layer's [`WhenNoKey::SharedBucket`](crate::WhenNoKey::SharedBucket) sends to the
 /// store's one shared bucket (which no real key can name).
+///
+/// The in-memory tables are stores (and portero-redis's limiters); a check reports a
+/// [`Checked`] (decision, [`Source`], refund [`Ticket`]) or a [`StoreError`], at once or
+/// as a future ([`Checking`]). A remote store of your own: see [`Batch`]'s example.
+///
+/// ```
+/// use portero::{Gcra, KeyedLimiter, Quota};
+/// use portero_http::{Checking, Source, Store};
+///
+/// let table = KeyedLimiter::new(Gcra::new(Quota::per_minute(2)?), 100);
+/// let Checking::Done(Ok(first)) = Store::check(&table, Some("ann"), 1) else { panic!() };
+/// assert!(first.decision.is_allowed());
+/// assert_eq!(first.source, Source::Memory);
+/// // A later limit refused the request: the unit goes back.
+/// let after = Store::<&str>::refund(&table, first.ticket.unwrap()).unwrap();
+/// assert_eq!(after.remaining(), 2);
+/// assert_eq!(Store::<&str>::capacity(&table), Some(2));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub trait Store<K>: Send + Sync + 'static {
     /// Takes `cost` units for `key` if they fit (all or nothing).
     fn check(&self, key: Option<K>, cost: u64) -> Checking;
@@ -296,7 +315,8 @@ pub trait Batch: Send + Sync {
 }
 
 /// A check made ready to be sent in a batch: what the store needs, opaque to the
-/// pipeline.
+/// pipeline (see [`Batch`]'s example: a store boxes what its
+/// [`send`](Batch::send) downcasts).
 pub struct Prepared(pub Box<dyn core::any::Any + Send>);
 
 impl fmt::Debug for Prepared {
@@ -305,7 +325,8 @@ impl fmt::Debug for Prepared {
     }
 }
 
-/// A batch's answers, on their way: one per check sent, in order.
+/// A batch's answers, on their way: one per check sent, in order (see [`Batch`]'s
+/// example).
 pub type BatchPending = Pin<Box<dyn Future<Output = Vec<Result<Checked, StoreError>>> + Send>>;
 
 /// A store for an in-memory table that names keys by fingerprint (`KeyedLimiter`,

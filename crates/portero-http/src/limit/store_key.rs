@@ -17,6 +17,27 @@ use crate::keys::Either;
 /// Injective across the types here (each writes its tag first): header bytes outside
 /// printable ASCII and `%` are percent-encoded; a pair's first part is
 /// length-prefixed. A type of your own should start with a tag of its own.
+///
+/// ```
+/// use portero_http::StoreKey;
+///
+/// /// A tenant id from a verified token.
+/// struct Tenant(u32);
+///
+/// impl StoreKey for Tenant {
+///     fn write_key(&self, out: &mut String) {
+///         out.push_str("tenant:"); // a tag no other key type writes
+///         out.push_str(&self.0.to_string());
+///     }
+/// }
+///
+/// let mut text = String::new();
+/// Tenant(7).write_key(&mut text);
+/// assert_eq!(text, "tenant:7");
+/// let mut pair = String::new();
+/// ("ann".to_owned(), 7u64).write_key(&mut pair); // tuples: the first part length-prefixed
+/// assert_eq!(pair, "t:5:s:annn:7");
+/// ```
 pub trait StoreKey {
     /// Appends this key's text to `out`.
     fn write_key(&self, out: &mut String);
