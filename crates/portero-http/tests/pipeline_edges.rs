@@ -188,3 +188,15 @@ async fn a_cost_no_limit_could_ever_admit_is_413_even_when_another_refuses_first
         "the narrow limit can never admit 6 (the wide one has 5 left: a 429 for now)"
     );
 }
+
+/// A request without a key that its limit lets through unlimited
+/// (`WhenNoKey::Allow`) is not held to that limit's capacity either.
+#[tokio::test]
+async fn a_keyless_request_let_through_unlimited_is_never_too_costly() {
+    let layer = LimitLayer::new(limit(per_minute(5), "per-client"))
+        .when_no_key(portero_http::WhenNoKey::Allow)
+        .cost(|_, _, _| 9);
+    let keyless = Request::builder().uri("/").body(Body::empty()).unwrap();
+    let answer = app(layer).oneshot(keyless).await.unwrap();
+    assert_eq!(answer.status(), StatusCode::OK);
+}

@@ -7,7 +7,7 @@
 //! Each part keeps its own algorithm, key prefix, blocked-key cache and outage
 //! policy; the call travels with the first part's timeout and breaker. When Redis
 //! does not answer in time, every part is answered by its own outage policy, all or
-//! none: a local fallback that admitted gives its units back when a later part's
+//! none: a local fallback that admitted gives its units back when another part's
 //! refuses.
 
 use redis::{ErrorKind, RedisError};
@@ -45,14 +45,18 @@ pub(crate) async fn check_parts(parts: Vec<Part>) -> Vec<Result<Verdict, RedisCh
     // One Redis key twice (one limiter used twice with one key) would be decided
     // once and charged twice: such a request's parts go one after the other.
     if crate::stack::refuse_repeated_keys(&calls).is_err() {
+        // One answer each: after a refusal the rest are only looked at (the
+        // pipeline lists them as they stand and charges nothing more).
         let mut verdicts = Vec::with_capacity(calls.len());
+        let mut refused = false;
         for (limiter, call) in owners.into_iter().zip(calls) {
-            let verdict = limiter.check_call(call).await;
-            let refused = !matches!(&verdict, Ok(v) if v.decision.is_allowed());
+            let verdict = if refused {
+                limiter.peek_call(call).await
+            } else {
+                limiter.check_call(call).await
+            };
+            refused |= is_refusal(&verdict);
             verdicts.push(verdict);
-            if refused {
-                break; // the pipeline stops at the first refusal
-            }
         }
         return verdicts;
     }
@@ -90,27 +94,30 @@ pub(crate) async fn check_parts(parts: Vec<Part>) -> Vec<Result<Verdict, RedisCh
 }
 
 /// Every part answered by its own outage policy, all or none as the call would have
-/// been: at the first refusal, what the earlier parts' local fallbacks took goes back
-/// (each then says how it stands), and the later parts are not asked.
+/// been: if one refuses, what the others' local fallbacks took goes back (each then
+/// says how it stands). An answer that is no decision (a full fallback table) is not
+/// a refusal: the pipeline's `when_unavailable` decides it, and the others stand.
 fn fallbacks(owners: &[RedisLimiter], calls: &[Call]) -> Vec<Result<Verdict, RedisCheckError>> {
-    let mut verdicts = Vec::with_capacity(calls.len());
-    for (limiter, call) in owners.iter().zip(calls) {
-        let verdict = limiter.fallback_for(call.user_key(), call.cost, &call.algorithm);
-        let refused = !matches!(&verdict, Ok(v) if v.decision.is_allowed());
-        verdicts.push(verdict);
-        if refused {
-            let earlier = verdicts.len() - 1;
-            for ((limiter, call), verdict) in owners.iter().zip(calls).zip(&mut verdicts[..earlier])
-            {
-                if let Some(decision) = limiter.fallback_refund(call) {
-                    *verdict = Ok(Verdict {
-                        decision,
-                        served_by: ServedBy::Fallback,
-                    });
-                }
+    let mut verdicts: Vec<_> = owners
+        .iter()
+        .zip(calls)
+        .map(|(limiter, call)| limiter.fallback_for(call.user_key(), call.cost, &call.algorithm))
+        .collect();
+    if verdicts.iter().any(is_refusal) {
+        for ((limiter, call), verdict) in owners.iter().zip(calls).zip(&mut verdicts) {
+            let admitted = matches!(verdict, Ok(v) if v.decision.is_allowed());
+            if let Some(decision) = admitted.then(|| limiter.fallback_refund(call)).flatten() {
+                *verdict = Ok(Verdict {
+                    decision,
+                    served_by: ServedBy::Fallback,
+                });
             }
-            break;
         }
     }
     verdicts
+}
+
+/// A decision that refuses (an error is no decision).
+fn is_refusal(verdict: &Result<Verdict, RedisCheckError>) -> bool {
+    matches!(verdict, Ok(v) if !v.decision.is_allowed())
 }

@@ -508,12 +508,21 @@ impl RedisLimiter {
     /// never charged.
     pub async fn peek(&self, key: &str, cost: u64) -> Result<Verdict, RedisCheckError> {
         let call = self.call(key, cost, &self.algorithm)?;
-        match self.run(&[call], Mode::Peek, 0).await? {
+        self.peek_call(call).await
+    }
+
+    /// [`peek`](Self::peek) for a prepared call.
+    pub(crate) async fn peek_call(&self, call: Call) -> Result<Verdict, RedisCheckError> {
+        match self.run(std::slice::from_ref(&call), Mode::Peek, 0).await? {
             Some(decided) => Ok(Verdict {
                 decision: decided[0].0,
                 served_by: ServedBy::Redis,
             }),
-            None => self.fallback_peek(key, cost),
+            None => match call.user_key() {
+                Some(key) => self.fallback_peek(key, call.cost),
+                // The no-key bucket's fallback is only asked, as any peek's.
+                None => self.fallback_for(None, 0, &call.algorithm),
+            },
         }
     }
 

@@ -981,3 +981,87 @@ async fn a_batch_answered_by_local_fallbacks_is_all_or_none() {
         "the refused request's unit went back to the user's fallback"
     );
 }
+
+/// A batch whose limit's local fallback table is full while Redis is away: that limit
+/// is decided by `when_unavailable` (here: let through), the others by their own
+/// fallbacks, in either order (before: the other limit's units were given back and
+/// the request let through, or a 500).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_fallback_table_in_a_batch_is_decided_by_when_unavailable() {
+    let url = hanging_redis();
+    for full_first in [false, true] {
+        let full = Arc::new(KeyedLimiter::<str, Gcra>::new(Gcra::new(per_minute(10)), 1));
+        full.check_n("h:occupant", 1).unwrap();
+        let small = Arc::new(KeyedLimiter::<str, Gcra>::new(
+            Gcra::new(per_minute(3)),
+            100,
+        ));
+        let base = RedisLimiter::connect_lazy(&url, RedisAlgorithm::gcra(per_minute(10)).unwrap())
+            .unwrap()
+            .timeout(Duration::from_millis(50));
+        let a = base.clone().when_down(WhenDown::Local(full));
+        let b = base
+            .with_algorithm(RedisAlgorithm::gcra(per_minute(60)).unwrap())
+            .when_down(WhenDown::Local(small.clone()));
+        let (first, second) = if full_first { (a, b) } else { (b, a) };
+        let layer = LimitLayer::new(Limit::new(
+            first,
+            policy("first", per_minute(10)),
+            x_client(),
+        ))
+        .limit(Limit::new(
+            second,
+            policy("second", per_minute(60)),
+            x_client(),
+        ))
+        .when_unavailable(WhenUnavailable::Allow);
+        let answers = send(&app(layer), Some("ann"), 6).await;
+        let statuses: Vec<_> = answers.iter().map(Response::status).collect();
+        assert_eq!(ok(&answers), 3, "full first: {full_first}: {statuses:?}");
+        let left = small.peek(text_of("ann").as_str()).remaining();
+        assert_eq!(left, 0, "the small fallback's 3 were charged");
+    }
+}
+
+/// Ids of different integer types on one Redis limiter (a user id `u32`, an org id
+/// `u64`) never share a bucket: user 7 spending its 3 leaves org 7 untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn integer_ids_of_different_types_never_share_a_redis_bucket() {
+    let stores = Stores::start();
+    let limiter = stores.redis(per_minute(3)).await;
+    let id = |name: &'static str| {
+        move |r: &Request<Body>| r.headers().get(name)?.to_str().ok()?.parse::<u64>().ok()
+    };
+    let user = id("x-user");
+    let layer = LimitLayer::new(
+        Limit::new(
+            limiter.clone(),
+            policy("user", per_minute(3)),
+            move |r: &Request<Body>| user(r).and_then(|n| u32::try_from(n).ok()),
+        )
+        .route(portero_http::route::prefix("/users/")),
+    )
+    .limit(
+        Limit::new(limiter, policy("org", per_minute(3)), id("x-org"))
+            .route(portero_http::route::prefix("/orgs/")),
+    );
+    let app = Router::new()
+        .route("/users/x", get(|| async { "ok" }))
+        .route("/orgs/x", get(|| async { "ok" }))
+        .layer(layer);
+    let to = |path: &str, header: &str| {
+        Request::builder()
+            .uri(path)
+            .header(header, "7")
+            .body(Body::empty())
+            .unwrap()
+    };
+    assert_eq!(ok(&send_all(&app, 3, || to("/users/x", "x-user")).await), 3);
+    let org = send_all(&app, 1, || to("/orgs/x", "x-org")).await;
+    assert_eq!(
+        org[0].status(),
+        StatusCode::OK,
+        "{:?}",
+        field(&org[0], "ratelimit")
+    );
+}

@@ -87,9 +87,11 @@ impl<St, F, R> Limit<St, F, R> {
 
     /// Shadow (dry-run) this limit: decide and count as usual, advertise its fields,
     /// but never refuse because of it — to see what a new limit would refuse first.
-    /// A request it would have refused (a cost above its capacity and a failing store
-    /// included) is counted `shadow_rejected` and carries what is left for it (fewer
-    /// units than its cost) and no `Retry-After`.
+    /// A request it would have refused is counted `shadow_rejected` and carries what
+    /// is left for it (fewer units than its cost) and no `Retry-After`. One it could
+    /// not decide — a cost above its capacity (counted `shadow_rejected`), a failing
+    /// store (counted as a store failure) — goes through with no field of this limit:
+    /// there is no decision to advertise.
     pub fn shadow(mut self, on: bool) -> Self {
         self.shadow = on;
         self
@@ -125,6 +127,8 @@ pub(crate) trait Entry<B>: Send + Sync {
     fn batch(&self) -> Option<&dyn Batch>;
     fn refund(&self, ticket: Ticket) -> Option<Decision>;
     fn capacity(&self) -> Option<u64>;
+    /// Whether `request` has no key and this limit lets it through unlimited.
+    fn lets_through(&self, request: &Request<B>, no_key: crate::WhenNoKey) -> bool;
     fn policy(&self) -> &Arc<Policy>;
     fn is_shadow(&self) -> bool;
     fn is_remote(&self) -> bool;
@@ -170,6 +174,10 @@ where
 
     fn capacity(&self) -> Option<u64> {
         self.store.capacity()
+    }
+
+    fn lets_through(&self, request: &Request<B>, no_key: crate::WhenNoKey) -> bool {
+        matches!(self.key_of(request, no_key), Err(Step::Unlimited))
     }
 
     fn policy(&self) -> &Arc<Policy> {

@@ -204,7 +204,9 @@ impl<B: 'static> LimitLayer<B> {
 
     /// Shadow (dry-run) mode for every limit: decide and count as usual and send the
     /// `RateLimit` fields, but let every request through. A request a limit would
-    /// have refused carries `r=0` for it and no `Retry-After`.
+    /// have refused carries what is left for it (fewer units than its cost) and no
+    /// `Retry-After`; a limit that could not decide it (a cost above its capacity,
+    /// a failing store) is counted and not listed (see [`Limit::shadow`]).
     pub fn shadow(self, on: bool) -> Self {
         self.with(|plan| plan.shadow = on)
     }

@@ -214,7 +214,10 @@ impl<B> Plan<B> {
             return None;
         }
         let entry = self.entries.iter().find(|e| {
-            !e.is_shadow() && e.capacity().is_some_and(|c| cost > c) && e.applies(request)
+            !e.is_shadow()
+                && e.capacity().is_some_and(|c| cost > c)
+                && e.applies(request)
+                && !e.lets_through(request, self.when_no_key)
         })?;
         observe::record(entry.policy(), Outcome::Rejected, Source::Memory);
         Some(Refusal::TooCostly)

@@ -1,9 +1,11 @@
 //! Keys as text, for stores that name a key by a string (Redis): every key type a
-//! key function returns writes itself, behind a tag of its kind (`s:` text, `h:`
-//! header bytes, `ip:` addresses, `n:` numbers, `t:` pairs, `e1:` / `e2:` either
-//! side, `global`), so no two different keys write the same text — not within a type,
-//! and not across types sharing one remote limiter (an API-key header whose text is an
-//! address never spends that address's bucket).
+//! key function returns writes itself, behind a tag of its type (`s:` text, `h:`
+//! header bytes, `ip:` an address, `addr:` a resolved client address (an IPv6 one is
+//! its /64), `u32:`, `i64:`… each integer type, `t:` pairs, `e1:` / `e2:` either side,
+//! `global`), so no two different keys write the same text — not within a type, and
+//! not across types sharing one remote limiter (an API-key header whose text is an
+//! address never spends that address's bucket, a user id 7 never an org id 7 of
+//! another integer type).
 
 use std::fmt::Write;
 use std::net::IpAddr;
@@ -36,7 +38,7 @@ use crate::keys::Either;
 /// assert_eq!(text, "tenant:7");
 /// let mut pair = String::new();
 /// ("ann".to_owned(), 7u64).write_key(&mut pair); // tuples: the first part length-prefixed
-/// assert_eq!(pair, "t:5:s:annn:7");
+/// assert_eq!(pair, "t:5:s:annu64:7");
 /// ```
 pub trait StoreKey {
     /// Appends this key's text to `out`.
@@ -83,8 +85,10 @@ impl StoreKey for HeaderValue {
 
 impl StoreKey for ClientAddr {
     fn write_key(&self, out: &mut String) {
-        // `Display` writes the address, or "unidentified", which no address writes.
-        let _ = write!(out, "ip:{self}");
+        // `Display` writes the address (an IPv6 client's /64), or "unidentified",
+        // which no address writes; tagged apart from a plain `IpAddr`, which names
+        // one address where this may name a network.
+        let _ = write!(out, "addr:{self}");
     }
 }
 
@@ -94,11 +98,13 @@ impl StoreKey for IpAddr {
     }
 }
 
+/// Each integer type its own tag (`u32:7`, `u64:7`): two limits keyed by ids of
+/// different types on one limiter never share a bucket.
 macro_rules! numbers {
     ($($t:ty),*) => {$(
         impl StoreKey for $t {
             fn write_key(&self, out: &mut String) {
-                let _ = write!(out, "n:{self}");
+                let _ = write!(out, concat!(stringify!($t), ":{}"), self);
             }
         }
     )*};
@@ -183,13 +189,26 @@ mod tests {
         // tagged number.
         let addr: IpAddr = "198.51.100.7".parse().unwrap();
         assert_ne!(text(v(b"198.51.100.7")), text(addr));
-        assert_ne!(text("n:5".to_owned()), text(5u64));
+        assert_ne!(text("u64:5".to_owned()), text(5u64));
         assert_ne!(text("198.51.100.7".to_owned()), text(addr));
+        // Integers of different types, an address and a client address.
+        assert_ne!(text(7u32), text(7u64));
+        assert_ne!(text(7i64), text(7u64));
+        assert_eq!(text(7u32), "u32:7");
+        let mut request = http::Request::new(());
+        request
+            .extensions_mut()
+            .insert(std::net::SocketAddr::new(addr, 4000));
+        let client = crate::ClientIp::new(crate::TrustedProxies::none())
+            .key(&request)
+            .unwrap();
+        assert_eq!(client.ip(), addr);
+        assert_ne!(text(client), text(addr));
         // A pair's first part is length-prefixed, in place.
-        assert_eq!(text(("ab".to_owned(), 7u64)), "t:4:s:abn:7");
+        assert_eq!(text(("ab".to_owned(), 7u64)), "t:4:s:abu64:7");
         assert_eq!(
             text(((1u8, 2u8), 3u8)),
-            "t:10:t:3:n:1n:2n:3",
+            "t:12:t:4:u8:1u8:2u8:3",
             "nested pairs"
         );
     }
