@@ -11,7 +11,8 @@ use http::{Request, Response};
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
-use super::plan::{AppliedList, Awaiting, Flow, Pending as Waiting, Plan, Run};
+use super::batching::Awaiting;
+use super::plan::{AppliedList, Flow, Pending as Waiting, Plan, Run};
 use super::respond::{refuse, write_fields};
 
 /// The fields an admitted response gets: the plan and what it applied.

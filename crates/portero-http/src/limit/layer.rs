@@ -234,7 +234,7 @@ impl<B: 'static> LimitLayer<B> {
 }
 
 fn batch_channel<B>(entry: &dyn Entry<B>) -> Option<usize> {
-    super::plan::batchable(entry).map(Batch::channel)
+    super::batching::batchable(entry).map(Batch::channel)
 }
 
 impl<B> Plan<B> {

@@ -1,9 +1,10 @@
 //! [`LimitLayer`]: the one rate-limit pipeline, for every store — key → every
 //! applicable limit (all or none, with refunds) → one decision → one answer. The
 //! layer and its options, the service, the future, the limits and the store trait,
-//! each in its own file; the decision procedure is `plan.rs`, the response writing
-//! `respond.rs`.
+//! each in its own file; the decision procedure is `plan.rs` (limits that travel in
+//! one call: `batching.rs`), the response writing `respond.rs`.
 
+mod batching;
 mod entry;
 mod future;
 mod layer;

@@ -5,22 +5,21 @@
 //! every unit the earlier limits took goes back to stores that can refund (every
 //! in-memory one; a remote one that admitted stays charged — so local limits are
 //! checked first, in declared order, and remote ones after them). Consecutive remote
-//! limits whose stores share a [`Batch`] channel (one Redis connection) are sent in
-//! one call that is itself all or none, so among them nothing stays charged either.
+//! limits whose stores share a `Batch` channel (one Redis connection) are sent in one
+//! call that is itself all or none (`batching.rs`), so among them nothing stays
+//! charged either.
 //! The fields list every applied policy in the declared order, each as it stands
 //! after any refund.
 
-use core::future::Future;
-use core::pin::Pin;
-use core::task::{Context, Poll};
 use std::sync::Arc;
 
 use http::Request;
 use portero::Decision;
 
-use super::entry::{Entry, Prep, Step};
+use super::batching::{Answers, Awaiting};
+use super::entry::{Entry, Step};
 use super::options::{Charge, RefusalFn};
-use super::store::{Batch, BatchPending, Checked, Checking, Pending as Answer, Source, StoreError};
+use super::store::{Checked, Checking, Source, StoreError};
 use super::{WhenNoKey, WhenUnavailable};
 use crate::headers::Policy;
 use crate::keys::KeyError;
@@ -77,36 +76,13 @@ pub(crate) enum Flow {
     Refused(Refusal),
 }
 
-/// What a request waits for.
-pub(crate) enum Awaiting {
-    /// One remote limit's answer.
-    One(Answer),
-    /// A batch's answers, one per limit sent.
-    Many(BatchPending),
-}
-
-/// What came back.
-pub(crate) enum Answers {
-    One(Result<Checked, StoreError>),
-    Many(Vec<Result<Checked, StoreError>>),
-}
-
-impl Awaiting {
-    pub(crate) fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Answers> {
-        match self {
-            Self::One(one) => one.as_mut().poll(cx).map(Answers::One),
-            Self::Many(many) => Pin::new(many).poll(cx).map(Answers::Many),
-        }
-    }
-}
-
 /// One request's way through the plan.
 pub(crate) struct Run {
     /// The next entry to check.
-    next: usize,
+    pub(super) next: usize,
     /// The entries a batch on its way answers for, in its order.
-    batch: Vec<usize>,
-    cost: u64,
+    pub(super) batch: Vec<usize>,
+    pub(super) cost: u64,
     /// The limits applied so far, in the checked order.
     pub(crate) applied: AppliedList,
 }
@@ -224,7 +200,7 @@ impl<B> Plan<B> {
     }
 
     /// Applies an answer given without waiting; `Some` when the request is refused.
-    fn decided(&self, run: &mut Run, at: usize, step: Step) -> Option<Flow> {
+    pub(super) fn decided(&self, run: &mut Run, at: usize, step: Step) -> Option<Flow> {
         let entry = &self.entries[at];
         let answer = match step {
             Step::Checked(Checking::Done(answer)) => answer,
@@ -245,74 +221,6 @@ impl<B> Plan<B> {
             )),
         };
         self.take(run, at, answer).map(Flow::Refused)
-    }
-
-    /// The batch entry `at` can be sent in (none when the whole layer is shadow).
-    fn batch_of(&self, at: usize) -> Option<&dyn Batch> {
-        if self.shadow || !self.batching {
-            return None;
-        }
-        batchable(&*self.entries[at])
-    }
-
-    /// Entry `at` and the applicable entries right after it on the same `channel`,
-    /// if there is at least one (then `run.next` moves past them).
-    fn batch_from(
-        &self,
-        at: usize,
-        channel: usize,
-        request: &Request<B>,
-        run: &mut Run,
-    ) -> Option<Vec<usize>> {
-        let mut group: Option<Vec<usize>> = None;
-        let mut end = at + 1;
-        while end < self.entries.len() {
-            if self.entries[end].applies(request) {
-                match self.batch_of(end) {
-                    Some(b) if b.channel() == channel => {
-                        group.get_or_insert_with(|| vec![at]).push(end);
-                    }
-                    _ => break,
-                }
-            }
-            end += 1;
-        }
-        if group.is_some() {
-            run.next = end;
-        }
-        group
-    }
-
-    /// Prepares the `group`'s checks and sends them in one call; a limit decided
-    /// without a call (no key, a remembered refusal) is applied first, and a refusal
-    /// among them sends nothing.
-    fn send(
-        &self,
-        run: &mut Run,
-        request: &Request<B>,
-        batch: &dyn Batch,
-        group: Vec<usize>,
-    ) -> Flow {
-        let mut checks = Vec::with_capacity(group.len());
-        let mut sent = Vec::with_capacity(group.len());
-        for at in group {
-            match self.entries[at].prepare(request, run.cost, self.when_no_key) {
-                Prep::Prepared(check) => {
-                    checks.push(check);
-                    sent.push(at);
-                }
-                Prep::Decided(step) => {
-                    if let Some(flow) = self.decided(run, at, step) {
-                        return flow;
-                    }
-                }
-            }
-        }
-        if checks.is_empty() {
-            return self.drive(run, request);
-        }
-        run.batch = sent;
-        Flow::Waiting(Awaiting::Many(batch.send(checks)))
     }
 
     /// Takes the answers a remote limit (or a batch) gave, then goes on.
@@ -488,15 +396,6 @@ impl<B> Plan<B> {
         let refused = refused_by.and_then(|r| order.iter().position(|&i| i == r));
         (items, refused)
     }
-}
-
-/// The batch a limit can travel in: never a shadow limit's (a batch is all or none,
-/// and a limit that only watches must not stop the others being charged).
-pub(crate) fn batchable<B>(entry: &dyn Entry<B>) -> Option<&dyn Batch> {
-    if entry.is_shadow() {
-        return None;
-    }
-    entry.batch()
 }
 
 /// The policy a fallback's decision advertises: its own limit, over the entry's
