@@ -64,6 +64,10 @@ impl Store<ClientAddr> for Recording {
         Store::<ClientAddr>::check(&self.limiter, key, cost)
     }
 
+    fn standing(&self, key: Option<ClientAddr>) -> Checking {
+        Store::<ClientAddr>::standing(&self.limiter, key)
+    }
+
     fn refund(&self, ticket: Ticket) -> Option<Decision> {
         Store::<ClientAddr>::refund(&self.limiter, ticket)
     }

@@ -31,6 +31,17 @@ impl<K: StoreKey + Send + 'static> Store<K> for RedisLimiter {
         ))
     }
 
+    fn standing(&self, key: Option<K>) -> Checking {
+        let call = match self.call_of(key.as_ref(), 0) {
+            Ok(call) => call,
+            Err(e) => return Checking::Done(answer(Err(e))),
+        };
+        let limiter = self.clone();
+        Checking::Pending(Box::pin(
+            async move { answer(limiter.peek_call(call).await) },
+        ))
+    }
+
     fn is_remote(&self) -> bool {
         true
     }
@@ -117,6 +128,11 @@ impl<K: StoreKey + Send + 'static> Store<K> for LeasedLimiter {
         Checking::Pending(Box::pin(
             async move { answer(leased.check(&text, cost).await) },
         ))
+    }
+
+    /// How the key stands in the shared store (not in this instance's lease).
+    fn standing(&self, key: Option<K>) -> Checking {
+        Store::<K>::standing(self.limiter(), key)
     }
 
     fn capacity(&self) -> Option<u64> {

@@ -1065,3 +1065,42 @@ async fn integer_ids_of_different_types_never_share_a_redis_bucket() {
         field(&org[0], "ratelimit")
     );
 }
+
+/// Every store says how a key stands, taking nothing (the no-key bucket too): 3 of 5
+/// used leave 2, asked twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_store_peeks_without_taking() {
+    let stores = Stores::start();
+    for kind in KINDS {
+        let under = stores.store(kind, per_minute(5)).await;
+        let app = app(under.clone().limit("peeked", None));
+        assert_eq!(ok(&send(&app, Some("ann"), 3).await), 3);
+        assert_eq!(ok(&send(&app, None, 1).await), 1);
+        let key = Some(HeaderValue::from_static("ann"));
+        for _ in 0..2 {
+            let left =
+                |answer: Result<portero_http::Checked, _>| answer.unwrap().decision.remaining();
+            let (ann, nobody) = match &under {
+                Under::Memory(s, _) => (peeked(&**s, key.clone()).await, peeked(&**s, None).await),
+                Under::Log(s, _) => (peeked(&**s, key.clone()).await, peeked(&**s, None).await),
+                Under::Redis(s, _) => (peeked(s, key.clone()).await, peeked(s, None).await),
+                Under::Leased(s, _) => (peeked(s, key.clone()).await, peeked(s, None).await),
+            };
+            // A leased limit's shared count includes what this instance leased ahead
+            // (batches of 2: two leases for three checks).
+            let expected = if kind == Kind::Leased { 1 } else { 2 };
+            assert_eq!(left(ann), expected, "{kind:?}");
+            assert_eq!(left(nobody), 4, "{kind:?}: the no-key bucket");
+        }
+    }
+}
+
+async fn peeked<S: Store<HeaderValue>>(
+    store: &S,
+    key: Option<HeaderValue>,
+) -> Result<portero_http::Checked, portero_http::StoreError> {
+    match store.standing(key) {
+        portero_http::Checking::Done(answer) => answer,
+        portero_http::Checking::Pending(answer) => answer.await,
+    }
+}

@@ -160,11 +160,18 @@ impl fmt::Debug for Checking {
 /// let after = Store::<&str>::refund(&table, first.ticket.unwrap()).unwrap();
 /// assert_eq!(after.remaining(), 2);
 /// assert_eq!(Store::<&str>::capacity(&table), Some(2));
+/// let Checking::Done(Ok(now)) = Store::standing(&table, Some("ann")) else { panic!() };
+/// assert_eq!(now.decision.remaining(), 2); // a peek takes nothing
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub trait Store<K>: Send + Sync + 'static {
     /// Takes `cost` units for `key` if they fit (all or nothing).
     fn check(&self, key: Option<K>, cost: u64) -> Checking;
+
+    /// How `key` stands now, taking nothing: its units left and when it is full
+    /// again (a decision for no units, without a ticket) — for a "how much is left"
+    /// endpoint over any store.
+    fn standing(&self, key: Option<K>) -> Checking;
 
     /// Gives back what the admission `ticket` names took, and returns the key's
     /// decision as it stands afterwards (what a refused request reports for this
@@ -244,6 +251,12 @@ pub trait Store<K>: Send + Sync + 'static {
 ///             }
 ///             Err(answer) => Checking::Done(answer),
 ///         }
+///     }
+///     fn standing(&self, key: Option<HeaderValue>) -> Checking {
+///         let key = key.and_then(|k| k.to_str().ok().map(str::to_owned)).unwrap_or_default();
+///         let used = self.remote.used.lock().unwrap().get(&format!("{}:{key}", self.name)).copied();
+///         let left = self.limit - used.unwrap_or(0);
+///         Checking::Done(Ok(Checked::new(Decision::admitted(self.limit, left, 0), Source::Redis)))
 ///     }
 ///     fn is_remote(&self) -> bool { true }
 ///     fn batch(&self) -> Option<&dyn Batch> { Some(self) }
@@ -360,6 +373,19 @@ macro_rules! in_memory_store {
                 )
             }
 
+            fn standing(&self, key: Option<K>) -> Checking {
+                let fingerprint = match &key {
+                    Some(key) => self.fingerprint_of(key),
+                    None => self.anonymous_fingerprint(),
+                };
+                let now = self.clock().now();
+                Checking::Done(
+                    self.peek_fingerprint_at(fingerprint, now, 0)
+                        .map(|decision| Checked::new(decision, Source::Memory))
+                        .map_err(|e| StoreError::Faulty(Box::new(e))),
+                )
+            }
+
             fn refund(&self, ticket: Ticket) -> Option<Decision> {
                 self.refund_fingerprint_at(ticket.fingerprint, ticket.now, ticket.cost);
                 self.peek_fingerprint_at(ticket.fingerprint, ticket.now, 0).ok()
@@ -386,6 +412,10 @@ impl<K, T: Store<K> + ?Sized> Store<K> for Arc<T> {
     #[inline]
     fn check(&self, key: Option<K>, cost: u64) -> Checking {
         (**self).check(key, cost)
+    }
+
+    fn standing(&self, key: Option<K>) -> Checking {
+        (**self).standing(key)
     }
 
     fn refund(&self, ticket: Ticket) -> Option<Decision> {
