@@ -66,6 +66,10 @@ struct Leases {
 struct Lease {
     left: u64,
     expires: Instant,
+    /// When the shared key is full again, as Redis said when it granted the lease
+    /// (what a check the lease answers advertises; other instances can only make it
+    /// later).
+    full_at: Instant,
 }
 
 /// What a request finds when it needs a lease.
@@ -227,12 +231,18 @@ impl LeasedLimiter {
         // A reset since the send: Redis may have forgotten the key before or after it
         // charged these units; keeping them could admit a batch on top of the fresh
         // limit, dropping them only strands it.
+        let full_at = asked.checked_add(decision.reset_after()).unwrap_or(asked);
         if let (Some(expires), true) = (expires, leases.resets == resets) {
-            leases.live.insert(key.to_owned(), Lease { left, expires });
+            let lease = Lease {
+                left,
+                expires,
+                full_at,
+            };
+            leases.live.insert(key.to_owned(), lease);
         }
         drop(leases);
         let decision = if fits {
-            Decision::admitted(capacity, left, 0)
+            Decision::admitted(capacity, left, decision.reset_after_nanos())
         } else {
             // Fewer units than this request needs were left: keep them for smaller
             // requests, refuse this one for the usual second.
@@ -268,9 +278,10 @@ impl LeasedLimiter {
     }
 
     pub(crate) fn spend_from_lease(&self, key: &str, cost: u64) -> Option<Verdict> {
-        let left = self.spend(key, cost)?;
+        let (left, full_in) = self.spend(key, cost)?;
+        let full_in = u64::try_from(full_in.as_nanos()).unwrap_or(u64::MAX);
         Some(Verdict {
-            decision: Decision::admitted(self.limiter.capacity(), left, 0),
+            decision: Decision::admitted(self.limiter.capacity(), left, full_in),
             served_by: ServedBy::Lease,
         })
     }
@@ -280,16 +291,18 @@ impl LeasedLimiter {
         self.limiter.round_trips()
     }
 
-    /// Takes `cost` from `key`'s live lease; what is left, or `None`.
-    fn spend(&self, key: &str, cost: u64) -> Option<u64> {
+    /// Takes `cost` from `key`'s live lease; what is left and how long until the
+    /// shared key is full again, or `None`.
+    fn spend(&self, key: &str, cost: u64) -> Option<(u64, Duration)> {
+        let now = Instant::now();
         let mut leases = self.lock();
         let lease = leases.live.get_mut(key)?;
-        if lease.expires <= Instant::now() {
+        if lease.expires <= now {
             leases.live.remove(key);
             return None;
         }
         lease.left = lease.left.checked_sub(cost)?;
-        Some(lease.left)
+        Some((lease.left, lease.full_at.saturating_duration_since(now)))
     }
 
     /// Whether `key` may hold a lease (dropping expired ones when the map is full).

@@ -1104,3 +1104,18 @@ async fn peeked<S: Store<HeaderValue>>(
         portero_http::Checking::Pending(answer) => answer.await,
     }
 }
+
+/// A check a lease answers says when the shared key is full again (as Redis said
+/// when the lease was taken), not "now" (`t=0`): a batch of 2 of 5 a minute leaves
+/// the key full in 24 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leased_limit_advertises_when_the_shared_key_is_full_again() {
+    let stores = Stores::start();
+    let under = stores.store(Kind::Leased, per_minute(5)).await;
+    let answers = send(&app(under.limit("leased", None)), Some("ann"), 2).await;
+    let fields: Vec<_> = answers.iter().map(|a| field(a, "ratelimit")).collect();
+    assert_eq!(
+        fields,
+        [Some(r#""leased";r=1;t=24"#), Some(r#""leased";r=0;t=24"#)]
+    );
+}
