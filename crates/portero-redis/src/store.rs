@@ -162,6 +162,7 @@ pub(crate) fn answer(verdict: Result<Verdict, RedisCheckError>) -> Result<Checke
         Err(RedisCheckError::Check(_)) => Err(StoreError::CostAboveCapacity),
         Err(RedisCheckError::LocalTableFull { .. }) => Err(StoreError::Unavailable {
             retry_after_nanos: Some(portero::DENY_FOR_NANOS),
+            source: Source::Fallback,
         }),
         Err(e) => Err(StoreError::Faulty(Box::new(e))),
     }

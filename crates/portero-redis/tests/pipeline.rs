@@ -1119,3 +1119,45 @@ async fn a_leased_limit_advertises_when_the_shared_key_is_full_again() {
         [Some(r#""leased";r=1;t=24"#), Some(r#""leased";r=0;t=24"#)]
     );
 }
+
+/// While Redis is away, a refusal because the local fallback's table is full is the
+/// outage policy's answer too: marked `RateLimit-Source: fallback` and counted as a
+/// fallback answer, not as an in-memory refusal.
+#[test]
+fn a_full_fallback_table_is_marked_and_counted_as_a_fallback_answer() {
+    #[path = "../../portero-http/tests/support/counters.rs"]
+    mod counters;
+    let recorder = counters::Counters::default();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let _local_recorder = metrics::set_default_local_recorder(&recorder);
+    runtime.block_on(async {
+        let local = Arc::new(KeyedLimiter::<str, Gcra>::new(Gcra::new(per_minute(2)), 1));
+        let url = hanging_redis();
+        let limiter =
+            RedisLimiter::connect_lazy(&url, RedisAlgorithm::gcra(per_minute(30)).unwrap())
+                .unwrap()
+                .timeout(Duration::from_millis(50))
+                .when_down(WhenDown::Local(local));
+        let app = app(LimitLayer::new(Limit::new(
+            limiter,
+            policy("shared", per_minute(30)),
+            x_client(),
+        )));
+        assert_eq!(
+            ok(&send(&app, Some("ann"), 1).await),
+            1,
+            "ann takes the one slot"
+        );
+        let bob = send(&app, Some("bob"), 1).await;
+        assert_eq!(bob[0].status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(field(&bob[0], "ratelimit-source"), Some("fallback"));
+    });
+    assert_eq!(recorder.get("portero_fallback_total{policy=shared}"), 2);
+    assert_eq!(
+        recorder.get("portero_requests_total{policy=shared,outcome=rejected,source=fallback}"),
+        1
+    );
+}

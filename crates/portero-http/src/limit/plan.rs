@@ -286,9 +286,15 @@ impl<B> Plan<B> {
                 observe::failed("store", &*e);
                 return None;
             }
-            Err(StoreError::Unavailable { retry_after_nanos }) => match self.when_unavailable {
+            Err(StoreError::Unavailable {
+                retry_after_nanos,
+                source,
+            }) => match self.when_unavailable {
                 WhenUnavailable::Allow => {
-                    observe::record(entry.policy(), Outcome::Unlimited, Source::Memory);
+                    if source == Source::Fallback {
+                        observe::fallback(entry.policy());
+                    }
+                    observe::record(entry.policy(), Outcome::Unlimited, source);
                     return None;
                 }
                 // Until the store can take the key: a full table frees a slot once a
@@ -302,7 +308,7 @@ impl<B> Plan<B> {
                             u64::try_from(entry.policy().window().as_nanos()).unwrap_or(u64::MAX)
                         }),
                     ),
-                    Source::Memory,
+                    source,
                 ),
             },
             Err(StoreError::CostAboveCapacity) => {

@@ -88,6 +88,10 @@ pub enum StoreError {
     Unavailable {
         /// How long until the store can likely take it, if known (ns).
         retry_after_nanos: Option<u64>,
+        /// Whose table was full: [`Source::Memory`] (this store's), or
+        /// [`Source::Fallback`] (an outage policy's, while the shared store is away:
+        /// the answer is marked and counted as a fallback answer).
+        source: Source,
     },
     /// The store answered with an error (a script error, a key of the wrong type):
     /// a fault to fix, answered 500 and logged, never over-admitted.
@@ -112,6 +116,7 @@ impl From<KeyedError> for StoreError {
             KeyedError::Check(CheckError::CostExceedsCapacity { .. }) => Self::CostAboveCapacity,
             KeyedError::KeyTableFull { .. } => Self::Unavailable {
                 retry_after_nanos: None,
+                source: Source::Memory,
             },
             // A time out of range cannot come from a clock-driven check; anything the
             // core adds later is a fault, not an admission.
