@@ -22,6 +22,9 @@ use tower::ServiceExt;
 #[path = "../../portero-http/tests/support/loopback.rs"]
 mod loopback;
 
+#[path = "../../portero-http/tests/support/counters.rs"]
+mod counters;
+
 /// The stores every option is checked with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -499,8 +502,6 @@ async fn a_hanging_redis_makes_at_most_the_tripping_checks_wait_with_the_breaker
 /// answer is counted as a fallback.
 #[test]
 fn a_fallback_answer_advertises_its_own_quota_and_is_counted() {
-    #[path = "../../portero-http/tests/support/counters.rs"]
-    mod counters;
     let recorder = counters::Counters::default();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -1125,8 +1126,6 @@ async fn a_leased_limit_advertises_when_the_shared_key_is_full_again() {
 /// fallback answer, not as an in-memory refusal.
 #[test]
 fn a_full_fallback_table_is_marked_and_counted_as_a_fallback_answer() {
-    #[path = "../../portero-http/tests/support/counters.rs"]
-    mod counters;
     let recorder = counters::Counters::default();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
