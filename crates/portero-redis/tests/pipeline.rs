@@ -497,18 +497,27 @@ async fn a_hanging_redis_makes_at_most_the_tripping_checks_wait_with_the_breaker
     );
 }
 
-/// While Redis is away, a local fallback decides with its own quota (here 2, a share
-/// of the shared 6): the response advertises that quota, says who decided, and the
-/// answer is counted as a fallback.
-#[test]
-fn a_fallback_answer_advertises_its_own_quota_and_is_counted() {
+/// Runs `test` on a runtime of its own with a metrics recorder of its own: what it
+/// counted.
+fn counted(test: impl std::future::Future<Output = ()>) -> counters::Counters {
     let recorder = counters::Counters::default();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
-    let _local_recorder = metrics::set_default_local_recorder(&recorder);
-    runtime.block_on(async {
+    {
+        let _local_recorder = metrics::set_default_local_recorder(&recorder);
+        runtime.block_on(test);
+    }
+    recorder
+}
+
+/// While Redis is away, a local fallback decides with its own quota (here 2, a share
+/// of the shared 6): the response advertises that quota, says who decided, and the
+/// answer is counted as a fallback.
+#[test]
+fn a_fallback_answer_advertises_its_own_quota_and_is_counted() {
+    let recorder = counted(async {
         let shared = per_minute(6);
         let mut redis = LocalRedis::start().expect("redis-server for this test");
         let local = Arc::new(KeyedLimiter::<str, Gcra>::new(
@@ -661,6 +670,33 @@ async fn no_key_can_name_the_redis_no_key_bucket() {
     );
 }
 
+/// One Redis limiter of 3 a minute behind two limits on two routes: `first` (named
+/// `a`) for paths under `/a/`, `second` (`b`) under `/b/`; the app serves `/a/x`
+/// and `/b/x`.
+fn two_routes<K1, K2>(
+    limiter: RedisLimiter,
+    first: impl Fn(&Request<Body>) -> K1 + Send + Sync + 'static,
+    second: impl Fn(&Request<Body>) -> K2 + Send + Sync + 'static,
+) -> Router
+where
+    K1: portero_http::keys::IntoKey + 'static,
+    K2: portero_http::keys::IntoKey + 'static,
+    RedisLimiter: Store<K1::Key> + Store<K2::Key>,
+{
+    let layer = LimitLayer::new(
+        Limit::new(limiter.clone(), policy("a", per_minute(3)), first)
+            .route(portero_http::route::prefix("/a/")),
+    )
+    .limit(
+        Limit::new(limiter, policy("b", per_minute(3)), second)
+            .route(portero_http::route::prefix("/b/")),
+    );
+    Router::new()
+        .route("/a/x", get(|| async { "ok" }))
+        .route("/b/x", get(|| async { "ok" }))
+        .layer(layer)
+}
+
 /// One Redis limiter shared by limits of different key types: an API-key header
 /// whose text is an address never spends that address's bucket.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -668,26 +704,11 @@ async fn keys_of_different_types_never_share_a_redis_bucket() {
     let stores = Stores::start();
     let limiter = stores.redis(per_minute(3)).await;
     let ip = ClientIp::new(TrustedProxies::none());
-    let layer = LimitLayer::new(
-        Limit::new(
-            limiter.clone(),
-            Policy::for_quota("api", &per_minute(3)).unwrap(),
-            keys::header::<Body>(HeaderName::from_static("x-api-key")),
-        )
-        .route(portero_http::route::prefix("/api/")),
-    )
-    .limit(
-        Limit::new(
-            limiter,
-            Policy::for_quota("web", &per_minute(3)).unwrap(),
-            move |r: &Request<Body>| ip.key(r),
-        )
-        .route(|r: &Request<Body>| !r.uri().path().starts_with("/api/")),
+    let app = two_routes(
+        limiter,
+        keys::header::<Body>(HeaderName::from_static("x-api-key")),
+        move |r: &Request<Body>| ip.key(r),
     );
-    let app = Router::new()
-        .route("/", get(|| async { "ok" }))
-        .route("/api/x", get(|| async { "ok" }))
-        .layer(layer);
     let from = |addr: [u8; 4], path: &str, api_key: Option<&str>| {
         let mut r = Request::builder().uri(path);
         if let Some(k) = api_key {
@@ -700,14 +721,14 @@ async fn keys_of_different_types_never_share_a_redis_bucket() {
     for _ in 0..3 {
         let r = app
             .clone()
-            .oneshot(from([203, 0, 113, 1], "/api/x", Some("198.51.100.7")))
+            .oneshot(from([203, 0, 113, 1], "/a/x", Some("198.51.100.7")))
             .await
             .unwrap();
         assert_eq!(r.status(), StatusCode::OK);
     }
     let victim = app
         .clone()
-        .oneshot(from([198, 51, 100, 7], "/", None))
+        .oneshot(from([198, 51, 100, 7], "/b/x", None))
         .await
         .unwrap();
     assert_eq!(
@@ -1034,22 +1055,11 @@ async fn integer_ids_of_different_types_never_share_a_redis_bucket() {
         move |r: &Request<Body>| r.headers().get(name)?.to_str().ok()?.parse::<u64>().ok()
     };
     let user = id("x-user");
-    let layer = LimitLayer::new(
-        Limit::new(
-            limiter.clone(),
-            policy("user", per_minute(3)),
-            move |r: &Request<Body>| user(r).and_then(|n| u32::try_from(n).ok()),
-        )
-        .route(portero_http::route::prefix("/users/")),
-    )
-    .limit(
-        Limit::new(limiter, policy("org", per_minute(3)), id("x-org"))
-            .route(portero_http::route::prefix("/orgs/")),
+    let app = two_routes(
+        limiter,
+        move |r: &Request<Body>| user(r).and_then(|n| u32::try_from(n).ok()),
+        id("x-org"),
     );
-    let app = Router::new()
-        .route("/users/x", get(|| async { "ok" }))
-        .route("/orgs/x", get(|| async { "ok" }))
-        .layer(layer);
     let to = |path: &str, header: &str| {
         Request::builder()
             .uri(path)
@@ -1057,8 +1067,8 @@ async fn integer_ids_of_different_types_never_share_a_redis_bucket() {
             .body(Body::empty())
             .unwrap()
     };
-    assert_eq!(ok(&send_all(&app, 3, || to("/users/x", "x-user")).await), 3);
-    let org = send_all(&app, 1, || to("/orgs/x", "x-org")).await;
+    assert_eq!(ok(&send_all(&app, 3, || to("/a/x", "x-user")).await), 3);
+    let org = send_all(&app, 1, || to("/b/x", "x-org")).await;
     assert_eq!(
         org[0].status(),
         StatusCode::OK,
@@ -1126,13 +1136,7 @@ async fn a_leased_limit_advertises_when_the_shared_key_is_full_again() {
 /// fallback answer, not as an in-memory refusal.
 #[test]
 fn a_full_fallback_table_is_marked_and_counted_as_a_fallback_answer() {
-    let recorder = counters::Counters::default();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let _local_recorder = metrics::set_default_local_recorder(&recorder);
-    runtime.block_on(async {
+    let recorder = counted(async {
         let local = Arc::new(KeyedLimiter::<str, Gcra>::new(Gcra::new(per_minute(2)), 1));
         let url = hanging_redis();
         let limiter =
