@@ -585,6 +585,14 @@ async fn a_request_cancelled_while_redis_decides_gives_back_the_local_units() {
     }
 }
 
+/// A limiter of `quota` on `url` (a Redis that is away or hangs), connected lazily,
+/// that waits 50 ms for an answer.
+fn away(url: &str, quota: Quota) -> RedisLimiter {
+    RedisLimiter::connect_lazy(url, RedisAlgorithm::gcra(quota).unwrap())
+        .unwrap()
+        .timeout(Duration::from_millis(50))
+}
+
 /// A listener that accepts connections and never answers: a Redis that hangs.
 fn hanging_redis() -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -739,6 +747,17 @@ async fn keys_of_different_types_never_share_a_redis_bucket() {
     );
 }
 
+/// A user limit of `user` and a tenant limit of `tenant` in Redis on one connection
+/// (the user limiter, to count round trips, and the app).
+async fn on_one_connection(stores: &Stores, user: Quota, tenant: Quota) -> (RedisLimiter, Router) {
+    let users = stores.redis(user).await;
+    let tenants = users
+        .clone()
+        .with_algorithm(RedisAlgorithm::gcra(tenant).unwrap());
+    let app = app(user_and_tenant((users.clone(), user), (tenants, tenant)));
+    (users, app)
+}
+
 /// Two Redis limits of one layer on one connection (per client, per tenant): one
 /// round trip per request, and all or none — a request the tenant's limit refuses
 /// takes nothing from its client's limit, and the refusal reports the client's limit
@@ -746,14 +765,7 @@ async fn keys_of_different_types_never_share_a_redis_bucket() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_limits_on_one_connection_are_decided_in_one_round_trip_all_or_none() {
     let stores = Stores::start();
-    let redis = stores.redis(per_minute(3)).await;
-    let tenants = redis
-        .clone()
-        .with_algorithm(RedisAlgorithm::gcra(per_minute(4)).unwrap());
-    let app = app(user_and_tenant(
-        (redis.clone(), per_minute(3)),
-        (tenants, per_minute(4)),
-    ));
+    let (redis, app) = on_one_connection(&stores, per_minute(3), per_minute(4)).await;
     let before = redis.round_trips();
     assert_eq!(ok(&send_all(&app, 3, || from("alice", "acme")).await), 3);
     assert_eq!(ok(&send_all(&app, 1, || from("carol", "acme")).await), 1);
@@ -836,10 +848,7 @@ async fn a_repeated_key_and_a_shadow_limit_are_not_batched() {
 async fn a_batch_redis_does_not_answer_gets_each_limits_own_outage_policy() {
     let url = hanging_redis();
     let quota = per_minute(5);
-    let open = RedisLimiter::connect_lazy(&url, RedisAlgorithm::gcra(quota).unwrap())
-        .unwrap()
-        .timeout(Duration::from_millis(50))
-        .when_down(WhenDown::FailOpen);
+    let open = away(&url, quota).when_down(WhenDown::FailOpen);
     let closed = open.clone().when_down(WhenDown::FailClosed);
     let both = |first: &RedisLimiter, second: &RedisLimiter| {
         app(user_and_tenant(
@@ -908,14 +917,7 @@ async fn a_limit_declared_between_two_batched_ones_does_not_split_them() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refusal_in_a_batch_lists_every_limit_the_call_decided() {
     let stores = Stores::start();
-    let user = stores.redis(per_minute(1)).await;
-    let tenant = user
-        .clone()
-        .with_algorithm(RedisAlgorithm::gcra(per_minute(10)).unwrap());
-    let app = app(user_and_tenant(
-        (user, per_minute(1)),
-        (tenant, per_minute(10)),
-    ));
+    let (_, app) = on_one_connection(&stores, per_minute(1), per_minute(10)).await;
     let request = || from("ann", "t");
     let answers = send_all(&app, 2, request).await;
     assert_eq!(answers[1].status(), StatusCode::TOO_MANY_REQUESTS);
@@ -950,10 +952,7 @@ async fn a_cost_above_only_the_fallbacks_capacity_is_a_429_while_redis_is_away()
         100,
     ));
     let shared = per_minute(10);
-    let limiter = RedisLimiter::connect_lazy(&url, RedisAlgorithm::gcra(shared).unwrap())
-        .unwrap()
-        .timeout(Duration::from_millis(50))
-        .when_down(WhenDown::Local(local));
+    let limiter = away(&url, shared).when_down(WhenDown::Local(local));
     let layer = LimitLayer::new(Limit::new(
         limiter,
         Policy::for_quota("shared", &shared).unwrap(),
@@ -984,10 +983,7 @@ async fn a_batch_answered_by_local_fallbacks_is_all_or_none() {
         ))
     };
     let (user_local, tenant_local) = (fallback(5), fallback(1));
-    let user = RedisLimiter::connect_lazy(&url, RedisAlgorithm::gcra(per_minute(50)).unwrap())
-        .unwrap()
-        .timeout(Duration::from_millis(50))
-        .when_down(WhenDown::Local(user_local.clone()));
+    let user = away(&url, per_minute(50)).when_down(WhenDown::Local(user_local.clone()));
     let tenant = user
         .clone()
         .with_algorithm(RedisAlgorithm::gcra(per_minute(10)).unwrap())
@@ -1018,9 +1014,7 @@ async fn a_full_fallback_table_in_a_batch_is_decided_by_when_unavailable() {
             Gcra::new(per_minute(3)),
             100,
         ));
-        let base = RedisLimiter::connect_lazy(&url, RedisAlgorithm::gcra(per_minute(10)).unwrap())
-            .unwrap()
-            .timeout(Duration::from_millis(50));
+        let base = away(&url, per_minute(10));
         let a = base.clone().when_down(WhenDown::Local(full));
         let b = base
             .with_algorithm(RedisAlgorithm::gcra(per_minute(60)).unwrap())
@@ -1139,11 +1133,7 @@ fn a_full_fallback_table_is_marked_and_counted_as_a_fallback_answer() {
     let recorder = counted(async {
         let local = Arc::new(KeyedLimiter::<str, Gcra>::new(Gcra::new(per_minute(2)), 1));
         let url = hanging_redis();
-        let limiter =
-            RedisLimiter::connect_lazy(&url, RedisAlgorithm::gcra(per_minute(30)).unwrap())
-                .unwrap()
-                .timeout(Duration::from_millis(50))
-                .when_down(WhenDown::Local(local));
+        let limiter = away(&url, per_minute(30)).when_down(WhenDown::Local(local));
         let app = app(LimitLayer::new(Limit::new(
             limiter,
             policy("shared", per_minute(30)),
