@@ -21,6 +21,11 @@ pub(crate) use portable_atomic::{AtomicU64, AtomicUsize, Ordering};
 /// Whether this is a loom build: models use smaller tables to stay tractable.
 pub(crate) const LOOM: bool = cfg!(loom);
 
+/// Whether code size counts for more than a branch saved: a WebAssembly module is
+/// shipped to edge runtimes under a size budget, and its hot keyed path goes through
+/// the caller's slot hint rather than a lookup.
+pub(crate) const COMPACT: bool = cfg!(target_family = "wasm");
+
 /// A 128-bit word updated only by compare-and-swap (`cmpxchg16b` where the CPU has it,
 /// `portable-atomic`'s fallback elsewhere, a plain cell on single-threaded wasm).
 #[derive(Debug)]
