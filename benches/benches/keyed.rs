@@ -65,6 +65,34 @@ fn bench_on<F: Fn(u64) -> bool + Sync + Send + 'static>(
     });
 }
 
+/// The floor under a keyed check: hash the key, load its 128-bit slot (fingerprint,
+/// state) and publish `now` into it with one 128-bit CAS, on a table of the same size
+/// (9/5 slots a key), with nothing decided.
+struct FloorTable {
+    hasher: ahash::RandomState,
+    slots: Vec<portable_atomic::AtomicU128>,
+}
+
+impl FloorTable {
+    fn new(keys: u64) -> Self {
+        let slots = (0..keys * 9 / 5)
+            .map(|_| portable_atomic::AtomicU128::new(0))
+            .collect();
+        Self {
+            hasher: ahash::RandomState::new(),
+            slots,
+        }
+    }
+
+    fn touch(&self, key: u64, now: u64) -> bool {
+        let slot = &self.slots[(self.hasher.hash_one(key) % self.slots.len() as u64) as usize];
+        let v = slot.load(Ordering::Acquire);
+        let new = (v & !u128::from(u64::MAX)) | u128::from(now.wrapping_add(v as u64));
+        slot.compare_exchange(v, new, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+}
+
 /// The two keyed limiters every table benchmark compares, each holding the keys:
 /// `portero/label` and `governor/label`, a check of an existing key each.
 fn portero_and_governor<C, GS, GC, MW>(
@@ -110,6 +138,7 @@ fn existing_keys(c: &mut Criterion) {
         let dash = Arc::new(dashmap::DashMap::<u64, AtomicU64, ahash::RandomState>::default());
         let papaya = Arc::new(papaya::HashMap::<u64, AtomicU64>::new());
         let scc = Arc::new(scc::HashMap::<u64, AtomicU64>::new());
+        let floor = Arc::new(FloorTable::new(n));
         for k in 0..n {
             portero.check(&k);
             let _ = governor.check_key(&k);
@@ -120,6 +149,18 @@ fn existing_keys(c: &mut Criterion) {
         for threads in [1usize, 2] {
             let label = format!("{n}_{dist}_{threads}t");
             portero_and_governor(&mut g, &label, &keys, threads, &portero, &governor);
+            if n == 10_000 && dist == "uniform" {
+                // The floor on the default clock: one read of it, then the table floor.
+                let (f, clock) = (floor.clone(), portero::DefaultClock::default());
+                bench_on(
+                    &mut g,
+                    "floor_clock_hash_cas128",
+                    &label,
+                    &keys,
+                    threads,
+                    move |k| f.touch(k, portero::Clock::now(&clock)),
+                );
+            }
             if n == 10_000 {
                 let d = dash.clone();
                 bench_on(&mut g, "map_dashmap", &label, &keys, threads, move |k| {
@@ -245,30 +286,17 @@ fn time_given(c: &mut Criterion) {
         let _ = portero.check_at(&k, 1, 1);
         let _ = governor.check_key(&k);
     }
-    // The floor under a table check with the time given: hash the key, load its
-    // 128-bit slot (fingerprint, state) and publish with one 128-bit CAS, on a table
-    // of the same size (9/5 slots a key), with nothing decided.
-    let hasher = ahash::RandomState::new();
-    let slots: Arc<Vec<portable_atomic::AtomicU128>> = Arc::new(
-        (0..n * 9 / 5)
-            .map(|_| portable_atomic::AtomicU128::new(0))
-            .collect(),
-    );
+    let floor = Arc::new(FloorTable::new(n));
     for threads in [1usize, 2] {
         let label = format!("{n}_uniform_{threads}t");
-        let (h, s) = (hasher.clone(), slots.clone());
+        let f = floor.clone();
         bench_on(
             &mut g,
             "floor_hash_cas128",
             &label,
             &keys,
             threads,
-            move |k| {
-                let slot = &s[(h.hash_one(k) % s.len() as u64) as usize];
-                let v = slot.load(Ordering::Acquire);
-                slot.compare_exchange(v, v + 1, Ordering::AcqRel, Ordering::Acquire)
-                    .is_ok()
-            },
+            move |k| f.touch(k, 1),
         );
         let p = portero.clone();
         bench_on(&mut g, "portero", &label, &keys, threads, move |k| {

@@ -17,7 +17,7 @@ use alloc::vec::Vec;
 use super::locks::BucketLocks;
 use super::slot::{pack, unpack, Slot};
 use super::Overflow;
-use crate::sync::{prefetch, AtomicU64, AtomicUsize, Ordering, SpinLock, COMPACT, LOOM};
+use crate::sync::{AtomicU64, AtomicUsize, Ordering, Prefetcher, SpinLock, COMPACT, LOOM};
 use crate::{Algorithm, Decision, KeyedError, Transition};
 
 /// Slots per bucket (two cache lines; small under loom, to keep models tractable).
@@ -45,6 +45,7 @@ pub(crate) struct Table {
     buckets: usize,
     max_keys: usize,
     keys: AtomicUsize,
+    prefetcher: Prefetcher,
     pub(crate) overflow: Overflow,
 }
 
@@ -67,6 +68,7 @@ impl Table {
             buckets,
             max_keys,
             keys: AtomicUsize::new(0),
+            prefetcher: Prefetcher::detect(),
             overflow: Overflow::RejectNewKeys,
         })
     }
@@ -112,11 +114,12 @@ impl Table {
     /// Starts loading the first slots of both buckets while the hint words are read:
     /// inserts fill a bucket from its start, so at the table's load (≈ 4.4 keys per
     /// bucket) the key is usually in one of those two lines, and the two cache misses
-    /// overlap instead of following each other.
+    /// overlap instead of following each other. Asked for to be written where the CPU
+    /// can ([`Prefetcher`]): the check's compare-and-swap follows.
     #[inline(always)]
     pub(crate) fn prefetch(&self, p: Probe) {
         for b in p.buckets {
-            prefetch(&self.slots[b * BUCKET]);
+            self.prefetcher.line(&self.slots[b * BUCKET]);
         }
     }
 
