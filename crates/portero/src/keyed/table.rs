@@ -128,7 +128,8 @@ impl Table {
     /// key sits in either of its buckets about as often, so "which bucket" is a coin
     /// toss the branch predictor loses half the time (and the second hint load waited
     /// for the first). Only when that first guess is not the key (a colliding hint, or
-    /// a key not held) are all candidates scanned, out of line. A stale or colliding
+    /// a key not held whose hint byte some other slot shares) are all candidates
+    /// scanned, out of line. A stale or colliding
     /// hint costs a wasted load; the fingerprint in the slot itself decides.
     #[inline(always)]
     pub(crate) fn find(&self, p: Probe) -> Option<(usize, u128)> {
@@ -144,12 +145,14 @@ impl Table {
         let first = 0usize.wrapping_sub(usize::from(m1 != 0));
         let first_bits = 0u64.wrapping_sub(u64::from(m1 != 0));
         let (b, m) = ((b1 & first) | (b2 & !first), m1 | (m2 & !first_bits));
-        if m != 0 {
-            let i = b * BUCKET + (m.trailing_zeros() / 8) as usize;
-            let w = self.slots[i].load();
-            if unpack(w).0 == p.tag {
-                return Some((i, w));
-            }
+        if m == 0 {
+            // No hint byte matches in either bucket: the key is not held.
+            return None;
+        }
+        let i = b * BUCKET + (m.trailing_zeros() / 8) as usize;
+        let w = self.slots[i].load();
+        if unpack(w).0 == p.tag {
+            return Some((i, w));
         }
         self.find_scan(p)
     }
