@@ -538,14 +538,11 @@ mod tests {
     use super::*;
     use crate::{Gcra, Quota};
 
-    /// A lookup loads, besides the hint words, the slots whose hint byte matches: about
-    /// one per key. (When the hint came from the same bits as the first bucket, every
-    /// key in a bucket had the same hint, and a lookup loaded the whole bucket.)
-    #[test]
-    fn a_lookup_loads_about_one_slot() {
+    /// A table of 10,000 keys (0..10,000 hashed by `hasher`), each inserted, and their
+    /// probes.
+    fn ten_thousand_keys(hasher: ahash::RandomState) -> (Table, Vec<Probe>) {
         let gcra = Gcra::new(Quota::per_second(1).unwrap());
         let table = Table::try_new(10_000).unwrap();
-        let hasher = ahash::RandomState::with_seeds(1, 2, 3, 4);
         let probes: Vec<Probe> = (0..10_000u64)
             .map(|k| table.probe(hasher.hash_one(k).max(1)))
             .collect();
@@ -553,6 +550,15 @@ mod tests {
             let first = gcra.decide(gcra.initial_state(), 0, 1).unwrap();
             table.insert(&gcra, *p, (0, 1), first).unwrap();
         }
+        (table, probes)
+    }
+
+    /// A lookup loads, besides the hint words, the slots whose hint byte matches: about
+    /// one per key. (When the hint came from the same bits as the first bucket, every
+    /// key in a bucket had the same hint, and a lookup loaded the whole bucket.)
+    #[test]
+    fn a_lookup_loads_about_one_slot() {
+        let (table, probes) = ten_thousand_keys(ahash::RandomState::with_seeds(1, 2, 3, 4));
         let loads: u32 = probes
             .iter()
             .map(|p| {
@@ -568,22 +574,15 @@ mod tests {
         let per_key = f64::from(loads) / probes.len() as f64;
         assert!(per_key < 1.2, "{per_key} slot loads per lookup");
     }
+
     /// Every held key is found, also those whose branch-free first guess is another
     /// key's slot (a hint byte in the first bucket that matches while the key sits in
     /// the second, or an earlier matching byte in its own bucket): those go to the
     /// full scan. Absent keys are not found.
     #[test]
     fn every_key_is_found_also_behind_a_colliding_hint() {
-        let gcra = Gcra::new(Quota::per_second(1).unwrap());
-        let table = Table::try_new(10_000).unwrap();
         let hasher = ahash::RandomState::with_seeds(5, 6, 7, 8);
-        let probes: Vec<Probe> = (0..10_000u64)
-            .map(|k| table.probe(hasher.hash_one(k).max(1)))
-            .collect();
-        for p in &probes {
-            let first = gcra.decide(gcra.initial_state(), 0, 1).unwrap();
-            table.insert(&gcra, *p, (0, 1), first).unwrap();
-        }
+        let (table, probes) = ten_thousand_keys(hasher.clone());
         let mut behind_a_collision = 0;
         for p in &probes {
             let (i, w) = table.find(*p).expect("a held key is found");
