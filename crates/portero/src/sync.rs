@@ -158,9 +158,9 @@ impl Drop for SpinGuard<'_> {
 /// Where the CPU has `prefetchw` (every AMD x86-64, Intel since Broadwell; CPUID
 /// leaf 0x8000_0001, ECX bit 8, asked once when the prefetcher is made), a line is
 /// asked for *to be written*: it arrives owned, so the compare-and-swap that follows
-/// a load of it does not make a second trip to take it from another core (measured
-/// on two threads of the keyed benchmark: 20.2-21.1 ns a check with read prefetches,
-/// 16.4-17.0 ns with write prefetches). Elsewhere it is asked for reading.
+/// a load of it does not make a second trip to take it from another core (two threads
+/// of the keyed benchmark: about 15 % less time a check, BENCHMARKS.md). Elsewhere it
+/// is asked for reading.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Prefetcher {
     for_write: bool,

@@ -129,8 +129,8 @@ impl Table {
     /// toss the branch predictor loses half the time (and the second hint load waited
     /// for the first). Only when that first guess is not the key (a colliding hint, or
     /// a key not held whose hint byte some other slot shares) are all candidates
-    /// scanned, out of line. A stale or colliding
-    /// hint costs a wasted load; the fingerprint in the slot itself decides.
+    /// scanned, out of line. A stale or colliding hint costs a wasted load; the
+    /// fingerprint in the slot itself decides.
     #[inline(always)]
     pub(crate) fn find(&self, p: Probe) -> Option<(usize, u128)> {
         if COMPACT {
