@@ -38,6 +38,8 @@ let ALGORITHMS = [];
 let TABLE_FULL;
 let COST_EXCEEDS_CAPACITY;
 let TIME_OUT_OF_RANGE;
+let BAD_NOW;
+let BAD_COST;
 
 // The decision buffer: five f64s in the module's linear memory where every check
 // leaves its decision (limit, remaining, retry-after ms, reset-after ms, outcome code),
@@ -68,7 +70,7 @@ function newView() {
 
 function takeConstants(exports) {
   ALGORITHMS = algorithmNames().split(",");
-  [, TABLE_FULL, COST_EXCEEDS_CAPACITY, TIME_OUT_OF_RANGE] = outcomeCodes();
+  [, TABLE_FULL, COST_EXCEEDS_CAPACITY, TIME_OUT_OF_RANGE, BAD_NOW, BAD_COST] = outcomeCodes();
   const layout = decisionLayout();
   // The indices are constants here (faster to read); the module says where they are.
   if (String([...layout.slice(2)]) !== String([LIMIT, REMAINING, RETRY_AFTER_MS, RESET_AFTER_MS, OUTCOME])) {
@@ -129,19 +131,18 @@ function quotaOf(options) {
   return { limit, periodMs, burst };
 }
 
-// The largest time the core accepts: 2^63 ns, in ms.
-const MAX_NOW_MS = 9_223_372_036_854;
-
-// Checked here, before the call: an exception thrown inside wasm would skip the glue
-// that frees a key string. The module validates again, as a safety net. (No try/catch
-// around the hot calls: with one, V8 stopped inlining them and a check took 4x longer.)
-// The hot paths are kept small, their error messages out of line: V8 inlines a call
-// only within a budget of bytecode, and the decision object is built without any
-// allocation only if everything up to it is inlined into the caller (measured: a keyed
-// `check` 58 ns with everything inlined, 80–90 ns where the budget ran out).
+// Only their type is checked here (the call into wasm would turn a string, null or an
+// object into a number); their ranges are checked once, by the module, which refuses a
+// bad `now` or `cost` with an outcome that names it, and `refusal` throws for it. (No
+// try/catch around the hot calls: with one, V8 stopped inlining them and a check took
+// 4x longer.) The hot paths are kept small, their error messages out of line: V8
+// inlines a call only within a budget of bytecode, and the decision object is built
+// without any allocation only if everything up to it is inlined into the caller
+// (measured: a keyed `check` 58 ns with everything inlined, 80–90 ns where the budget
+// ran out).
 function checkArgs(now, cost) {
-  if (!(isNumber(now) && now >= 0 && now <= MAX_NOW_MS)) badNow(now);
-  if (!(isNumber(cost) && Number.isSafeInteger(cost) && cost >= 0)) badCost(cost);
+  if (!isNumber(now)) badNow(now);
+  if (!isNumber(cost)) badCost(cost);
 }
 
 function badNow(now) {
@@ -164,8 +165,8 @@ function badKey(key) {
 
 
 // A refusal for `allow`: false, unless the refusal was an error (thrown as `check` does).
-function refused(cost) {
-  refusal(cost);
+function refused(now, cost) {
+  refusal(now, cost);
   return false;
 }
 
@@ -210,20 +211,22 @@ KeyedDecision.prototype = Object.prototype;
 
 // The decision of a call made with `detail` (only a refusal asks why: `refusal` throws
 // for the refusals that are errors).
-function decisionOf(allowed, cost) {
-  if (!allowed) refusal(cost);
+function decisionOf(allowed, now, cost) {
+  if (!allowed) refusal(now, cost);
   return new Decision(allowed, decision());
 }
 
-function keyedDecisionOf(allowed, cost) {
-  const tableFull = !allowed && refusal(cost) === TABLE_FULL;
+function keyedDecisionOf(allowed, now, cost) {
+  const tableFull = !allowed && refusal(now, cost) === TABLE_FULL;
   return new KeyedDecision(allowed, decision(), tableFull);
 }
 
 // A refusal's outcome code; throws for the refusals that are errors.
-function refusal(cost) {
+function refusal(now, cost) {
   const d = decision();
   const outcome = d[OUTCOME];
+  if (outcome === BAD_NOW) badNow(now);
+  if (outcome === BAD_COST) badCost(cost);
   if (outcome === COST_EXCEEDS_CAPACITY) {
     fail(`cost exceeds the limiter's capacity: it can never be admitted (cost ${cost}, capacity ${d[LIMIT]})`);
   }
@@ -300,12 +303,12 @@ class Single {
   /** Checks `cost` units (default 1) at `now` (ms), taking them if admitted. */
   check(now, cost = 1) {
     checkArgs(now, cost);
-    return decisionOf(this.#raw.check(now, cost, true), cost);
+    return decisionOf(this.#raw.check(now, cost, true), now, cost);
   }
   /** What `check` would answer, taking nothing. */
   peek(now, cost = 1) {
     checkArgs(now, cost);
-    return decisionOf(this.#raw.peek(now, cost), cost);
+    return decisionOf(this.#raw.peek(now, cost), now, cost);
   }
   /**
    * `check` for callers that need no headers: only whether it was admitted (one call
@@ -313,7 +316,7 @@ class Single {
    */
   allow(now, cost = 1) {
     checkArgs(now, cost);
-    return this.#raw.check(now, cost, false) || refused(cost);
+    return this.#raw.check(now, cost, false) || refused(now, cost);
   }
   /** Forgets everything admitted. */
   reset() {
@@ -466,19 +469,19 @@ export class KeyedLimiter {
   check(key, now, cost = 1) {
     checkKey(key);
     checkArgs(now, cost);
-    return keyedDecisionOf(this.#check(key, now, cost, true), cost);
+    return keyedDecisionOf(this.#check(key, now, cost, true), now, cost);
   }
   /** What `check` would answer for `key`, taking nothing. */
   peek(key, now, cost = 1) {
     checkKey(key);
     checkArgs(now, cost);
-    return keyedDecisionOf(this.#table().peek(key, now, cost), cost);
+    return keyedDecisionOf(this.#table().peek(key, now, cost), now, cost);
   }
   /** `check` for callers that need no headers: only whether `key` was admitted. */
   allow(key, now, cost = 1) {
     checkKey(key);
     checkArgs(now, cost);
-    return this.#check(key, now, cost, false) || refused(cost);
+    return this.#check(key, now, cost, false) || refused(now, cost);
   }
   // A check through the fingerprint cache (a long key is copied in); `detail`: the
   // whole decision in the decision buffer, not only the outcome.
@@ -501,7 +504,8 @@ export class KeyedLimiter {
   /** Drops keys that are full again at `now`; returns how many. */
   sweep(now) {
     checkArgs(now, 0);
-    return this.#raw === null ? 0 : guard(() => this.#raw.sweep(now), now);
+    // Through the table even before the first check, so that the module checks `now`.
+    return guard(() => this.#table().sweep(now), now);
   }
   /** Keys held. */
   get size() {
@@ -540,7 +544,7 @@ export class Rule {
     if (typeof state !== "bigint") fail(`state must be a BigInt, got ${typeof state}`);
     if (state < 0n || state >= 1n << 64n) fail(`state must be a 64-bit word, got ${state}`);
     checkArgs(now, cost);
-    const d = decisionOf(this.#raw.decide(state, now, cost, take === true), cost);
+    const d = decisionOf(this.#raw.decide(state, now, cost, take === true), now, cost);
     return [d, lastState()];
   }
   /** `rateLimitHeaders` with this rule's quota. */

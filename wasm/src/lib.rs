@@ -8,7 +8,8 @@
 //! Every input from JavaScript is validated here, because a panic in wasm traps and
 //! kills the whole isolate: NaN, ±Infinity, negative or fractional costs, missing
 //! arguments (which arrive as NaN) and absurd quotas all become a thrown `Error` with a
-//! clear message.
+//! clear message (a check's bad `now` or `cost` a refusal whose outcome names it, which
+//! the JS wrapper throws for).
 //!
 //! Time always comes from the caller, in milliseconds (`Date.now()`, or
 //! `performance.now()`: fractions are kept to the nanosecond). Workers freeze the clock
@@ -36,14 +37,6 @@ fn err(msg: &'static str) -> JsError {
     JsError::new(msg)
 }
 
-/// Throws a JS `Error`. Only a safety net: the JS wrapper validates `now` and `cost`
-/// before calling, because no Rust destructor runs past a throw (a key string passed
-/// in would leak). Hot-path methods throw instead of returning a `Result`, which would
-/// cost a JS array per call.
-fn throw(e: JsError) -> ! {
-    wasm_bindgen::throw_val(e.into())
-}
-
 fn quota_err(e: QuotaError) -> JsError {
     err(match e {
         QuotaError::ZeroRate => "limit must be at least 1 per period",
@@ -56,22 +49,26 @@ fn quota_err(e: QuotaError) -> JsError {
     })
 }
 
-/// A whole, non-negative JavaScript number (≤ 2^53 − 1); `msg` names the argument.
+/// A whole, non-negative JavaScript number (≤ 2^53 − 1).
+fn whole_of(v: f64) -> Option<u64> {
+    (v.is_finite() && v >= 0.0 && v.fract() == 0.0 && v <= MAX_SAFE).then_some(v as u64)
+}
+
+/// [`whole_of`], or an Error: `msg` names the argument.
 fn whole(msg: &'static str, v: f64) -> Result<u64, JsError> {
-    if !v.is_finite() || v < 0.0 || v.fract() != 0.0 || v > MAX_SAFE {
-        return Err(err(msg));
-    }
-    Ok(v as u64)
+    whole_of(v).ok_or_else(|| err(msg))
 }
 
 /// Milliseconds → nanoseconds (to the nearest, ties to even: one wasm instruction),
-/// within portero's time range; `msg` names the argument. NaN fails both comparisons.
-fn nanos(msg: &'static str, ms: f64) -> Result<u64, JsError> {
+/// within portero's time range. NaN fails both comparisons.
+fn nanos_of(ms: f64) -> Option<u64> {
     let ns = (ms * 1e6).round_ties_even();
-    if !(ms >= 0.0 && ns <= MAX_TIME_NANOS as f64) {
-        return Err(err(msg));
-    }
-    Ok(ns as u64)
+    (ms >= 0.0 && ns <= MAX_TIME_NANOS as f64).then_some(ns as u64)
+}
+
+/// [`nanos_of`], or an Error: `msg` names the argument.
+fn nanos(msg: &'static str, ms: f64) -> Result<u64, JsError> {
+    nanos_of(ms).ok_or_else(|| err(msg))
 }
 
 /// The most keys one `Keyed` table may hold: 1,048,576, a table of about 32 MiB (≈ 31
@@ -86,7 +83,6 @@ pub fn max_keys() -> u32 {
 }
 
 const NOW: &str = "now must be a finite, non-negative number of milliseconds (at most ~292 years)";
-const COST: &str = "cost must be a whole number from 0 to 2^53 - 1";
 
 fn quota(limit: f64, period_ms: f64, burst: f64) -> Result<Quota, JsError> {
     let limit = whole("limit must be a whole number from 1 to 2^53 - 1", limit)?;
@@ -177,9 +173,12 @@ const OUTCOME_DECIDED: f64 = 0.0;
 const OUTCOME_TABLE_FULL: f64 = 1.0;
 const OUTCOME_COST_EXCEEDS_CAPACITY: f64 = 2.0;
 const OUTCOME_TIME_OUT_OF_RANGE: f64 = 3.0;
+const OUTCOME_BAD_NOW: f64 = 4.0;
+const OUTCOME_BAD_COST: f64 = 5.0;
 
 /// The outcome codes the decision buffer reports: `[decided, table full, cost exceeds
-/// capacity, time out of range]` (the JS wrapper's constants come from here).
+/// capacity, time out of range, now not a time, cost not a cost]` (the JS wrapper's
+/// constants come from here).
 #[wasm_bindgen(js_name = outcomeCodes)]
 pub fn outcome_codes() -> Vec<f64> {
     vec![
@@ -187,6 +186,8 @@ pub fn outcome_codes() -> Vec<f64> {
         OUTCOME_TABLE_FULL,
         OUTCOME_COST_EXCEEDS_CAPACITY,
         OUTCOME_TIME_OUT_OF_RANGE,
+        OUTCOME_BAD_NOW,
+        OUTCOME_BAD_COST,
     ]
 }
 
@@ -236,16 +237,28 @@ fn publish_detail(slack: u64, unit: u64, retry_after: u64, reset_after: u64) {
     put(DECISION_RESET_AFTER_MS, ceil_ms(reset_after));
 }
 
-/// Publishes a check's outcome and returns whether it was admitted.
-fn answer(r: Result<Decision, CheckError>, detail: bool) -> bool {
-    let (d, outcome) = match r {
+/// A check's decision and outcome code: a refusal that is an error becomes a denial
+/// whose outcome names it (the wrapper throws for it).
+fn outcome(r: Result<Decision, CheckError>) -> (Decision, f64) {
+    match r {
         Ok(d) => (d, OUTCOME_DECIDED),
         Err(CheckError::CostExceedsCapacity { capacity, .. }) => (
             Decision::rejected(capacity, 0, 0, 0),
             OUTCOME_COST_EXCEEDS_CAPACITY,
         ),
         Err(_) => (Decision::rejected(0, 0, 0, 0), OUTCOME_TIME_OUT_OF_RANGE),
-    };
+    }
+}
+
+/// Publishes a check's outcome and returns whether it was admitted.
+fn answer(r: Result<Decision, CheckError>, detail: bool) -> bool {
+    publish_answer(outcome(r), detail)
+}
+
+/// Publishes `(decision, outcome)` and returns whether it was admitted: the one place
+/// every check path publishes from, so the keyed hot function holds one copy of
+/// `publish`, not one per outcome.
+fn publish_answer((d, outcome): (Decision, f64), detail: bool) -> bool {
     publish(&d, outcome, detail);
     d.is_allowed()
 }
@@ -277,13 +290,17 @@ impl Limiter {
     /// the decision buffer until the next call (remaining, retry-after and reset-after
     /// only if `detail`).
     pub fn check(&self, now_ms: f64, cost: f64, detail: bool) -> bool {
-        let (now, cost) = args(now_ms, cost);
+        let Some((now, cost)) = args(now_ms, cost) else {
+            return false;
+        };
         answer(self.inner.check_at(now, cost), detail)
     }
 
     /// What `check` would answer, taking nothing.
     pub fn peek(&self, now_ms: f64, cost: f64) -> bool {
-        let (now, cost) = args(now_ms, cost);
+        let Some((now, cost)) = args(now_ms, cost) else {
+            return false;
+        };
         answer(self.inner.peek_at(now, cost), true)
     }
 
@@ -329,7 +346,10 @@ impl Rule {
     /// Decides `cost` units at `nowMs` for a key in `state`; the decision in the
     /// decision buffer, the state to keep in `lastState` (unchanged by a rejection or a peek).
     pub fn decide(&self, state: u64, now_ms: f64, cost: f64, take: bool) -> bool {
-        let (now, cost) = args(now_ms, cost);
+        LAST_STATE.store(state, Ordering::Relaxed);
+        let Some((now, cost)) = args(now_ms, cost) else {
+            return false;
+        };
         let t = portero::Algorithm::decide(&self.inner, state, now, cost);
         let next = match &t {
             Ok(t) if take => t.next.unwrap_or(state),
@@ -340,12 +360,18 @@ impl Rule {
     }
 }
 
-/// Validated `(now, cost)`, or a thrown Error.
-fn args(now_ms: f64, cost: f64) -> (u64, u64) {
-    match (nanos(NOW, now_ms), whole(COST, cost)) {
-        (Ok(now), Ok(cost)) => (now, cost),
-        (Err(e), _) | (_, Err(e)) => throw(e),
-    }
+/// A check's `now` and `cost` in portero's units, or `None` with the refusal that
+/// names the bad one published (the JS wrapper throws for it, with the value). Checked
+/// here alone, and never thrown from wasm: a throw out of a method leaves its object
+/// borrowed (it can never be freed) and a key string passed in unfreed.
+fn args(now_ms: f64, cost: f64) -> Option<(u64, u64)> {
+    let bad = match (nanos_of(now_ms), whole_of(cost)) {
+        (Some(now), Some(cost)) => return Some((now, cost)),
+        (None, _) => OUTCOME_BAD_NOW,
+        (_, None) => OUTCOME_BAD_COST,
+    };
+    publish(&Decision::rejected(0, 0, 0, 0), bad, true);
+    None
 }
 
 /// The low 32 bits of the last [`Keyed::fingerprint`].
@@ -369,8 +395,10 @@ impl Keyed {
     /// where the key is held now.
     #[inline(never)]
     fn check_key(&self, f: Fingerprint, hint: u32, now_ms: f64, cost: f64, detail: bool) -> u32 {
-        let (now, cost) = args(now_ms, cost);
         let mut hint = SlotHint::from_bits(hint);
+        let Some((now, cost)) = args(now_ms, cost) else {
+            return hint.to_bits() << 1;
+        };
         let admitted = self.answer(self.inner.check_hinted_at(f, &mut hint, now, cost), detail);
         (hint.to_bits() << 1) | u32::from(admitted)
     }
@@ -378,14 +406,12 @@ impl Keyed {
     /// [`answer`], with the table's own decision for a full table (denied, the
     /// limit, retry after one second).
     fn answer(&self, r: Result<Decision, KeyedError>, detail: bool) -> bool {
-        match r {
-            Ok(d) => answer(Ok(d), detail),
-            Err(KeyedError::Check(e)) => answer(Err(e), detail),
-            Err(_) => {
-                publish(&self.inner.full_table(), OUTCOME_TABLE_FULL, detail);
-                false
-            }
-        }
+        let decided = match r {
+            Ok(d) => (d, OUTCOME_DECIDED),
+            Err(KeyedError::Check(e)) => outcome(Err(e)),
+            Err(_) => (self.inner.full_table(), OUTCOME_TABLE_FULL),
+        };
+        publish_answer(decided, detail)
     }
 }
 
@@ -473,7 +499,9 @@ impl Keyed {
 
     /// What `check` would answer for `key`, taking nothing.
     pub fn peek(&self, key: &str, now_ms: f64, cost: f64) -> bool {
-        let (now, cost) = args(now_ms, cost);
+        let Some((now, cost)) = args(now_ms, cost) else {
+            return false;
+        };
         answer(self.inner.peek_at(key, now, cost), true)
     }
 

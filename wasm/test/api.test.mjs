@@ -375,6 +375,38 @@ test("bad input from JavaScript throws a clear Error, never traps", () => {
   assert.equal(rl.check(0).allowed, true);
 });
 
+test("a bad now or cost is refused by the module before anything is taken, through every call", () => {
+  const longKey = "k".repeat(100); // past the fingerprint cache: copied into wasm
+  const single = new Gcra({ perSecond: 1, burst: 1 });
+  const keyed = new KeyedLimiter({ perSecond: 1, burst: 1 });
+  const rule = new Rule({ perSecond: 1, burst: 1 });
+  const fresh = new KeyedLimiter({ perSecond: 1 });
+  const calls = [];
+  for (const [now, cost, re] of [[NaN, 1, /now must be a finite/], [-1, 1, /now must be a finite/], [1e30, 1, /now must be/], [0, -1, /cost must be a whole/], [0, 0.5, /cost must be a whole/], [0, 2 ** 53, /cost must be a whole/]]) {
+    for (const f of ["check", "peek", "allow"]) {
+      calls.push([() => single[f](now, cost), re]);
+      for (const key of ["a", longKey]) calls.push([() => keyed[f](key, now, cost), re]);
+    }
+    calls.push([() => rule.decide(rule.initialState, now, cost), re]);
+  }
+  calls.push([() => fresh.sweep(NaN), /now must be a finite/]);
+  for (const [f, re] of calls) {
+    assert.throws(f, (e) => re.test(e.message) && e.message.startsWith("portero: "), String(f));
+  }
+  // Nothing was taken and no key was stored: each still admits its one unit, once.
+  assert.equal(keyed.size, 0);
+  for (const take of [(t) => single.check(t), (t) => keyed.check("a", t), (t) => keyed.check(longKey, t)]) {
+    assert.deepEqual([take(0).allowed, take(0).allowed], [true, false]);
+  }
+  assert.equal(rule.decide(rule.initialState, 0)[0].allowed, true);
+  // The module itself refuses, never throws (a throw out of a method would leave the
+  // object borrowed, so that it could never be freed).
+  const raw = new RawKeyed("gcra", 1, 1000, 1, 10, new Uint32Array(4), false);
+  assert.equal(raw.check("a", NaN, 1, true), false);
+  assert.equal(raw.check("a", 0, -1, true), false);
+  raw.free();
+});
+
 test("one spelling per algorithm: the module's names, the classes and the TypeScript union agree", () => {
   const names = algorithms();
   assert.deepEqual(names, ["gcra", "token-bucket", "fixed-window", "sliding-window-counter", "leaky-meter"]);
