@@ -8,6 +8,7 @@
 // what tests each, in the README's "The edge, exact".
 import { DurableObject } from "cloudflare:workers";
 import { KeyedLimiter, Rule } from "./index.js";
+import { fail, shown } from "./errors.js";
 
 const STATE = "k:"; // k:<rule id>:<key> -> state (a decimal string)
 const RULE = "r:"; // r:<rule id> -> { rule, shards } (JSON)
@@ -222,12 +223,12 @@ function shardOf(key, shards) {
 // used (the object, which may be called directly).
 function settingsOf({ maxKeys = 10_000, durability = "confirmed", sweepMs = SWEEP_MS, shards }) {
   if (!(Number.isInteger(maxKeys) && maxKeys >= 1 && maxKeys <= MAX_KEYS)) {
-    fail(`maxKeys must be a whole number from 1 to ${MAX_KEYS}, got ${String(maxKeys)}`);
+    fail(`maxKeys must be a whole number from 1 to ${MAX_KEYS}, got ${shown(maxKeys)}`);
   }
-  if (durability !== "confirmed" && durability !== "fast") fail(`durability must be "confirmed" or "fast", got ${durability}`);
-  if (!(Number.isSafeInteger(sweepMs) && sweepMs >= 1)) fail(`sweepMs must be a whole number of at least 1, got ${sweepMs}`);
+  if (durability !== "confirmed" && durability !== "fast") fail(`durability must be "confirmed" or "fast", got ${shown(durability)}`);
+  if (!(Number.isSafeInteger(sweepMs) && sweepMs >= 1)) fail(`sweepMs must be a whole number of at least 1, got ${shown(sweepMs)}`);
   if (!(shards === undefined || (Number.isInteger(shards) && shards >= 1 && shards <= 1024))) {
-    fail(`shards must be a whole number from 1 to 1024, got ${shards}`);
+    fail(`shards must be a whole number from 1 to 1024, got ${shown(shards)}`);
   }
   return { maxKeys, durability, sweepMs, shards };
 }
@@ -383,10 +384,6 @@ export class EdgeLimiter {
 
 function local({ limit, retryAfterMs, resetAfterMs }) {
   return { allowed: false, limit, remaining: 0, retryAfterMs, resetAfterMs, servedBy: "local" };
-}
-
-function fail(message) {
-  throw new Error(`portero: ${message}`);
 }
 
 // Storage takes at most 128 keys per put or delete: larger batches go in parts.

@@ -17,6 +17,7 @@ import initAsync, {
   Keyed as RawKeyed,
   Rule as RawRule,
 } from "../pkg/portero_wasm.js";
+import { fail, shown } from "./errors.js";
 
 let ready = false;
 
@@ -85,10 +86,6 @@ function takeConstants(exports) {
   ready = true;
 }
 
-function fail(message) {
-  throw new Error(`portero: ${message}`);
-}
-
 function needReady() {
   if (!ready) fail("call initSync(module) or await init() before creating limiters");
 }
@@ -96,7 +93,7 @@ function needReady() {
 // Turns an error from wasm into an Error whose message says portero and, where known,
 // the value that was refused. (Only on the error path: the hot path builds no strings.)
 function rethrow(e, value) {
-  const got = value === undefined ? "" : ` (got ${value})`;
+  const got = value === undefined ? "" : `, got ${shown(value)}`;
   throw new Error(`portero: ${e?.message ?? String(e)}${got}`);
 }
 
@@ -125,7 +122,7 @@ function quotaOf(options) {
   const burst = options.capacity ?? options.burst ?? limit;
   for (const [name, v] of [["limit", limit], ["periodMs", periodMs], ["burst", burst]]) {
     if (!isNumber(v)) {
-      fail(`${name} must be a number (set perSecond, perMinute, perHour or limit and periodMs), got ${String(v)}`);
+      fail(`${name} must be a number (set perSecond, perMinute, perHour or limit and periodMs), got ${shown(v)}`);
     }
   }
   return { limit, periodMs, burst };
@@ -146,12 +143,12 @@ function checkArgs(now, cost) {
 }
 
 function badNow(now) {
-  if (!isNumber(now)) fail(`now must be a number of milliseconds, e.g. Date.now(), got ${String(now)}`);
+  if (!isNumber(now)) fail(`now must be a number of milliseconds, e.g. Date.now(), got ${shown(now)}`);
   fail(`now must be a finite, non-negative number of milliseconds (at most ~292 years), got ${now}`);
 }
 
 function badCost(cost) {
-  if (!isNumber(cost)) fail(`cost must be a number, got ${String(cost)}`);
+  if (!isNumber(cost)) fail(`cost must be a number, got ${shown(cost)}`);
   fail(`cost must be a whole number from 0 to 2^53 - 1, got ${cost}`);
 }
 
@@ -242,14 +239,14 @@ const MAX_ADVERTISED_SECONDS = 366 * 86_400;
 
 function wholeField(name, v, min) {
   if (!(isNumber(v) && Number.isSafeInteger(v) && v >= min)) {
-    fail(`${name} must be a whole number of at least ${min}, got ${String(v)}`);
+    fail(`${name} must be a whole number of at least ${min}, got ${shown(v)}`);
   }
   return v;
 }
 
 function millisField(name, v) {
   if (!(isNumber(v) && v >= 0 && v !== Infinity)) {
-    fail(`${name} must be a finite, non-negative number of milliseconds, got ${String(v)}`);
+    fail(`${name} must be a finite, non-negative number of milliseconds, got ${shown(v)}`);
   }
   return Math.min(Math.ceil(v / 1000), MAX_ADVERTISED_SECONDS);
 }
@@ -287,7 +284,7 @@ function headersFor({ limit, periodMs }, decision, policy) {
 // `options.algorithm` (default "gcra"), one of the module's names.
 function algorithmOf(options) {
   const algorithm = options.algorithm ?? "gcra";
-  if (!ALGORITHMS.includes(algorithm)) fail(`algorithm must be one of ${ALGORITHMS.join(", ")}, got ${String(algorithm)}`);
+  if (!ALGORITHMS.includes(algorithm)) fail(`algorithm must be one of ${ALGORITHMS.join(", ")}, got ${shown(algorithm)}`);
   return algorithm;
 }
 
@@ -442,7 +439,7 @@ export class KeyedLimiter {
     this.#quota = quotaOf(options);
     const algorithm = algorithmOf(options);
     const maxKeys = options.maxKeys ?? 100_000;
-    if (!isNumber(maxKeys)) fail(`maxKeys must be a number, got ${String(maxKeys)}`);
+    if (!isNumber(maxKeys)) fail(`maxKeys must be a number, got ${shown(maxKeys)}`);
     this.#options = { algorithm, maxKeys, evict: options.evict === true };
     // Validate now; the table itself is built at the first check, because workerd only
     // hands out random numbers (for the hash seed) while handling a request.
@@ -505,7 +502,9 @@ export class KeyedLimiter {
   sweep(now) {
     checkArgs(now, 0);
     // Through the table even before the first check, so that the module checks `now`.
-    return guard(() => this.#table().sweep(now), now);
+    const dropped = this.#table().sweep(now);
+    if (dropped < 0) badNow(now);
+    return dropped;
   }
   /** Keys held. */
   get size() {

@@ -59,11 +59,15 @@ fn whole(msg: &'static str, v: f64) -> Result<u64, JsError> {
     whole_of(v).ok_or_else(|| err(msg))
 }
 
+/// The first nanosecond past portero's time range, 2^63: exact as an `f64`, where
+/// `MAX_TIME_NANOS` is not (it rounds up to this very number).
+const PAST_TIME_RANGE: f64 = (MAX_TIME_NANOS + 1) as f64;
+
 /// Milliseconds → nanoseconds (to the nearest, ties to even: one wasm instruction),
 /// within portero's time range. NaN fails both comparisons.
 fn nanos_of(ms: f64) -> Option<u64> {
     let ns = (ms * 1e6).round_ties_even();
-    (ms >= 0.0 && ns <= MAX_TIME_NANOS as f64).then_some(ns as u64)
+    (ms >= 0.0 && ns < PAST_TIME_RANGE).then_some(ns as u64)
 }
 
 /// [`nanos_of`], or an Error: `msg` names the argument.
@@ -81,8 +85,6 @@ const MAX_KEYS: u32 = 1 << 20;
 pub fn max_keys() -> u32 {
     MAX_KEYS
 }
-
-const NOW: &str = "now must be a finite, non-negative number of milliseconds (at most ~292 years)";
 
 fn quota(limit: f64, period_ms: f64, burst: f64) -> Result<Quota, JsError> {
     let limit = whole("limit must be a whole number from 1 to 2^53 - 1", limit)?;
@@ -510,9 +512,11 @@ impl Keyed {
         self.inner.reset(key);
     }
 
-    /// Drops keys that are full again at `nowMs` (they carry no information).
-    pub fn sweep(&self, now_ms: f64) -> Result<f64, JsError> {
-        Ok(self.inner.sweep_at(nanos(NOW, now_ms)?) as f64)
+    /// Drops keys that are full again at `nowMs` (they carry no information); returns
+    /// how many, or −1 for a `nowMs` outside the time range (the wrapper throws, as
+    /// for a check's).
+    pub fn sweep(&self, now_ms: f64) -> f64 {
+        nanos_of(now_ms).map_or(-1.0, |now| self.inner.sweep_at(now) as f64)
     }
 
     /// Keys held.

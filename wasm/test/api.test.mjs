@@ -375,6 +375,36 @@ test("bad input from JavaScript throws a clear Error, never traps", () => {
   assert.equal(rl.check(0).allowed, true);
 });
 
+// The least millisecond count that rounds to 2^63 ns, one past the time range (the
+// range's last nanosecond, 2^63 - 1, rounds to 2^63 as an f64), and the largest below.
+const PAST_2_63_NS = 9_223_372_036_854.7753906;
+const LAST_MS = 9_223_372_036_854.7734375;
+
+test("the last millisecond of the time range is a time, the next one is refused", () => {
+  assert.equal(new Gcra({ perSecond: 1 }).check(LAST_MS).allowed, true);
+  assert.equal(new KeyedLimiter({ perSecond: 1 }).sweep(LAST_MS), 0);
+  assert.throws(() => new Gcra({ perSecond: 1 }).check(PAST_2_63_NS), /now must be a finite/);
+});
+
+test("an error message shows a refused value without calling into it", () => {
+  const bare = Object.create(null); // no toString: String(bare) throws
+  const liar = { toString() { throw new Error("not portero"); } };
+  const rl = new Gcra({ perSecond: 1 });
+  const cases = [
+    [() => rl.check(bare), /now must be a number .*got an object/],
+    [() => rl.check(0, liar), /cost must be a number, got an object/],
+    [() => new KeyedLimiter({ perSecond: 1 }).check("k", Symbol("t")), /got a symbol/],
+    [() => new Gcra({ perSecond: bare }), /limit must be a number .*got an object/],
+    [() => new KeyedLimiter({ perSecond: 1, maxKeys: liar }), /maxKeys must be a number, got an object/],
+    [() => new KeyedLimiter({ perSecond: 1, algorithm: bare }), /algorithm must be one of .*got an object/],
+    [() => new KeyedLimiter({ perSecond: 1, algorithm: "x".repeat(1000) }), /got "x{40}…"$/],
+    [() => rateLimitHeaders({ allowed: true, remaining: 1, retryAfterMs: 0, resetAfterMs: 0 }, { quota: bare, windowSeconds: 1 }), /quota must be a whole number .*got an object/],
+  ];
+  for (const [f, re] of cases) {
+    assert.throws(f, (e) => e.message.startsWith("portero: ") && re.test(e.message), String(f));
+  }
+});
+
 test("a bad now or cost is refused by the module before anything is taken, through every call", () => {
   const longKey = "k".repeat(100); // past the fingerprint cache: copied into wasm
   const single = new Gcra({ perSecond: 1, burst: 1 });
@@ -382,7 +412,7 @@ test("a bad now or cost is refused by the module before anything is taken, throu
   const rule = new Rule({ perSecond: 1, burst: 1 });
   const fresh = new KeyedLimiter({ perSecond: 1 });
   const calls = [];
-  for (const [now, cost, re] of [[NaN, 1, /now must be a finite/], [-1, 1, /now must be a finite/], [1e30, 1, /now must be/], [0, -1, /cost must be a whole/], [0, 0.5, /cost must be a whole/], [0, 2 ** 53, /cost must be a whole/]]) {
+  for (const [now, cost, re] of [[NaN, 1, /now must be a finite/], [-1, 1, /now must be a finite/], [1e30, 1, /now must be/], [PAST_2_63_NS, 1, /now must be a finite/], [0, -1, /cost must be a whole/], [0, 0.5, /cost must be a whole/], [0, 2 ** 53, /cost must be a whole/]]) {
     for (const f of ["check", "peek", "allow"]) {
       calls.push([() => single[f](now, cost), re]);
       for (const key of ["a", longKey]) calls.push([() => keyed[f](key, now, cost), re]);
@@ -390,6 +420,7 @@ test("a bad now or cost is refused by the module before anything is taken, throu
     calls.push([() => rule.decide(rule.initialState, now, cost), re]);
   }
   calls.push([() => fresh.sweep(NaN), /now must be a finite/]);
+  calls.push([() => fresh.sweep(PAST_2_63_NS), /now must be a finite.*got 9223372036854.775/]);
   for (const [f, re] of calls) {
     assert.throws(f, (e) => re.test(e.message) && e.message.startsWith("portero: "), String(f));
   }

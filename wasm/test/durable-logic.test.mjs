@@ -152,6 +152,11 @@ test("bad options are clear errors", () => {
   assert.throws(() => new EdgeLimiter({ namespace: ns, rule: { perHour: 3 }, shards: 0 }), /shards/);
   assert.throws(() => new EdgeLimiter({ namespace: ns, rule: { perHour: 3 }, durability: "maybe" }), /durability/);
   assert.throws(() => new EdgeLimiter({ namespace: ns, rule: { perHour: NaN } }), /portero/);
+  // A value that cannot be turned into a string is named by its kind, not called into.
+  const bare = Object.create(null);
+  for (const setting of ["shards", "durability", "sweepMs", "maxKeys"]) {
+    assert.throws(() => new EdgeLimiter({ namespace: ns, rule: { perHour: 3 }, [setting]: bare }), (e) => e.message.startsWith(`portero: ${setting} must be`) && e.message.endsWith("got an object"), setting);
+  }
 });
 
 /** Runs `f` with `Date.now()` reading `clock.now` (the objects read it too), then restores it. */
