@@ -90,18 +90,13 @@ function needReady() {
   if (!ready) fail("call initSync(module) or await init() before creating limiters");
 }
 
-// Turns an error from wasm into an Error whose message says portero and, where known,
-// the value that was refused. (Only on the error path: the hot path builds no strings.)
-function rethrow(e, value) {
-  const got = value === undefined ? "" : `, got ${shown(value)}`;
-  throw new Error(`portero: ${e?.message ?? String(e)}${got}`);
-}
-
-function guard(f, value) {
+// Runs `f` (a constructor of the module's), turning an error from wasm into one whose
+// message says portero. (Only for constructors: the hot paths never throw in wasm.)
+function guard(f) {
   try {
     return f();
   } catch (e) {
-    rethrow(e, value);
+    fail(e?.message ?? String(e));
   }
 }
 
