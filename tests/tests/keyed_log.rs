@@ -8,8 +8,8 @@ use std::sync::{Arc, Barrier};
 
 use portero::keyed::RandomState;
 use portero::{
-    stack, CheckError, Decision, KeyedError, KeyedLog, KeyedLogError, ManualClock, Quota,
-    RateLimiter, MAX_LOG_ENTRIES, MAX_SPAN_NANOS, MAX_TIME_NANOS,
+    stack, Acquired, Admission, CheckError, Decision, KeyedError, KeyedLog, KeyedLogError,
+    ManualClock, Quota, RateLimiter, MAX_LOG_ENTRIES, MAX_SPAN_NANOS, MAX_TIME_NANOS,
 };
 use proptest::prelude::*;
 
@@ -165,12 +165,16 @@ proptest! {
                     prop_assert_eq!(l.peek_fingerprint_at(fp(&l, key), now, cost), want);
                 }
                 7 | 8 => {
-                    // A check, then (an all-or-none stack refused) its refund.
-                    let got = check(&l, key, now, cost);
-                    prop_assert_eq!(got, model.check(key, now, cost));
-                    if got.is_ok_and(|d| d.is_allowed()) {
-                        l.refund_fingerprint_at(fp(&l, key), now, cost);
-                        model.refund(key, now, cost);
+                    // A check, then (an all-or-none stack refused) its refund: the
+                    // admission names the time its entries were recorded at, which
+                    // is the key's latest when time went back.
+                    let at = model.decide(key, now, cost).map(|(_, t)| t);
+                    let got = l.acquire_fingerprint_at(fp(&l, key), now, cost);
+                    prop_assert_eq!(got.map(|a| a.decision), model.check(key, now, cost));
+                    if let Ok(Acquired { admission: Some(admission), .. }) = got {
+                        prop_assert_eq!(Ok(admission.at()), at);
+                        l.refund_fingerprint(fp(&l, key), &admission);
+                        model.refund(key, admission.at(), cost);
                     }
                 }
                 _ => {
@@ -359,8 +363,8 @@ fn hostile_inputs_neither_overflow_nor_consume() {
     );
     assert!(!l.check(&2).is_allowed());
     // A refund of a time with no entries, or of a key not held, does nothing.
-    l.refund_at(&1, 11, 3);
-    l.refund_at(&2, 10, 3);
+    l.refund(&1, &Admission::new(11, 3));
+    l.refund(&2, &Admission::new(10, 3));
     assert_eq!(l.peek_at(&1, 20, 0).unwrap().remaining(), 0);
 }
 

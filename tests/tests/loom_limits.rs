@@ -514,15 +514,33 @@ fn keyed_log_never_holds_more_than_its_limit_and_refunds_exactly() {
                 thread::spawn(move || l.check_at(&7, 100, 1).unwrap().is_allowed())
             })
             .collect();
-        let mine = log.check_at(&7, 100, 1).unwrap().is_allowed();
-        if mine {
-            log.refund_at(&7, 100, 1);
+        let mine = log.acquire_at(&7, 100, 1).unwrap();
+        if let Some(admission) = mine.admission {
+            log.refund(&7, &admission);
         }
         // What stays admitted: the two threads' units (mine was given back).
         let kept = admitted(handles) as u64;
         assert!((1..=2).contains(&kept), "{kept} kept");
         let left = log.peek_at(&7, 100, 0).unwrap().remaining();
         assert_eq!(left, 2 - kept);
+    });
+}
+
+/// The reported leak: one thread checks the key at 10 while another checks it at 5
+/// and gives that back. Checked second, the check at 5 is recorded at 10 (the key's
+/// latest time), and its admission says so: the refund removes exactly its own entry
+/// in every interleaving, and the key ends with the one unit still admitted.
+#[test]
+fn keyed_log_refund_races_a_later_check_and_loses_nothing() {
+    keyed_log_model(1, |log| {
+        let l = log.clone();
+        let later = thread::spawn(move || l.check_at(&7, 10, 1).unwrap().is_allowed());
+        let mine = log.acquire_at(&7, 5, 1).unwrap();
+        if let Some(admission) = mine.admission {
+            log.refund(&7, &admission);
+        }
+        assert!(later.join().unwrap());
+        assert_eq!(log.peek_at(&7, 10, 0).unwrap().remaining(), 1);
     });
 }
 

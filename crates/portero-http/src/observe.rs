@@ -7,13 +7,16 @@
 //! (`memory`, `redis`, `cache`, `lease`, `fallback`). `portero_fallback_total{policy}`:
 //! checks an outage policy answered. `portero_limit_failures_total{cause}`: requests
 //! answered 500 because a limit could not be checked (`key`: the server could not tell
-//! the key, no peer address; `store`: the store failed). `portero_shed_total{layer, reason}`, a counter of requests the
+//! the key, no peer address; `store`: the store failed), and shadow limits that could
+//! not be checked while the request went on (`shadow_key`, `shadow_store`: a limit that
+//! only watches never changes an answer). `portero_shed_total{layer, reason}`, a counter of requests the
 //! overload layers answered without the inner service: `load_shed` / `over_capacity`,
 //! `deadline_queue` / `queue_full` or `deadline_passed`, `circuit_breaker` /
 //! `circuit_open`. Events (`tracing`, target `portero_http`): INFO per refused or
 //! shadow-refused request, with the policy and the outcome; INFO per shed request,
-//! with the layer and the reason; WARN per fallback answer; ERROR per limit that could
-//! not be checked, with its cause (which names the fix).
+//! with the layer and the reason; WARN per fallback answer and per shadow limit that
+//! could not be checked; ERROR per limit that could not be checked, with its cause
+//! (which names the fix).
 
 use crate::headers::Policy;
 use crate::limit::Source;
@@ -90,6 +93,22 @@ pub(crate) fn failed(cause: &'static str, error: &dyn std::error::Error) {
     metrics::counter!("portero_limit_failures_total", "cause" => cause).increment(1);
     #[cfg(feature = "tracing")]
     tracing::error!(cause, error = %error, "rate limit could not be checked; answered 500");
+    let _ = (cause, error);
+}
+
+/// Counts a shadow limit that could not be checked (its key, its store): the request
+/// went on, as it would without the limit (`cause` is `shadow_key` or `shadow_store`
+/// on `portero_limit_failures_total`).
+#[cold]
+pub(crate) fn failed_in_shadow(cause: &'static str, error: &dyn std::error::Error) {
+    let cause = match cause {
+        "key" => "shadow_key",
+        _ => "shadow_store",
+    };
+    #[cfg(feature = "metrics")]
+    metrics::counter!("portero_limit_failures_total", "cause" => cause).increment(1);
+    #[cfg(feature = "tracing")]
+    tracing::warn!(cause, error = %error, "a shadow rate limit could not be checked; let through");
     let _ = (cause, error);
 }
 

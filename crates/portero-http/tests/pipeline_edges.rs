@@ -1,8 +1,8 @@
 //! Edges of the one pipeline that an outside review broke, each pinned: a shadow limit
 //! never refuses (not even a cost above its capacity), `route::get` covers `HEAD`
 //! (axum serves it with the GET handler), a cost of 0 is charged as 1, nested layers'
-//! legacy fields keep the tightest limit, and a required extension that is missing is
-//! a 500, not a shared bucket.
+//! legacy fields keep the tightest limit, a required extension that is missing is a
+//! 500, not a shared bucket, and a shadow limit whose key fails lets the request through.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -155,6 +155,37 @@ async fn a_required_extension_that_is_missing_is_a_500_not_a_shared_bucket() {
     with_user.extensions_mut().insert(UserId(7));
     let r = app.clone().oneshot(with_user).await.unwrap();
     assert_eq!(r.status(), StatusCode::OK);
+}
+
+/// A shadow limit never changes an answer, also when its key cannot be told: a new
+/// client-address limit tried in shadow on a router that resolves no address (no
+/// `ClientAddrLayer`), per limit or layer-wide, lets every request through (once
+/// answered 500, for every store).
+#[tokio::test]
+async fn a_shadow_limit_whose_key_fails_lets_the_request_through() {
+    let addresses = || {
+        let quota = per_minute(2);
+        let store = Arc::new(KeyedLimiter::new(Gcra::new(quota), 100));
+        Limit::new(
+            store,
+            Policy::for_quota("per-ip", &quota).unwrap(),
+            keys::client_addr::<Body>(),
+        )
+    };
+    let per_limit =
+        app(LimitLayer::new(limit(per_minute(100), "enforced")).limit(addresses().shadow(true)));
+    let layer_wide = app(LimitLayer::new(addresses()).shadow(true));
+    for app in [&per_limit, &layer_wide] {
+        for _ in 0..4 {
+            assert_eq!(status(app, "GET").await, StatusCode::OK);
+        }
+    }
+    // Enforced, the same limit is a 500 that names the missing layer.
+    let enforced = app(LimitLayer::new(addresses()));
+    assert_eq!(
+        status(&enforced, "GET").await,
+        StatusCode::INTERNAL_SERVER_ERROR
+    );
 }
 
 /// A cost above a later limit's capacity is a 413 (never admissible), also when an

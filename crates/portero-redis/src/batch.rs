@@ -98,15 +98,22 @@ pub(crate) async fn check_parts(parts: Vec<Part>) -> Vec<Result<Verdict, RedisCh
 /// says how it stands). An answer that is no decision (a full fallback table) is not
 /// a refusal: the pipeline's `when_unavailable` decides it, and the others stand.
 fn fallbacks(owners: &[RedisLimiter], calls: &[Call]) -> Vec<Result<Verdict, RedisCheckError>> {
-    let mut verdicts: Vec<_> = owners
+    let (mut verdicts, taken): (Vec<_>, Vec<_>) = owners
         .iter()
         .zip(calls)
-        .map(|(limiter, call)| limiter.fallback_for(call.user_key(), call.cost, &call.algorithm))
-        .collect();
+        .map(|(limiter, call)| {
+            match limiter.fallback_taking(call.user_key(), call.cost, &call.algorithm) {
+                Ok((verdict, admission)) => (Ok(verdict), admission),
+                Err(e) => (Err(e), None),
+            }
+        })
+        .unzip();
     if verdicts.iter().any(is_refusal) {
-        for ((limiter, call), verdict) in owners.iter().zip(calls).zip(&mut verdicts) {
-            let admitted = matches!(verdict, Ok(v) if v.decision.is_allowed());
-            if let Some(decision) = admitted.then(|| limiter.fallback_refund(call)).flatten() {
+        for (((limiter, call), verdict), admission) in
+            owners.iter().zip(calls).zip(&mut verdicts).zip(&taken)
+        {
+            let Some(admission) = admission else { continue };
+            if let Some(decision) = limiter.fallback_refund(call, admission) {
                 *verdict = Ok(Verdict {
                     decision,
                     served_by: ServedBy::Fallback,

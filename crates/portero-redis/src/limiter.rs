@@ -845,45 +845,68 @@ impl RedisLimiter {
         cost: u64,
         algorithm: &RedisAlgorithm,
     ) -> Result<Verdict, RedisCheckError> {
+        self.fallback_taking(key, cost, algorithm).map(|(v, _)| v)
+    }
+
+    /// [`fallback_for`](Self::fallback_for), and what a local fallback took (for
+    /// [`fallback_refund`](Self::fallback_refund)).
+    pub(crate) fn fallback_taking(
+        &self,
+        key: Option<&str>,
+        cost: u64,
+        algorithm: &RedisAlgorithm,
+    ) -> Result<(Verdict, Option<portero::Admission>), RedisCheckError> {
         let capacity = algorithm.capacity();
-        let decision = match (&self.when_down, key) {
-            (WhenDown::FailOpen, _) => Decision::admitted(capacity, capacity - cost, 0),
-            (WhenDown::FailClosed, _) => Decision::deny_for(capacity, portero::DENY_FOR_NANOS),
+        let (decision, admission) = match (&self.when_down, key) {
+            (WhenDown::FailOpen, _) => (Decision::admitted(capacity, capacity - cost, 0), None),
+            (WhenDown::FailClosed, _) => {
+                (Decision::deny_for(capacity, portero::DENY_FOR_NANOS), None)
+            }
             (WhenDown::Local(local), key) => {
-                let decided = match key {
-                    Some(key) => local.check_n(key, cost),
-                    None => local.check_anonymous_n(cost),
+                let fingerprint = match key {
+                    Some(key) => local.fingerprint_of(key),
+                    None => local.anonymous_fingerprint(),
                 };
-                match decided {
+                let now = portero::Clock::now(local.clock());
+                match local.acquire_fingerprint_at(fingerprint, now, cost) {
                     // More than the fallback's own burst, which the shared limit
                     // could admit: refused while Redis is away, not never.
                     Err(portero::KeyedError::Check(CheckError::CostExceedsCapacity {
                         capacity,
                         ..
-                    })) => Decision::deny_for(capacity, portero::DENY_FOR_NANOS),
-                    other => other?,
+                    })) => (Decision::deny_for(capacity, portero::DENY_FOR_NANOS), None),
+                    other => {
+                        let taken = other?;
+                        (taken.decision, taken.admission)
+                    }
                 }
             }
         };
-        Ok(Verdict {
+        let verdict = Verdict {
             decision,
             served_by: ServedBy::Fallback,
-        })
+        };
+        Ok((verdict, admission))
     }
 
     /// Gives back what this limiter's local fallback took for `call` (the outage
     /// policy admitted it, a later limit of its batch refused), and says how the key
     /// stands; `None` for the policies that take nothing.
-    pub(crate) fn fallback_refund(&self, call: &Call) -> Option<Decision> {
+    #[cfg(feature = "tower")]
+    pub(crate) fn fallback_refund(
+        &self,
+        call: &Call,
+        admission: &portero::Admission,
+    ) -> Option<Decision> {
         let WhenDown::Local(local) = &self.when_down else {
             return None;
         };
-        let now = portero::Clock::now(local.clock());
         let fingerprint = match call.user_key() {
             Some(key) => local.fingerprint_of(key),
             None => local.anonymous_fingerprint(),
         };
-        local.refund_fingerprint_at(fingerprint, now, call.cost);
+        local.refund_fingerprint(fingerprint, admission);
+        let now = portero::Clock::now(local.clock()).max(admission.at());
         local.peek_fingerprint_at(fingerprint, now, 0).ok()
     }
 

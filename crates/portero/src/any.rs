@@ -8,6 +8,8 @@
 
 use core::fmt;
 
+use crate::admission::Admission;
+
 use crate::{
     Algorithm, CheckError, FixedWindow, Gcra, LeakyMeter, LeakyQueue, Quota, QuotaError,
     SlidingWindowCounter, TokenBucket, Transition,
@@ -194,8 +196,8 @@ impl Algorithm for AnyAlgorithm {
         forward!(self, a => a.decide(state, now, cost))
     }
 
-    fn refund(&self, state: u64, now: u64, cost: u64) -> Option<u64> {
-        forward!(self, a => a.refund(state, now, cost))
+    fn refund(&self, state: u64, admission: &Admission, now: u64) -> Option<u64> {
+        forward!(self, a => a.refund(state, admission, now))
     }
 
     fn book(&self, state: u64, now: u64, cost: u64) -> Option<(u64, u64)> {
@@ -226,8 +228,9 @@ mod tests {
         let q = Quota::per_second(4).unwrap();
         let any = AnyAlgorithm::new(AlgorithmName::Gcra, q).unwrap();
         let s = any.decide(0, 0, 2).unwrap().next.unwrap();
-        assert_eq!(any.refund(s, 0, 2), Gcra::new(q).refund(s, 0, 2));
-        assert!(any.refund(s, 0, 2).is_some());
+        let adm = Admission::new(0, 2);
+        assert_eq!(any.refund(s, &adm, 0), Gcra::new(q).refund(s, &adm, 0));
+        assert!(any.refund(s, &adm, 0).is_some());
     }
 
     #[test]

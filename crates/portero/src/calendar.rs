@@ -27,6 +27,7 @@
 //! so going back never restores quota; no idle gap can alias an old period to a
 //! current one. Limits: quota `< 2^u`.
 
+use crate::admission::Admission;
 use crate::decision::check_range;
 use crate::limiter::{Algorithm, Transition};
 use crate::window::{index_bits, index_delta, mask};
@@ -153,11 +154,19 @@ impl Algorithm for CalendarQuota {
         self.limit
     }
 
-    /// Takes `cost` off the count if the admitting period is still the stored one.
-    fn refund(&self, state: u64, now: u64, cost: u64) -> Option<u64> {
-        let (index, _, _) = self.period_at(now);
-        if index == state >> self.used_bits {
-            Some(state - (state & mask(self.used_bits)).min(cost))
+    /// Takes the admission's units off the count while the period that counted them
+    /// is still the stored one; after a rollover there is nothing to give back. As
+    /// for an aligned [`FixedWindow`](crate::FixedWindow), a request that opened its
+    /// period over the previous period's count gives nothing back once others came
+    /// since (short by at most one request's units per period).
+    fn refund(&self, state: u64, admission: &Admission, _now: u64) -> Option<u64> {
+        let (Some(before), Some(after)) = (admission.before(), admission.after()) else {
+            return Some(state);
+        };
+        let counted = after >> self.used_bits;
+        let opened = before >> self.used_bits != counted && before & mask(self.used_bits) > 0;
+        if !opened && counted == state >> self.used_bits {
+            Some(state - (state & mask(self.used_bits)).min(admission.cost()))
         } else {
             Some(state)
         }

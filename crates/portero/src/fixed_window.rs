@@ -40,6 +40,7 @@
 //!   window) saturates at `2^(n/2) − 1` and never changes who is admitted: with it on,
 //!   a rejection writes the excess.
 
+use crate::admission::Admission;
 use crate::decision::check_range;
 use crate::limiter::{Algorithm, Transition};
 use crate::window::{index_bits, index_delta, mask};
@@ -219,17 +220,40 @@ fn clamp(end: i128) -> u64 {
 }
 
 impl Algorithm for FixedWindow {
-    /// Takes `cost` off the count if the window that admitted the request is still
-    /// the stored one; after a rollover there is nothing to give back.
-    fn refund(&self, state: u64, now: u64, cost: u64) -> Option<u64> {
-        let f = self.decode(state);
-        match self.locate(f, now) {
-            Some((_, true, _)) => Some(self.encode(Fields {
-                admitted: f.admitted.saturating_sub(cost),
-                ..f
-            })),
-            _ => Some(state),
+    /// Takes the admission's units off the count while the window that counted them
+    /// is still the stored one; after a rollover there is nothing to give back.
+    ///
+    /// A request that opened its window gives nothing back once others came since:
+    /// a first-request window lies where that request put it (taking the request
+    /// back cannot move it to where the next one would have), and an aligned window
+    /// opened over the previous window's counts made checks dated back into that
+    /// window count in this one (time going backwards), which the twin that never saw
+    /// the request would have counted in the previous one. Short by at most one
+    /// request's units per window; exact otherwise.
+    fn refund(&self, state: u64, admission: &Admission, _now: u64) -> Option<u64> {
+        let (Some(before), Some(after)) = (admission.before(), admission.after()) else {
+            // Without the word, which window counted the units is unknown.
+            return Some(state);
+        };
+        let (f, b, counted) = (
+            self.decode(state),
+            self.decode(before),
+            self.decode(after).tag,
+        );
+        if f.tag != counted || f.admitted == 0 {
+            return Some(state);
         }
+        let opened = match self.placement {
+            Placement::FirstRequest => b.tag != counted || b.admitted == 0,
+            Placement::Aligned => b.tag != counted && b.admitted > 0,
+        };
+        if opened {
+            return Some(state);
+        }
+        Some(self.encode(Fields {
+            admitted: f.admitted - f.admitted.min(admission.cost()),
+            ..f
+        }))
     }
 
     fn capacity(&self) -> u64 {

@@ -31,6 +31,7 @@
 //! and capacity admits (the property tests check it); it is the leaky bucket as a
 //! meter, written as a schedule.
 
+use crate::admission::{schedule_refund, Admission};
 use crate::decision::check_range;
 use crate::limiter::{Algorithm, Transition};
 use crate::{CheckError, Decision, Quota};
@@ -66,9 +67,12 @@ impl Gcra {
 }
 
 impl Algorithm for Gcra {
-    /// Gives back `cost·T` of time debt.
-    fn refund(&self, state: u64, _now: u64, cost: u64) -> Option<u64> {
-        Some(state.saturating_sub(cost.saturating_mul(self.quota.interval_nanos())))
+    /// Gives back the part of the admission's `n·T` of debt that lies after `now`
+    /// (see [`admission`](crate::admission): short by at most the time since it).
+    fn refund(&self, state: u64, admission: &Admission, now: u64) -> Option<u64> {
+        let increment = admission.cost().saturating_mul(self.quota.interval_nanos());
+        let span = self.quota.capacity_nanos();
+        Some(schedule_refund(state, admission, now, increment, span))
     }
 
     fn capacity(&self) -> u64 {

@@ -24,6 +24,7 @@
 //! Range: `now ≤ 2^63` ns, `capacity·T ≤ 2^62` ns (checked by [`Quota`]). A `now`
 //! earlier than a previous one sees a fuller bucket, never an emptier one.
 
+use crate::admission::{schedule_refund, Admission};
 use crate::limiter::{Algorithm, Transition};
 use crate::{CheckError, Decision, Quota};
 
@@ -50,9 +51,12 @@ impl LeakyMeter {
 }
 
 impl Algorithm for LeakyMeter {
-    /// Drains `cost` units back out of the level.
-    fn refund(&self, state: u64, _now: u64, cost: u64) -> Option<u64> {
-        Some(state.saturating_sub(cost.saturating_mul(self.quota.interval_nanos())))
+    /// Drains back out of the level the part of the admission's units that has not
+    /// leaked out by `now` anyway (as [`Gcra`](crate::Gcra)'s refund).
+    fn refund(&self, state: u64, admission: &Admission, now: u64) -> Option<u64> {
+        let increment = admission.cost().saturating_mul(self.quota.interval_nanos());
+        let span = self.quota.capacity_nanos();
+        Some(schedule_refund(state, admission, now, increment, span))
     }
 
     fn capacity(&self) -> u64 {
@@ -120,6 +124,13 @@ impl LeakyQueue {
 }
 
 impl Algorithm for LeakyQueue {
+    /// Gives nothing back once anything came since: the requests queued behind this
+    /// one were told when they leave, and its slot lies between theirs. (While it is
+    /// still the last in the queue, [`Admission::give_back`] takes it out exactly.)
+    fn refund(&self, state: u64, _admission: &Admission, _now: u64) -> Option<u64> {
+        Some(state)
+    }
+
     fn capacity(&self) -> u64 {
         self.quota.burst()
     }

@@ -75,6 +75,7 @@ extern crate alloc;
 
 #[cfg(feature = "alloc")]
 mod adaptive;
+pub mod admission;
 mod any;
 mod breaker;
 pub mod calendar;
@@ -113,6 +114,7 @@ mod word;
 
 #[cfg(feature = "alloc")]
 pub use adaptive::{AdaptiveConcurrency, AdaptiveConfig, AdaptiveConfigError, AdaptivePermit};
+pub use admission::{Acquired, Admission};
 pub use any::{AlgorithmName, AnyAlgorithm, AnyAlgorithmError};
 pub use breaker::{BreakerCall, BreakerError, BreakerOpen, CircuitBreaker, Trip, MAX_RATE_WINDOW};
 pub use calendar::{CalendarQuota, Period};

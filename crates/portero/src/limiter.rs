@@ -2,6 +2,7 @@
 
 use crossbeam_utils::CachePadded;
 
+use crate::admission::{Acquired, Admission};
 use crate::word::AtomicWord;
 pub use crate::word::Transition;
 use crate::{CheckError, Clock, Decision, DefaultClock, Gcra, Quota, TokenBucket};
@@ -25,14 +26,22 @@ pub trait Algorithm {
     /// Decides a request of `cost` units at time `now` (nanoseconds) given `state`.
     fn decide(&self, state: u64, now: u64, cost: u64) -> Result<Transition, CheckError>;
 
-    /// The state after giving back `cost` units that a request admitted at `now` took
-    /// (used by stacked limits when a later limit rejects). `None` if this algorithm
-    /// cannot give units back (the default).
+    /// The state after giving back what `admission` took, at `now` (no earlier than
+    /// the admission), when the word has changed since that admission wrote it.
+    /// `None` if this algorithm cannot give units back (the default).
     ///
-    /// Contract: applied to any state reached after that admission, the result must
-    /// never admit more than if the request had not been admitted at all.
-    fn refund(&self, state: u64, now: u64, cost: u64) -> Option<u64> {
-        let _ = (state, now, cost);
+    /// Callers go through [`Admission::give_back`], which restores the word the
+    /// admission found while the word still holds what it wrote, and calls this
+    /// otherwise: so this method only decides what can still be the admission's once
+    /// other requests came in between.
+    ///
+    /// Contract: applied to any state reached after that admission, with `now` no
+    /// earlier than any check applied since, the result must never admit more than if
+    /// the request had not been admitted at all (the [`admission`](crate::admission)
+    /// module states the rule each algorithm here follows, and how much less it may
+    /// give back).
+    fn refund(&self, state: u64, admission: &Admission, now: u64) -> Option<u64> {
+        let _ = (state, admission, now);
         None
     }
 
@@ -154,16 +163,56 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
             .map(|t| t.decision)
     }
 
-    /// Gives back `cost` units taken by a request admitted at `now` (see
-    /// [`Algorithm::refund`]). Returns whether the algorithm supports refunds.
-    pub fn refund_at(&self, now: u64, cost: u64) -> bool {
-        let mut supported = true;
+    /// [`check_at`](Self::check_at), and when it admits, the [`Admission`] that gives
+    /// its units back ([`refund`](Self::refund)).
+    pub fn acquire_at(&self, now: u64, cost: u64) -> Result<Acquired, CheckError> {
+        let mut wrote = (0, 0);
+        let decision = self.state.apply(|state| {
+            let t = self.algorithm.decide(state, now, cost)?;
+            if let Some(next) = t.next {
+                wrote = (state, next);
+            }
+            Ok::<_, CheckError>(t)
+        })?;
+        // A positive cost admitted is the one write that took units (an
+        // excess-counting window also writes its rejections).
+        let admission = (decision.is_allowed() && cost > 0)
+            .then(|| Admission::wrote(now, cost, wrote.0, wrote.1));
+        Ok(Acquired {
+            decision,
+            admission,
+        })
+    }
+
+    /// Gives back what `admission` took (see [`Admission::give_back`] for the rule),
+    /// at the limiter's own time, read after the word is loaded so that every check
+    /// it sees is no later. Returns whether the algorithm gives units back at all.
+    pub fn refund(&self, admission: &Admission) -> bool {
+        self.refund_with(admission, None).is_some()
+    }
+
+    /// [`refund`](Self::refund) at `now` on the caller's axis (no earlier than any
+    /// check applied since the admission: see the [`admission`](crate::admission)
+    /// module for what an earlier one costs).
+    pub fn refund_at(&self, admission: &Admission, now: u64) -> bool {
+        self.refund_with(admission, Some(now)).is_some()
+    }
+
+    /// The refund's compare-and-swap, at `now` or the clock's time read after each
+    /// load: the word it changed and what it wrote (`None`: no refunds here).
+    pub(crate) fn refund_with(
+        &self,
+        admission: &Admission,
+        now: Option<u64>,
+    ) -> Option<(u64, u64)> {
+        let mut done = None;
         self.state.update(|state| {
-            let next = self.algorithm.refund(state, now, cost);
-            supported = next.is_some();
-            next
+            let now = now.unwrap_or_else(|| self.clock.now());
+            let next = admission.give_back(&self.algorithm, state, now);
+            done = next.map(|next| (state, next));
+            next.filter(|&next| next != state)
         });
-        supported
+        done
     }
 
     /// Forgets everything admitted: the limiter is as new.

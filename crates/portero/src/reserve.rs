@@ -15,10 +15,13 @@
 //!
 //! A reservation that would wait longer than its `max_wait` books nothing; one that
 //! cannot ever fit (a cost above the burst) is an error at once. Cancelling — or
-//! dropping it unused, as a cancelled task does — gives its units back if no other
-//! booking or admission came after it (the word still holds what it wrote); otherwise
-//! its slot stays unused: never an over-admission. Checked by a loom model and a
-//! property test.
+//! dropping it unused, as a cancelled task does — gives its units back by the rule
+//! every refund follows ([`admission`](crate::admission)): all of them while nothing
+//! was booked or admitted after it; otherwise, once no later booking's turn is still
+//! ahead, the part of its debt that lies after the cancel; and nothing while a later
+//! waiter's turn is still to come (that waiter was told its instant, after this
+//! slot). Never an over-admission of the instants waiters actually start at. Checked
+//! by a loom model and property tests.
 //!
 //! # Waiting without tokio (`no_std`, an edge runtime, another executor)
 //!
@@ -47,6 +50,7 @@
 
 use core::time::Duration;
 
+use crate::admission::Admission;
 use crate::{CheckError, Clock, Gcra, RateLimiter, Transition};
 
 /// Why a keyed wait ended without an admission (also at the crate's root).
@@ -87,13 +91,11 @@ impl core::error::Error for ReserveError {}
 /// [`ready_at`](Self::ready_at). See the [module docs](self) for the bound.
 #[derive(Debug)]
 #[must_use = "dropping a reservation cancels it"]
-pub struct Reservation<'a, C> {
+pub struct Reservation<'a, C: Clock> {
     limiter: Handle<'a, C>,
     ready_at: u64,
-    // The TAT this booking wrote and the one it found: a cancel restores `before`
-    // only while the word still holds `after`.
-    before: u64,
-    pub(crate) after: u64,
+    // What the booking took and wrote: a cancel gives it back as a refund would.
+    pub(crate) admission: Admission,
     // Whether the slot was ready at the booking's own `now` (read by the tokio wait).
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     ready_now: bool,
@@ -135,8 +137,7 @@ impl<C: Clock> RateLimiter<Gcra, C> {
         Ok(Reservation {
             limiter: Handle::Shared(self.clone()),
             ready_at,
-            before,
-            after,
+            admission: Admission::wrote(now, cost, before, after),
             ready_now: ready_at <= now,
             done: false,
         })
@@ -178,8 +179,7 @@ impl<C: Clock> RateLimiter<Gcra, C> {
         Ok(Reservation {
             limiter: Handle::Borrowed(self),
             ready_at,
-            before,
-            after,
+            admission: Admission::wrote(now, cost, before, after),
             ready_now: ready_at <= now,
             done: false,
         })
@@ -233,21 +233,25 @@ impl<'a, C: Clock> Reservation<'a, C> {
         self.done = true;
     }
 
-    /// Gives the units back if nothing was booked or admitted after this reservation;
-    /// returns whether it did (otherwise the slot stays unused).
+    /// Gives the units back (see the [module docs](self)), at the limiter's own time;
+    /// returns whether anything was given back (nothing, when the whole slot already
+    /// lies behind the limiter's time).
     pub fn cancel(mut self) -> bool {
         self.done = true;
-        self.give_back()
+        self.give_back(None)
     }
 
-    fn give_back(&self) -> bool {
-        let (before, after) = (self.before, self.after);
-        let mut gave = false;
-        self.limiter.state.update(|tat| {
-            gave = tat == after;
-            gave.then_some(before)
-        });
-        gave
+    /// [`cancel`](Self::cancel) at `now` on the caller's axis (the axis it was booked
+    /// on, no earlier than any check since).
+    pub fn cancel_at(mut self, now: u64) -> bool {
+        self.done = true;
+        self.give_back(Some(now))
+    }
+
+    fn give_back(&self, now: Option<u64>) -> bool {
+        self.limiter
+            .refund_with(&self.admission, now)
+            .is_some_and(|(before, after)| after != before)
     }
 
     /// Waits (tokio's timer) until the units may be used, then uses them. Dropped
@@ -297,13 +301,10 @@ impl<C: Clock> core::future::Future for Ready<'_, C> {
     }
 }
 
-impl<C> Drop for Reservation<'_, C> {
+impl<C: Clock> Drop for Reservation<'_, C> {
     fn drop(&mut self) {
         if !self.done {
-            let (before, after) = (self.before, self.after);
-            self.limiter
-                .state
-                .update(|tat| (tat == after).then_some(before));
+            self.give_back(None);
         }
     }
 }
@@ -370,7 +371,7 @@ mod tests {
     }
 
     #[test]
-    fn a_cancel_gives_back_only_when_nothing_came_after() {
+    fn a_cancel_behind_a_waiting_turn_gives_back_nothing() {
         let l = limiter();
         let long = Duration::from_secs(10);
         let first = l.reserve_at(0, 2, long).unwrap();
@@ -379,7 +380,8 @@ mod tests {
         assert!(second.cancel(), "the last booking: given back");
         let third = l.reserve_at(0, 1, long).unwrap();
         assert_eq!(third.ready_at(), 100 * MS, "the same slot again");
-        assert!(!first.cancel(), "a booking after it: the slot stays unused");
+        // A booking after it, its turn still ahead: the slot stays unused.
+        assert!(!first.cancel());
         drop(third); // dropped unused: given back, it was the last
         assert_eq!(l.reserve_at(0, 1, long).unwrap().ready_at(), 100 * MS);
     }

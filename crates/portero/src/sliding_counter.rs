@@ -30,6 +30,7 @@
 //! stored window with no time elapsed, which can only count more. Limits: `L < 2^c`,
 //! `W ≤ 2^62` ns; a larger `L` is [`QuotaError::LimitTooLarge`].
 
+use crate::admission::Admission;
 use crate::decision::check_range;
 use crate::limiter::{Algorithm, Transition};
 use crate::window::{index_bits, index_delta, mask};
@@ -94,11 +95,24 @@ impl SlidingWindowCounter {
 }
 
 impl Algorithm for SlidingWindowCounter {
-    /// Takes `cost` off `cur` if the admitting window is still current, or off `prev`
-    /// if it has just become the previous one.
-    fn refund(&self, state: u64, now: u64, cost: u64) -> Option<u64> {
+    /// Takes the admission's units off the window that counted them: `cur` while it
+    /// is still the stored window, `prev` once it has just become the previous one,
+    /// nothing after that (it no longer weighs in the estimate). As for an aligned
+    /// [`FixedWindow`](crate::FixedWindow), a request that moved the stored window on
+    /// over counts gives nothing back once others came since (short by at most one
+    /// request's units per window).
+    fn refund(&self, state: u64, admission: &Admission, _now: u64) -> Option<u64> {
+        let cost = admission.cost();
+        let (Some(before), Some(after)) = (admission.before(), admission.after()) else {
+            return Some(state);
+        };
+        let counted = self.unpack(after).0;
+        let (was, was_prev, was_cur) = self.unpack(before);
+        if was != counted && was_prev + was_cur > 0 {
+            return Some(state);
+        }
         let (stored, prev, cur) = self.unpack(state);
-        let (prev, cur) = match index_delta(stored, now / self.window) {
+        let (prev, cur) = match index_delta(stored, counted) {
             0 => (prev, cur.saturating_sub(cost)),
             1 => (prev.saturating_sub(cost), cur),
             _ => (prev, cur),

@@ -2,12 +2,21 @@
 //! all or none.
 //!
 //! [`check_all`] acquires each limit in order. If one rejects, every unit the earlier
-//! ones took is given back ([`Limit::refund_at`]), so a rejected request costs no quota
-//! anywhere. Refunds subtract exactly what was added (a time debt for GCRA and the
-//! buckets, a count for windows), so they commute with other threads' updates and can
-//! never leave a limit more generous than if the rejected request had never arrived: the
-//! loom model in `tests/tests/loom_limits.rs` checks that each limit still admits at most
-//! its quota.
+//! ones took is given back ([`Limit::refund`]), so a rejected request costs no quota
+//! anywhere. A refund follows the one rule of the [`admission`](crate::admission)
+//! module: exactly what the admission took while nothing came since (the common case:
+//! the refund follows the check at once), and otherwise what can still be the
+//! admission's — never more, so a refund racing other threads' checks can never leave
+//! a limit more generous than if the rejected request had never arrived. Each limit
+//! refunds on its own clock, read after it loads its word. The loom model in
+//! `tests/tests/loom_limits.rs` and the twin-limiter property tests check that each
+//! limit still admits at most its quota.
+//!
+//! Which limits give back: every one-word algorithm here and the exact log; a
+//! [`LeakyQueue`](crate::LeakyQueue) only while the refused request is still the last
+//! in its queue (the requests behind it were told when they leave); a first-request
+//! [`FixedWindow`](crate::FixedWindow) not when the refused request opened a window
+//! others joined since. A limit that keeps the units is stricter, never looser.
 //!
 //! ```
 //! use portero::{stack, Gcra, KeyedLimiter, ManualClock, Quota, RateLimiter};
@@ -23,22 +32,23 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+use crate::admission::{Acquired, Admission};
 use crate::{Algorithm, Clock, Decision, KeyedError, RateLimiter};
 
 /// One limit in a stack: something that can admit units and give them back.
 pub trait Limit {
     /// Checks `cost` units at `now`, taking them if admitted.
-    fn acquire_at(&self, now: u64, cost: u64) -> Result<Decision, KeyedError>;
-    /// Gives back `cost` units taken by an admission at `now`.
-    fn refund_at(&self, now: u64, cost: u64);
+    fn acquire_at(&self, now: u64, cost: u64) -> Result<Acquired, KeyedError>;
+    /// Gives back what `admission` took, at the limit's own time.
+    fn refund(&self, admission: &Admission);
 }
 
 impl<A: Algorithm, C: Clock> Limit for RateLimiter<A, C> {
-    fn acquire_at(&self, now: u64, cost: u64) -> Result<Decision, KeyedError> {
-        Ok(self.check_at(now, cost)?)
+    fn acquire_at(&self, now: u64, cost: u64) -> Result<Acquired, KeyedError> {
+        Ok(RateLimiter::acquire_at(self, now, cost)?)
     }
-    fn refund_at(&self, now: u64, cost: u64) {
-        RateLimiter::refund_at(self, now, cost);
+    fn refund(&self, admission: &Admission) {
+        RateLimiter::refund(self, admission);
     }
 }
 
@@ -55,29 +65,49 @@ pub struct Stacked {
 /// Checks `cost` units at `now` against every limit, all or none. On a rejection (or
 /// an error) the units already taken are refunded, in reverse order.
 pub fn check_all(limits: &[&dyn Limit], now: u64, cost: u64) -> Result<Stacked, KeyedError> {
-    let mut binding: Option<Decision> = None;
-    for (i, limit) in limits.iter().enumerate() {
-        let outcome = limit.acquire_at(now, cost);
-        match outcome {
-            Ok(d) if d.is_allowed() => {
-                if binding.is_none_or(|b| d.remaining() < b.remaining()) {
-                    binding = Some(d);
-                }
+    let Some((first, rest)) = limits.split_first() else {
+        return Ok(Stacked {
+            decision: Decision::admitted(0, 0, 0),
+            rejected_by: None,
+        });
+    };
+    let taken = first.acquire_at(now, cost)?;
+    let d = taken.decision;
+    if !d.is_allowed() {
+        return Ok(Stacked {
+            decision: d,
+            rejected_by: Some(0),
+        });
+    }
+    if rest.is_empty() {
+        return Ok(Stacked {
+            decision: d,
+            rejected_by: None,
+        });
+    }
+    // The rest of the stack, then this limit's refund if it refused: the refunds run
+    // in reverse order, each admission kept on the stack of this call (no allocation).
+    let outcome = check_all(rest, now, cost);
+    match outcome {
+        Ok(s) if s.rejected_by.is_none() => {
+            let binding = if d.remaining() <= s.decision.remaining() {
+                d
+            } else {
+                s.decision
+            };
+            Ok(Stacked {
+                decision: binding,
+                rejected_by: None,
+            })
+        }
+        _ => {
+            if let Some(admission) = &taken.admission {
+                first.refund(admission);
             }
-            _ => {
-                for earlier in limits[..i].iter().rev() {
-                    earlier.refund_at(now, cost);
-                }
-                let d = outcome?;
-                return Ok(Stacked {
-                    decision: d,
-                    rejected_by: Some(i),
-                });
-            }
+            outcome.map(|s| Stacked {
+                rejected_by: s.rejected_by.map(|i| i + 1),
+                ..s
+            })
         }
     }
-    Ok(Stacked {
-        decision: binding.unwrap_or(Decision::admitted(0, 0, 0)),
-        rejected_by: None,
-    })
 }

@@ -68,7 +68,7 @@ pub struct Throttled<S: Stream, C: Clock + 'static, F = fn(&<S as Stream>::Item)
     waiting: Option<Waiting<S::Item, C>>,
 }
 
-struct Waiting<T, C: 'static> {
+struct Waiting<T, C: Clock + 'static> {
     item: T,
     turn: Reservation<'static, C>,
     sleep: Option<Pin<Box<tokio::time::Sleep>>>,

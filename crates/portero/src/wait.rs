@@ -71,7 +71,7 @@ impl<C: Clock> RateLimiter<Gcra, C> {
             return Ok(());
         }
         // The TAT this booking wrote is unique to it: waiters booked together draw apart.
-        let mut seed = turn.after ^ (self as *const Self as u64);
+        let mut seed = turn.admission.after().unwrap_or(0) ^ (self as *const Self as u64);
         tokio::time::sleep(wait.saturating_add(full_jitter(jitter, &mut seed))).await;
         // Dropped while asleep, `turn` is cancelled by its drop.
         turn.commit();

@@ -89,9 +89,10 @@ impl<St, F, R> Limit<St, F, R> {
     /// but never refuse because of it — to see what a new limit would refuse first.
     /// A request it would have refused is counted `shadow_rejected` and carries what
     /// is left for it (fewer units than its cost) and no `Retry-After`. One it could
-    /// not decide — a cost above its capacity (counted `shadow_rejected`), a failing
-    /// store (counted as a store failure) — goes through with no field of this limit:
-    /// there is no decision to advertise.
+    /// not decide — a cost above its capacity (counted `shadow_rejected`), a key the
+    /// server cannot tell or a failing store (counted as `shadow_key` / `shadow_store`
+    /// failures, and logged) — goes through with no field of this limit: there is no
+    /// decision to advertise. A shadow limit never changes an answer.
     pub fn shadow(mut self, on: bool) -> Self {
         self.shadow = on;
         self

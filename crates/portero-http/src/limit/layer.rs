@@ -205,8 +205,9 @@ impl<B: 'static> LimitLayer<B> {
     /// Shadow (dry-run) mode for every limit: decide and count as usual and send the
     /// `RateLimit` fields, but let every request through. A request a limit would
     /// have refused carries what is left for it (fewer units than its cost) and no
-    /// `Retry-After`; a limit that could not decide it (a cost above its capacity,
-    /// a failing store) is counted and not listed (see [`Limit::shadow`]).
+    /// `Retry-After`; a limit that could not decide it (a cost above its capacity, a
+    /// key the server cannot tell, a failing store) is counted and not listed (see
+    /// [`Limit::shadow`]). Shadow mode never changes an answer.
     pub fn shadow(self, on: bool) -> Self {
         self.with(|plan| plan.shadow = on)
     }

@@ -212,6 +212,12 @@ impl<B> Plan<B> {
                 Decision::deny_for(entry.policy().quota(), portero::DENY_FOR_NANOS),
                 Source::Memory,
             )),
+            // A limit that only watches never changes an answer: its key failure is
+            // counted and logged, and the request goes on.
+            Step::KeyFailed(e) if self.shadow || entry.is_shadow() => {
+                observe::failed_in_shadow("key", &e);
+                return None;
+            }
             Step::KeyFailed(e) => {
                 self.give_back(run);
                 return Some(Flow::Refused(Refusal::KeyFailed(e)));
@@ -283,7 +289,7 @@ impl<B> Plan<B> {
                 return None;
             }
             Err(StoreError::Faulty(e)) if shadow => {
-                observe::failed("store", &*e);
+                observe::failed_in_shadow("store", &*e);
                 return None;
             }
             Err(StoreError::Unavailable {

@@ -10,7 +10,9 @@ use core::pin::Pin;
 use std::hash::Hash;
 use std::sync::Arc;
 
-use portero::{Algorithm, CheckError, Clock, Decision, Fingerprint, KeyedError, KeyedLimiter};
+use portero::{
+    Admission, Algorithm, CheckError, Clock, Decision, Fingerprint, KeyedError, KeyedLimiter,
+};
 
 /// Who decided a check (the `source` label of the metrics, and `RateLimit-Source:
 /// fallback` on a response the outage policy decided).
@@ -66,15 +68,14 @@ impl Checked {
 }
 
 /// What identifies an admission to its store for a refund: the key's fingerprint,
-/// the time of the check and its cost.
+/// and what the check took and wrote ([`Admission`]: its time, cost and state word,
+/// by which the store gives back exactly what can still be this request's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ticket {
     /// The key's fingerprint in the store.
     pub fingerprint: Fingerprint,
-    /// When the check was made (the store's clock, ns).
-    pub now: u64,
-    /// The units taken.
-    pub cost: u64,
+    /// What the check took (see the core's [`admission`](portero::admission) rule).
+    pub admission: Admission,
 }
 
 /// Why a store gave no decision.
@@ -364,14 +365,13 @@ macro_rules! in_memory_store {
                 };
                 let now = self.clock().now();
                 Checking::Done(
-                    self.check_fingerprint_at(fingerprint, now, cost)
-                        .map(|decision| Checked {
-                            decision,
+                    self.acquire_fingerprint_at(fingerprint, now, cost)
+                        .map(|taken| Checked {
+                            decision: taken.decision,
                             source: Source::Memory,
-                            ticket: Some(Ticket {
+                            ticket: taken.admission.map(|admission| Ticket {
                                 fingerprint,
-                                now,
-                                cost,
+                                admission,
                             }),
                         })
                         .map_err(StoreError::from),
@@ -392,8 +392,9 @@ macro_rules! in_memory_store {
             }
 
             fn refund(&self, ticket: Ticket) -> Option<Decision> {
-                self.refund_fingerprint_at(ticket.fingerprint, ticket.now, ticket.cost);
-                self.peek_fingerprint_at(ticket.fingerprint, ticket.now, 0).ok()
+                self.refund_fingerprint(ticket.fingerprint, &ticket.admission);
+                let now = self.clock().now().max(ticket.admission.at());
+                self.peek_fingerprint_at(ticket.fingerprint, now, 0).ok()
             }
 
             fn capacity(&self) -> Option<u64> {

@@ -3,13 +3,14 @@
 //! state is a schedule ([`Algorithm::book`]: GCRA, and [`AnyAlgorithm`] holding it).
 //!
 //! Invariant: a booking changes a slot only by that one CAS, from exactly the state
-//! it was computed on, and a cancel only by a CAS from exactly the word the booking
-//! wrote back to the state it found; the bound is stated on [`KeyedReservation`].
+//! it was computed on, and a cancel only as a refund does (one CAS over the key and
+//! the state it loaded); the bound is stated on [`KeyedReservation`].
 
 use core::hash::Hash;
 use core::time::Duration;
 
 use super::KeyedLimiter;
+use crate::admission::Admission;
 use crate::{Algorithm, Clock, Gcra, KeyedError, Transition};
 
 #[cfg(doc)]
@@ -38,23 +39,24 @@ use crate::AnyAlgorithm;
 ///   (keep `max_wait` short, or the table large enough not to evict, where it matters);
 /// - a booking that finds the key not held is an ordinary admission (a fresh state
 ///   always fits: `n ≤ B`), ready at once, and is not given back when cancelled;
-/// - cancelling gives the units back only while the slot still holds exactly what this
-///   booking wrote (the key, and no booking or admission after it).
+/// - cancelling gives the units back as a refund does ([`admission`](crate::admission)):
+///   all of them while the slot still holds exactly what this booking wrote, nothing
+///   while a later booking's turn is still ahead, otherwise the part of its debt that
+///   lies after the cancel (never more).
 ///
 /// Other algorithms (token bucket, windows, leaky buckets, calendar quotas) do not
 /// book: their waits retry (see `until_key_ready`), with no order among waiters.
 #[must_use = "dropping a reservation cancels it"]
-pub struct KeyedReservation<'a, K: ?Sized, A: Copy, C> {
+pub struct KeyedReservation<'a, K: ?Sized, A: Algorithm + Copy, C: Clock> {
     limiter: &'a KeyedLimiter<K, A, C>,
     tag: u64,
     ready_at: u64,
-    // The state this booking found and the one it wrote (equal: nothing to give back).
-    before: u64,
-    after: u64,
+    // What the booking took and wrote (`None`: nothing to give back).
+    admission: Option<Admission>,
     done: bool,
 }
 
-impl<K: ?Sized, A: Copy, C> core::fmt::Debug for KeyedReservation<'_, K, A, C> {
+impl<K: ?Sized, A: Algorithm + Copy, C: Clock> core::fmt::Debug for KeyedReservation<'_, K, A, C> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("KeyedReservation")
             .field("ready_at", &self.ready_at)
@@ -168,29 +170,29 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
                 Ok(booked) => booked,
                 Err(e) => return e.map(Err),
             };
-            let (ready_at, before, after) = match booked {
-                Some(b) => b,
+            let (ready_at, wrote) = match booked {
+                Some((ready_at, before, after)) => (ready_at, Some((before, after))),
                 // Not held: a fresh state admits at once; if another insert won the
                 // key meanwhile and this check was refused, book on its state.
-                None => match self.check_slow(&a, p.tag(), now, cost) {
-                    Ok(d) if d.is_allowed() => (now, 0, 0),
+                None => match self.insert_tag(&a, p.tag(), now, cost) {
+                    Ok((d, wrote)) if d.is_allowed() => (now, wrote),
                     Ok(_) => continue,
                     Err(e) => return Some(Err(WaitError::Keyed(e))),
                 },
             };
+            let admission = wrote.map(|(before, after)| Admission::wrote(now, cost, before, after));
             return Some(Ok(KeyedReservation {
                 limiter: self,
                 tag: p.tag(),
                 ready_at,
-                before,
-                after,
-                done: before == after,
+                done: admission.is_none(),
+                admission,
             }));
         }
     }
 }
 
-impl<K: ?Sized, A: Copy, C> KeyedReservation<'_, K, A, C> {
+impl<K: ?Sized, A: Algorithm + Copy, C: Clock> KeyedReservation<'_, K, A, C> {
     /// When the units may be used (ns on the limiter's clock).
     pub fn ready_at(&self) -> u64 {
         self.ready_at
@@ -206,25 +208,34 @@ impl<K: ?Sized, A: Copy, C> KeyedReservation<'_, K, A, C> {
         self.done = true;
     }
 
-    /// Gives the units back if the key's slot still holds what this booking wrote;
-    /// returns whether it did (otherwise the slot stays unused).
+    /// Gives the units back by the rule every refund follows
+    /// ([`admission`](crate::admission)), at the limiter's own time: all of them while
+    /// the key's slot still holds what this booking wrote, nothing while a later
+    /// booking's turn is still ahead, otherwise the part of its debt that lies after
+    /// the cancel. Returns whether anything was given back.
     pub fn cancel(mut self) -> bool {
-        let gave = !self.done
-            && self
-                .limiter
-                .table
-                .give_back(self.tag, self.before, self.after);
+        let gave = self.give_back();
         self.done = true;
         gave
     }
+
+    fn give_back(&self) -> bool {
+        let Some(admission) = self.admission.filter(|_| !self.done) else {
+            return false;
+        };
+        let a = self.limiter.algorithm.load();
+        let clock = &self.limiter.clock;
+        self.limiter
+            .table
+            .refund(&a, self.tag, &admission, || clock.now())
+            .is_some_and(|(state, next)| next != state)
+    }
 }
 
-impl<K: ?Sized, A: Copy, C> Drop for KeyedReservation<'_, K, A, C> {
+impl<K: ?Sized, A: Algorithm + Copy, C: Clock> Drop for KeyedReservation<'_, K, A, C> {
     fn drop(&mut self) {
         if !self.done {
-            self.limiter
-                .table
-                .give_back(self.tag, self.before, self.after);
+            self.give_back();
         }
     }
 }
@@ -261,7 +272,7 @@ mod tests {
     }
 
     #[test]
-    fn refusals_book_nothing_and_a_cancel_gives_back_only_the_last() {
+    fn refusals_book_nothing_and_a_cancel_behind_a_waiting_turn_gives_nothing() {
         let k = keyed();
         let long = Duration::from_secs(10);
         k.reserve_key_at("a", 0, 2, long).unwrap().commit(); // inserts the key
@@ -279,7 +290,8 @@ mod tests {
         let first = k.reserve_key_at("a", 0, 1, long).unwrap();
         let second = k.reserve_key_at("a", 0, 1, long).unwrap();
         assert_eq!((first.ready_at(), second.ready_at()), (100 * MS, 200 * MS));
-        assert!(!first.cancel(), "a booking after it: the slot stays unused");
+        // A booking after it, its turn still ahead: the slot stays unused.
+        assert!(!first.cancel());
         drop(second); // the last booking: given back
         assert_eq!(
             k.reserve_key_at("a", 0, 1, long).unwrap().ready_at(),

@@ -64,8 +64,9 @@ use core::marker::PhantomData;
 
 use crate::sync::ConfigCell;
 
+use crate::admission::{Acquired, Admission};
 use crate::{Algorithm, CheckError, Clock, Decision, DefaultClock, KeyedError};
-use table::Table;
+use table::{Table, Taken};
 
 /// The fingerprint of the bucket shared by requests without a key.
 const ANONYMOUS: u64 = u64::MAX;
@@ -306,14 +307,60 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
         now: u64,
         cost: u64,
     ) -> Result<Decision, KeyedError> {
+        self.insert_tag(algorithm, tag, now, cost).map(|(d, _)| d)
+    }
+
+    /// [`check_slow`](Self::check_slow), with what the write changed.
+    fn insert_tag(
+        &self,
+        algorithm: &A,
+        tag: u64,
+        now: u64,
+        cost: u64,
+    ) -> Result<Taken, KeyedError> {
         // A new key: decide on a fresh state first; only admitted requests (and
         // excess-counting windows) need a slot.
         let first = algorithm.decide(algorithm.initial_state(), now, cost)?;
         if first.next.is_none() {
-            return Ok(first.decision);
+            return Ok((first.decision, None));
         }
         self.table
             .insert(algorithm, self.table.probe(tag), (now, cost), first)
+    }
+
+    /// [`check_at`](Self::check_at), and when it admits, the [`Admission`] that gives
+    /// its units back ([`refund`](Self::refund)).
+    pub fn acquire_at(&self, key: &K, now: u64, cost: u64) -> Result<Acquired, KeyedError> {
+        self.acquire_fingerprint_at(self.fingerprint_of(key), now, cost)
+    }
+
+    /// [`acquire_at`](Self::acquire_at) for the key `fingerprint` identifies.
+    pub fn acquire_fingerprint_at(
+        &self,
+        fingerprint: Fingerprint,
+        now: u64,
+        cost: u64,
+    ) -> Result<Acquired, KeyedError> {
+        let algorithm = self.algorithm.load();
+        let tag = fingerprint.to_bits();
+        let probe = self.table.probe(tag);
+        let held = self
+            .table
+            .update_with(probe, |state| table::recorded(&algorithm, state, now, cost))?;
+        let (decision, wrote) = match held {
+            Some(taken) => taken,
+            None => self.insert_tag(&algorithm, tag, now, cost)?,
+        };
+        let admission = match wrote {
+            Some((before, after)) if decision.is_allowed() && cost > 0 => {
+                Some(Admission::wrote(now, cost, before, after))
+            }
+            _ => None,
+        };
+        Ok(Acquired {
+            decision,
+            admission,
+        })
     }
 
     /// The answer for a new key that a full table refuses: denied, nothing remaining,
@@ -471,9 +518,10 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
         KeyedLimit { limiter: self, key }
     }
 
-    /// Gives back `cost` units taken from `key` by an admission at `now`.
-    pub fn refund_at(&self, key: &K, now: u64, cost: u64) {
-        self.refund_fingerprint_at(self.fingerprint_of(key), now, cost)
+    /// Gives back to `key` what `admission` took ([`Admission::give_back`]), at the
+    /// limiter's own time read after the key's slot is loaded.
+    pub fn refund(&self, key: &K, admission: &Admission) {
+        self.refund_fingerprint(self.fingerprint_of(key), admission)
     }
 
     /// The fingerprint of the bucket that requests without a key share
@@ -483,11 +531,21 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
         Fingerprint::from_bits(ANONYMOUS)
     }
 
-    /// [`refund_at`](Self::refund_at) for the key `fingerprint` identifies: what a
-    /// caller that charged several limits gives back when a later one refuses.
-    pub fn refund_fingerprint_at(&self, fingerprint: Fingerprint, now: u64, cost: u64) {
+    /// [`refund`](Self::refund) for the key `fingerprint` identifies: what a caller
+    /// that charged several limits gives back when a later one refuses.
+    pub fn refund_fingerprint(&self, fingerprint: Fingerprint, admission: &Admission) {
+        let a = self.algorithm.load();
         self.table
-            .refund(&self.algorithm.load(), fingerprint.to_bits(), now, cost)
+            .refund(&a, fingerprint.to_bits(), admission, || self.clock.now());
+    }
+
+    /// [`refund_fingerprint`](Self::refund_fingerprint) at `now` on the caller's axis
+    /// (no earlier than any check of the key since the admission: see the
+    /// [`admission`](crate::admission) module for what an earlier one costs).
+    pub fn refund_fingerprint_at(&self, fingerprint: Fingerprint, admission: &Admission, now: u64) {
+        let a = self.algorithm.load();
+        self.table
+            .refund(&a, fingerprint.to_bits(), admission, || now);
     }
 
     /// [`peek_at`](Self::peek_at) for the key `fingerprint` identifies.
@@ -521,10 +579,10 @@ pub struct KeyedLimit<'a, K: ?Sized, A: Copy, C> {
 impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> crate::stack::Limit
     for KeyedLimit<'_, K, A, C>
 {
-    fn acquire_at(&self, now: u64, cost: u64) -> Result<Decision, KeyedError> {
-        self.limiter.check_at(self.key, now, cost)
+    fn acquire_at(&self, now: u64, cost: u64) -> Result<Acquired, KeyedError> {
+        self.limiter.acquire_at(self.key, now, cost)
     }
-    fn refund_at(&self, now: u64, cost: u64) {
-        self.limiter.refund_at(self.key, now, cost)
+    fn refund(&self, admission: &Admission) {
+        self.limiter.refund(self.key, admission)
     }
 }

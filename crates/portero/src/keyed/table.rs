@@ -17,6 +17,7 @@ use alloc::vec::Vec;
 use super::locks::BucketLocks;
 use super::slot::{pack, unpack, Slot};
 use super::Overflow;
+use crate::admission::Admission;
 use crate::sync::{AtomicU64, AtomicUsize, Ordering, Prefetcher, SpinLock, COMPACT, LOOM};
 use crate::{Algorithm, Decision, KeyedError, Transition};
 
@@ -259,16 +260,17 @@ impl Table {
         p: Probe,
         (now, cost): (u64, u64),
         first: Transition,
-    ) -> Result<Decision, KeyedError> {
-        let (buckets, decision) = (p.buckets, first.decision);
+    ) -> Result<Taken, KeyedError> {
+        let buckets = p.buckets;
         let _locks = BucketLocks::acquire(&self.locks, buckets);
         // Another insert of this key may have won the locks first.
-        if let Some(d) = self.update_existing(a, p, now, cost)? {
-            return Ok(d);
+        if let Some(taken) = self.update_with(p, |state| recorded(a, state, now, cost))? {
+            return Ok(taken);
         }
         let Some(state) = first.next else {
-            return Ok(decision);
+            return Ok((first.decision, None));
         };
+        let decision = (first.decision, Some((a.initial_state(), state)));
         let fresh = pack(p.tag, state);
         // Checks of the keys held go on without the locks: a slot chosen below can
         // change before it is claimed. Each retry follows another thread's successful
@@ -401,17 +403,6 @@ impl Table {
         Ok(None)
     }
 
-    /// Puts `tag`'s state back from `after` to `before` if the slot still holds
-    /// exactly `after`; whether it did.
-    pub(crate) fn give_back(&self, tag: u64, before: u64, after: u64) -> bool {
-        match self.find(self.probe(tag)) {
-            Some((i, w)) if w == pack(tag, after) => {
-                self.slots[i].cas(w, pack(tag, before)).is_ok()
-            }
-            _ => false,
-        }
-    }
-
     /// Forgets `tag`.
     pub(crate) fn remove(&self, tag: u64) {
         let p = self.probe(tag);
@@ -423,17 +414,26 @@ impl Table {
         }
     }
 
-    /// Gives back `cost` units to `tag` (see [`Algorithm::refund`]).
-    pub(crate) fn refund<A: Algorithm>(&self, a: &A, tag: u64, now: u64, cost: u64) {
+    /// Gives back to `tag` what `admission` took ([`Admission::give_back`]) at the
+    /// time `now` gives, read after each load of the slot: the state it changed and
+    /// what it wrote, or `None` (the key is not held, or the algorithm gives nothing
+    /// back).
+    pub(crate) fn refund<A: Algorithm>(
+        &self,
+        a: &A,
+        tag: u64,
+        admission: &Admission,
+        now: impl Fn() -> u64,
+    ) -> Option<(u64, u64)> {
         let p = self.probe(tag);
         while let Some((i, w)) = self.find(p) {
-            let Some(next) = a.refund(unpack(w).1, now, cost) else {
-                return;
-            };
-            if self.slots[i].cas(w, pack(tag, next)).is_ok() {
-                return;
+            let state = unpack(w).1;
+            let next = admission.give_back(a, state, now())?;
+            if next == state || self.slots[i].cas(w, pack(tag, next)).is_ok() {
+                return Some((state, next));
             }
         }
+        None
     }
 
     /// Drops every key whose state carries no information at `now`.
@@ -493,6 +493,24 @@ fn decide_in<A: Algorithm>(
             Err(_) => return Ok(None),
         }
     }
+}
+
+/// A decision, and what its write changed (the state found, the state written): what
+/// an [`Admission`] is made of.
+pub(crate) type Taken = (Decision, Option<(u64, u64)>);
+
+/// `a`'s transition on `state`, its decision carrying what it writes over what.
+pub(crate) fn recorded<A: Algorithm>(
+    a: &A,
+    state: u64,
+    now: u64,
+    cost: u64,
+) -> Result<Transition<Taken>, KeyedError> {
+    let t = a.decide(state, now, cost)?;
+    Ok(Transition {
+        decision: (t.decision, t.next.map(|next| (state, next))),
+        next: t.next,
+    })
 }
 
 /// The hint byte of a fingerprint: its low 8 bits (see [`Table::probe`]).

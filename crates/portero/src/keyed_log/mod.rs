@@ -66,10 +66,12 @@
 //!
 //! # Refunds
 //!
-//! [`refund_at`](KeyedLog::refund_at) removes up to `cost` entries recorded at exactly
-//! `now` (units at one instant are interchangeable). If the admission being refunded
-//! was recorded later than `now` (its key had seen a later time), the entries removed
-//! are older than its own, so the log left can only be stricter, never looser.
+//! An admission's [`Admission`] names the time its entries were recorded at (the
+//! key's latest time when that was later than the check's `now`), read under the
+//! shard's lock. [`refund`](KeyedLog::refund) removes up to its cost of entries
+//! recorded at exactly that time: entries of one instant are interchangeable, so the
+//! log left is the one the twin that never saw the request holds — nothing lost,
+//! nothing invented, whatever other threads did in between.
 
 use alloc::boxed::Box;
 use alloc::collections::TryReserveError;
@@ -80,6 +82,7 @@ use core::marker::PhantomData;
 
 use crossbeam_utils::CachePadded;
 
+use crate::admission::{Acquired, Admission};
 use crate::decision::check_range;
 use crate::keyed::RandomState;
 use crate::sync::Ordering;
@@ -347,16 +350,41 @@ impl<K: Hash + ?Sized, C: Clock> KeyedLog<K, C> {
         now: u64,
         cost: u64,
     ) -> Result<Decision, KeyedError> {
+        self.acquire_fingerprint_at(fingerprint, now, cost)
+            .map(|a| a.decision)
+    }
+
+    /// [`check_at`](Self::check_at), and when it admits, the [`Admission`] that gives
+    /// its units back ([`refund`](Self::refund)): it names the time the entries were
+    /// recorded at (the key's latest time, if later than `now`).
+    pub fn acquire_at(&self, key: &K, now: u64, cost: u64) -> Result<Acquired, KeyedError> {
+        self.acquire_fingerprint_at(self.fingerprint_of(key), now, cost)
+    }
+
+    /// [`acquire_at`](Self::acquire_at) for the key `fingerprint` identifies.
+    pub fn acquire_fingerprint_at(
+        &self,
+        fingerprint: Fingerprint,
+        now: u64,
+        cost: u64,
+    ) -> Result<Acquired, KeyedError> {
         check_range(now, cost, self.rule.limit)?;
         let fp = fingerprint.to_bits();
         let shard = self.lock(fp);
         if cost == 0 {
-            return Ok(shard.peek(fp, now, 0));
+            return Ok(Acquired {
+                decision: shard.peek(fp, now, 0),
+                admission: None,
+            });
         }
-        match shard.find(fp) {
-            Some((_, id)) => Ok(shard.check(id, now, cost)),
-            None => shard.insert(fp, now, cost, self.max_keys),
-        }
+        let (decision, at) = match shard.find(fp) {
+            Some((_, id)) => shard.check(id, now, cost),
+            None => shard.insert(fp, now, cost, self.max_keys)?,
+        };
+        Ok(Acquired {
+            decision,
+            admission: decision.is_allowed().then(|| Admission::new(at, cost)),
+        })
     }
 
     /// What [`check_at`](Self::check_at) would answer, recording nothing (and moving
@@ -378,20 +406,22 @@ impl<K: Hash + ?Sized, C: Clock> KeyedLog<K, C> {
         Ok(self.lock(fp).peek(fp, now, cost))
     }
 
-    /// Gives back the newest `cost` units `key` was charged at exactly `now` (what an
-    /// all-or-none stack does when a later limit refuses): up to `cost` entries at
-    /// `now` are removed. Nothing happens for a key not held or with no entry at `now`.
-    pub fn refund_at(&self, key: &K, now: u64, cost: u64) {
-        self.refund_fingerprint_at(self.fingerprint_of(key), now, cost)
+    /// Gives back what `admission` took from `key` (what an all-or-none stack does
+    /// when a later limit refuses): up to its cost of entries recorded at its time
+    /// are removed — exact, since entries of one time are interchangeable. Nothing
+    /// happens for a key not held, or whose entries of that time have expired and
+    /// been dropped (they count for nothing by then).
+    pub fn refund(&self, key: &K, admission: &Admission) {
+        self.refund_fingerprint(self.fingerprint_of(key), admission)
     }
 
-    /// [`refund_at`](Self::refund_at) for the key `fingerprint` identifies.
-    pub fn refund_fingerprint_at(&self, fingerprint: Fingerprint, now: u64, cost: u64) {
-        if cost == 0 {
+    /// [`refund`](Self::refund) for the key `fingerprint` identifies.
+    pub fn refund_fingerprint(&self, fingerprint: Fingerprint, admission: &Admission) {
+        if admission.cost() == 0 {
             return;
         }
         let fp = fingerprint.to_bits();
-        self.lock(fp).refund(fp, now, cost);
+        self.lock(fp).refund(fp, admission.at(), admission.cost());
     }
 
     /// Forgets `key`: its next request finds an empty log.
@@ -447,11 +477,11 @@ pub struct KeyedLogLimit<'a, K: ?Sized, C> {
 }
 
 impl<K: Hash + ?Sized, C: Clock> crate::stack::Limit for KeyedLogLimit<'_, K, C> {
-    fn acquire_at(&self, now: u64, cost: u64) -> Result<Decision, KeyedError> {
-        self.log.check_at(self.key, now, cost)
+    fn acquire_at(&self, now: u64, cost: u64) -> Result<Acquired, KeyedError> {
+        self.log.acquire_at(self.key, now, cost)
     }
-    fn refund_at(&self, now: u64, cost: u64) {
-        self.log.refund_at(self.key, now, cost)
+    fn refund(&self, admission: &Admission) {
+        self.log.refund(self.key, admission)
     }
 }
 

@@ -235,8 +235,9 @@ impl Locked<'_> {
         }
     }
 
-    /// A check of `cost > 0` on the held key in slot `id`.
-    pub(super) fn check(&self, id: usize, now: u64, cost: u64) -> Decision {
+    /// A check of `cost > 0` on the held key in slot `id`: the decision, and the time
+    /// its entries are recorded at (no earlier than the key's latest).
+    pub(super) fn check(&self, id: usize, now: u64, cost: u64) -> (Decision, u64) {
         let slot = &self.s.slots[id];
         let t = now.max(get(&slot.seen));
         let mut r = self.ring(id);
@@ -256,7 +257,7 @@ impl Locked<'_> {
         }
         self.set_ring(r);
         self.note(r);
-        d
+        (d, t)
     }
 
     /// The decision for the key `fp` at `now` (held or not), changing nothing.
@@ -271,14 +272,15 @@ impl Locked<'_> {
     }
 
     /// Takes in the new key `fp` with its first admission (`0 < cost ≤ limit`),
-    /// reclaiming expired keys first if the shard is full.
+    /// reclaiming expired keys first if the shard is full: the decision, and the time
+    /// its entries are recorded at.
     pub(super) fn insert(
         &self,
         fp: u64,
         now: u64,
         cost: u64,
         max_keys: usize,
-    ) -> Result<Decision, KeyedError> {
+    ) -> Result<(Decision, u64), KeyedError> {
         if self.s.keys.load(Ordering::Relaxed) == self.s.cap {
             let t = now.max(get(&self.s.floor));
             if get(&self.s.reclaim_at) <= t {
@@ -314,7 +316,7 @@ impl Locked<'_> {
         }
         put(&self.s.index[i], (fp & !ID_MASK) | (id as u64 + 1));
         self.s.keys.fetch_add(1, Ordering::Relaxed);
-        Ok(fresh(self.rule, cost))
+        Ok((fresh(self.rule, cost), t))
     }
 
     /// Drops the key at index position `pos`, slot `id`; `keep_time` raises the
@@ -373,7 +375,8 @@ impl Locked<'_> {
         dropped
     }
 
-    /// Removes up to `cost` entries recorded at exactly `now` from the key `fp`.
+    /// Removes up to `cost` entries recorded at exactly `now` from the key `fp`
+    /// (entries of one time are interchangeable, so whose they are does not matter).
     pub(super) fn refund(&self, fp: u64, now: u64, cost: u64) {
         let Some((_, id)) = self.find(fp) else {
             return;
