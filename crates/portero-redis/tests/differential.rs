@@ -163,3 +163,44 @@ async fn the_script_decides_exactly_as_the_core_on_random_arrivals() {
         mismatches.join("\n")
     );
 }
+
+/// One rule for `remaining` in the scripts too: after every step of random arrivals,
+/// a peek of `remaining` units is admitted and one of `remaining + 1` is not (the
+/// sliding window counter once reported one unit less whenever its estimate was
+/// fractional: 240 while a check of 241 was admitted).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remaining_is_the_largest_cost_the_script_admits() {
+    let server = start_redis();
+    let mut wrong = Vec::new();
+    for case in cases() {
+        let limiter = answering(&server, case.algorithm).await;
+        let capacity = case.algorithm.capacity();
+        for seq in 0..10u64 {
+            let mut rng = StdRng::seed_from_u64(100 + seq);
+            let key = format!("remaining-{}-{seq}", case.name);
+            let grid = case.grid_us;
+            let mut now_us = START_US + rng.random_range(0..1_000_000) / grid * grid;
+            for step in 0..40 {
+                now_us += rng.random_range(0..case.max_gap_us) / grid * grid;
+                let cost = rng.random_range(1..=case.max_cost);
+                let d = limiter.decide_at(&key, cost, false, now_us).await.unwrap();
+                let left = limiter
+                    .decide_at(&key, 0, true, now_us)
+                    .await
+                    .unwrap()
+                    .remaining();
+                let fits = |c| limiter.decide_at(&key, c, true, now_us);
+                let low = left == 0 || fits(left).await.unwrap().is_allowed();
+                let high = left >= capacity || !fits(left + 1).await.unwrap().is_allowed();
+                if !(low && high && d.remaining() <= capacity) {
+                    wrong.push(format!(
+                        "{} seq {seq} step {step}: remaining {left}",
+                        case.name
+                    ));
+                    break;
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}

@@ -81,6 +81,15 @@ impl SlidingWindowCounter {
         prev as u128 * (self.window - elapsed) as u128 + cur as u128 * self.window as u128
     }
 
+    /// The largest cost admitted at a weighted count ×W of `weighted` (what
+    /// `remaining` says): `c` fits iff `weighted < (L − c + 1)·W`, so the largest is
+    /// `L − ⌊weighted / W⌋` (none below 0).
+    fn largest_fit(&self, weighted: u128) -> u64 {
+        let whole = weighted / self.window as u128;
+        self.limit
+            .saturating_sub(u64::try_from(whole).unwrap_or(u64::MAX))
+    }
+
     /// Smallest elapsed `e ≥ 0` with `prev·(W − e) < k·W`, if one exists below `W`.
     fn first_fit(&self, prev: u64, k: u64) -> u64 {
         let w = self.window as u128;
@@ -147,9 +156,8 @@ impl Algorithm for SlidingWindowCounter {
                 (prev0, cur0, 0, ahead + w, stored)
             }
         };
-        let lw = l as u128 * w as u128;
         let weighted = self.weighted(prev, cur, elapsed);
-        let remaining = (lw.saturating_sub(weighted) / w as u128) as u64;
+        let remaining = self.largest_fit(weighted);
         let reset = if cur > 0 {
             to_end + w
         } else if prev > 0 {
@@ -163,8 +171,7 @@ impl Algorithm for SlidingWindowCounter {
                 return Ok(Transition::keep(Decision::admitted(l, remaining, reset)));
             }
             let cur = cur + cost;
-            let weighted = self.weighted(prev, cur, elapsed);
-            let left = (lw.saturating_sub(weighted) / w as u128) as u64;
+            let left = self.largest_fit(self.weighted(prev, cur, elapsed));
             let d = Decision::admitted(l, left, to_end + w);
             return Ok(Transition::write(d, self.pack(t, prev, cur)));
         }

@@ -70,7 +70,11 @@ local function sliding_counter(k1, _, l, w, cost, now)
   local elapsed = math.max(now - start, 0)
   local to_end = start + w - now
   local weighted = p * (w - elapsed) + c * w
-  local remaining = math.floor(math.max(l * w - weighted, 0) / w)
+  -- The largest cost that fits: c fits iff weighted < (l - c + 1)·w, so l - floor(weighted / w).
+  local function largest_fit(weighted)
+    return math.max(l - math.floor(weighted / w), 0)
+  end
+  local remaining = largest_fit(weighted)
   local reset = 0
   if c > 0 then reset = to_end + w elseif p > 0 then reset = to_end end
   local k = l + 1 - cost
@@ -83,7 +87,7 @@ local function sliding_counter(k1, _, l, w, cost, now)
       redis.call('HSET', k1, 'i', string.format('%d', index), 'p', string.format('%d', p), 'c', string.format('%d', c))
       redis.call('PEXPIRE', k1, math.ceil((to_end + w) / 1000))
     end
-    local left = math.floor(math.max(l * w - (p * (w - elapsed) + c * w), 0) / w)
+    local left = largest_fit(p * (w - elapsed) + c * w)
     return 1, left, 0, to_end + w, commit
   end
   -- Smallest elapsed e >= 0 with prev·(W − e) < kk·W.
