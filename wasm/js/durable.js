@@ -200,6 +200,9 @@ function ruleOf(slot) {
 // and its four hex digits. Distinct keys stay distinct, and the result is well-formed,
 // which storage (UTF-8) and the local table (hashed as UTF-8) both keep exactly.
 const UNSAFE = /[\uFFFF\p{Cs}]/gu;
+// The slot a bad `now` is checked against (a peek: nothing is stored).
+const NOW_PROBE = "";
+
 function keyOf(key) {
   return key.replace(UNSAFE, (unit) => `\uFFFF${unit.charCodeAt(0).toString(16)}`);
 }
@@ -298,6 +301,10 @@ export class EdgeLimiter {
    */
   async checkMany(checks, now = Date.now()) {
     if (typeof now !== "number") fail(`now must be a number of milliseconds, e.g. Date.now(), got ${typeof now}`);
+    // The one rule for a time (finite, not negative, within the range), the module's, as
+    // at every other entry point: a peek at `now` itself throws its error. (The later of
+    // `now` and the clock below would otherwise turn a negative `now` into a valid one.)
+    this.#local.peek(NOW_PROBE, now, 0);
     // The local stages run on the later of `now` and this isolate's clock: a `now` read
     // long before the call would make a wait look shorter, or this isolate's count look
     // older, than the object (on its own clock) sees them.

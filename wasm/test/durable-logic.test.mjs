@@ -400,7 +400,11 @@ test("a batch with bad input is a portero error, and nothing of it is sent", asy
   await assert.rejects(limiter.checkMany([["a", 1], [5, 1]]), portero(/key/));
   await assert.rejects(limiter.checkMany([["a", 1], ["b", -1]]), portero(/cost/));
   await assert.rejects(limiter.checkMany([["a", 1], ["b", 4]]), portero(/capacity/));
-  await assert.rejects(limiter.check("a", NaN), portero(/now/));
+  // Every bad time is refused as at every other entry point, a negative one too (it
+  // was admitted: the later of it and the isolate's clock is a valid time).
+  for (const now of [NaN, -1, -0.5, Infinity, -Infinity, 1e30]) {
+    await assert.rejects(limiter.check("a", now), portero(/now must be a finite, non-negative/), String(now));
+  }
   await assert.rejects(limiter.check("a", "5"), portero(/now/));
   assert.equal(ns.calls, 0, "nothing was sent");
 });

@@ -81,6 +81,7 @@
 mod algorithm;
 #[cfg(feature = "tower")]
 mod batch;
+mod breakers;
 mod cache;
 mod clock;
 mod lease;

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use portero::{CheckError, CircuitBreaker, Decision};
+use portero::{CheckError, Decision};
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
@@ -14,9 +14,10 @@ use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Script, Value};
 
 use crate::algorithm::{redis_keys, user_keys, RedisAlgorithm, RedisQuotaError};
+use crate::breakers::Breakers;
 use crate::cache::{BlockedKeys, Sent};
 use crate::clock::RedisClock;
-use crate::outcome::{is_migrating, is_outage};
+use crate::outcome::{is_migrating, is_outage, is_stale};
 use crate::stack::{StackVerdict, StackedLimit};
 use crate::{scripts, RedisCheckError, ServedBy, Verdict, WhenDown};
 
@@ -41,7 +42,7 @@ pub struct RedisLimiter {
     errors: Arc<AtomicU64>,
     round_trips: Arc<AtomicU64>,
     cache: Option<Arc<BlockedKeys>>,
-    breaker: Option<Arc<CircuitBreaker>>,
+    breakers: Option<Arc<Breakers>>,
 }
 
 impl fmt::Debug for RedisLimiter {
@@ -51,7 +52,7 @@ impl fmt::Debug for RedisLimiter {
             .field("prefix", &self.prefix)
             .field("timeout", &self.timeout)
             .field("when_down", &self.when_down)
-            .field("breaker", &self.breaker)
+            .field("breaker", &self.breakers.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -99,8 +100,7 @@ struct Link {
     ready: Arc<tokio::sync::OnceCell<Connection>>,
     // How to make it, for a lazy limiter.
     client: Option<redis::Client>,
-    // A Cluster runs one script only on keys of one slot.
-    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
+    // A Cluster runs one script only on keys of one slot, and has a breaker per node.
     cluster: bool,
 }
 
@@ -278,7 +278,7 @@ impl RedisLimiter {
             errors: Arc::new(AtomicU64::new(0)),
             round_trips: Arc::new(AtomicU64::new(0)),
             cache: None,
-            breaker: None,
+            breakers: None,
         }
     }
 
@@ -360,14 +360,26 @@ impl RedisLimiter {
     /// cancelled probe leaves the breaker half-open until the probe timeout, the
     /// limiter's timeout, then counts as failed). Errors Redis answers with are
     /// answers, not failures.
+    ///
+    /// On a Cluster ([`connect_cluster`](Self::connect_cluster)) each node has a
+    /// breaker of its own, found by the slot of a check's keys: while one primary is
+    /// away, its keys' checks stop waiting after `failures_in_a_row` failures, and the
+    /// other nodes' keys are still decided by Redis; the slot map is read again (at
+    /// most every 100 ms) while a node's breaker is open, so a replica promoted in its
+    /// place is used as soon as the Cluster reports it. With Redis's default
+    /// `cluster-require-full-coverage yes`, every node refuses every key
+    /// (`CLUSTERDOWN`) while some slot has no live primary — for a failover's moment,
+    /// or until a dead primary without a replica is back — and those refusals count as
+    /// failures on every node's breaker; set it to `no` to keep the live nodes' keys
+    /// decided meanwhile.
     pub fn breaker(
         mut self,
         failures_in_a_row: u32,
         open_for: Duration,
     ) -> Result<Self, portero::BreakerError> {
-        let breaker = CircuitBreaker::new(failures_in_a_row, open_for)?
-            .with_probe_timeout(self.timeout.max(Duration::from_millis(1)))?;
-        self.breaker = Some(Arc::new(breaker));
+        let probe = self.timeout.max(Duration::from_millis(1));
+        let breakers = Breakers::new(self.link.cluster, failures_in_a_row, open_for, probe)?;
+        self.breakers = Some(Arc::new(breakers));
         Ok(self)
     }
 
@@ -729,12 +741,20 @@ impl RedisLimiter {
                 invocation.key(&call.keys[1]);
             }
         }
-        // An open breaker: Redis kept timing out, so the outage policy answers now.
-        let mut guard = match &self.breaker {
-            Some(breaker) => match breaker.try_call_owned() {
-                Ok(call) => BreakerGuard(Some(call)),
-                Err(_) => return Ok(None),
-            },
+        // An open breaker: Redis (on a Cluster, the node of these keys) kept timing
+        // out, so the outage policy answers now.
+        let mut guard = match &self.breakers {
+            Some(breakers) => {
+                let key = calls.first().map_or("", |c| c.keys[0].as_str());
+                let (breaker, read_map) = breakers.of(key);
+                if read_map.is_some() {
+                    self.read_slot_map(breakers.clone());
+                }
+                match breaker.try_call_owned() {
+                    Ok(call) => BreakerGuard(Some(call)),
+                    Err(_) => return Ok(None),
+                }
+            }
             None => BreakerGuard(None),
         };
         let started = tokio::time::Instant::now();
@@ -762,14 +782,21 @@ impl RedisLimiter {
         // A slot being migrated answers TRYAGAIN (or an ASK the client could not
         // follow) for a moment: ask again, within the same timeout and the same
         // deadline on Redis's clock, rather than answer with the outage policy.
+        //
+        // A connection that went stale with an old server (Redis was restarted) fails
+        // at once, and the connection manager reconnects on that failure: one more
+        // try, within the same timeout, is decided by the server that is there now.
+        // Once only: a Redis that is really down fails that try at once too.
         let attempts = async {
             let mut pause = Duration::from_millis(2);
+            let mut stale = true;
             loop {
                 match invocation.invoke_async::<Vec<i64>>(&mut connection).await {
                     Err(e) if is_migrating(&e) => {
                         tokio::time::sleep(pause).await;
                         pause = (pause * 2).min(Duration::from_millis(50));
                     }
+                    Err(e) if stale && is_stale(&e) => stale = false,
                     answer => return answer,
                 }
             }
@@ -819,6 +846,31 @@ impl RedisLimiter {
             decided.push((decision, taken));
         }
         Ok(Some(decided))
+    }
+
+    /// Reads the Cluster's slot map in the background (the caller holds the read
+    /// turn of [`Breakers::of`]); without a connection yet, the turn ends unused.
+    fn read_slot_map(&self, breakers: Arc<Breakers>) {
+        let connection = self.link.ready.get().cloned();
+        tokio::spawn(async move {
+            let Breakers::PerNode(nodes) = &*breakers else {
+                return;
+            };
+            let answer = match connection {
+                Some(mut c) => {
+                    let mut slots = redis::cmd("CLUSTER");
+                    slots.arg("SLOTS");
+                    let ask = c.ask_one_node::<Value>(&slots);
+                    tokio::time::timeout(Duration::from_secs(1), ask)
+                        .await
+                        .unwrap_or_else(|_| {
+                            Err(RedisError::from((ErrorKind::IoError, "timed out")))
+                        })
+                }
+                None => Err(RedisError::from((ErrorKind::IoError, "not connected"))),
+            };
+            nodes.learn(answer);
+        });
     }
 
     fn error(&self, calls: &[Call], e: RedisError) -> RedisCheckError {

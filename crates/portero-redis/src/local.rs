@@ -179,6 +179,13 @@ impl LocalCluster {
     pub fn urls(&self) -> Vec<String> {
         self.nodes.iter().map(LocalRedis::url).collect()
     }
+
+    /// Stops node `i` now (a primary that dies, for tests); nothing if there is none.
+    pub fn stop_node(&mut self, i: usize) {
+        if let Some(node) = self.nodes.get_mut(i) {
+            node.stop();
+        }
+    }
 }
 
 impl Drop for LocalCluster {

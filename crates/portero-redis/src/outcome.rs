@@ -110,6 +110,14 @@ pub(crate) fn is_migrating(e: &RedisError) -> bool {
     )
 }
 
+/// Whether an error comes from a connection to a server that is gone (the socket
+/// dropped or reset): worth one more try on the connection the manager makes again.
+/// Not a refused connection: that is a Redis down now, answered by the outage policy
+/// at once.
+pub(crate) fn is_stale(e: &RedisError) -> bool {
+    e.is_connection_dropped() && !e.is_connection_refusal()
+}
+
 /// Whether an error means Redis is away (the outage policy decides) rather than an
 /// answer (a wrong-type key, a script error: returned as errors).
 pub(crate) fn is_outage(e: &RedisError) -> bool {

@@ -197,3 +197,54 @@ async fn a_slot_migration_under_load_admits_exactly_the_limit() {
         );
     }
 }
+
+/// One primary of three dies (no replicas; `cluster-require-full-coverage no`, so the
+/// live primaries keep serving their slots). With a breaker, the dead node's keys stop
+/// waiting the timeout after a few failures while the live nodes' keys are still
+/// decided by Redis. (One breaker for the whole Cluster stayed closed on the live
+/// nodes' successes: every check on the dead node's keys waited the full timeout.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_primary_trips_only_its_own_breaker() {
+    let mut cluster = LocalCluster::start().expect("a local Redis Cluster for this test");
+    for url in cluster.urls() {
+        let port = url.rsplit(':').next().unwrap();
+        assert_eq!(
+            cli(
+                port,
+                &["CONFIG", "SET", "cluster-require-full-coverage", "no"]
+            ),
+            "OK"
+        );
+    }
+    let timeout = Duration::from_millis(300);
+    let algorithm = RedisAlgorithm::gcra(Quota::per_minute(1_000_000).unwrap()).unwrap();
+    let limiter = limiter(&cluster, algorithm)
+        .await
+        .timeout(timeout)
+        .breaker(3, Duration::from_secs(60))
+        .unwrap();
+    let keys: Vec<String> = (0..90).map(|i| format!("k{i}")).collect();
+    for k in &keys {
+        assert_eq!(
+            limiter.check(k, 1).await.unwrap().served_by,
+            ServedBy::Redis
+        );
+    }
+    cluster.stop_node(0);
+    let (mut waited, mut redis, mut fallback) = (0, 0, 0);
+    for _round in 0..3 {
+        for k in &keys {
+            let started = std::time::Instant::now();
+            match limiter.check(k, 1).await.unwrap().served_by {
+                ServedBy::Redis => redis += 1,
+                _ => fallback += 1,
+            }
+            waited += usize::from(started.elapsed() >= timeout - Duration::from_millis(50));
+        }
+    }
+    // About a third of the keys are on the dead node: 3 of theirs wait, then none
+    // (a few more while the slot map is first read).
+    assert!(fallback >= 60, "{fallback} answered by the outage policy");
+    assert!(redis >= 150, "{redis} decided by the live primaries");
+    assert!(waited <= 6, "{waited} checks waited the full timeout");
+}

@@ -1,0 +1,89 @@
+//! Redis coming back: after redis-server is killed and started again on its port, the
+//! first check through a limiter that was connected all along is decided by Redis
+//! (the connection it held went stale with the old server: that check used to fail in
+//! about a millisecond, even seconds after Redis was back), and a breaker's probe that
+//! finds Redis back closes the breaker instead of opening it again on the stale
+//! connection.
+
+use std::time::Duration;
+
+use portero::Quota;
+use portero_redis::{LocalRedis, RedisAlgorithm, RedisLimiter, ServedBy};
+
+fn per_minute(n: u64) -> RedisAlgorithm {
+    RedisAlgorithm::gcra(Quota::per_minute(n).unwrap()).unwrap()
+}
+
+/// A free loopback port a restarted server can take again.
+fn port_of(server: &LocalRedis) -> u16 {
+    server.url().rsplit(':').next().unwrap().parse().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_check_after_redis_is_back_is_decided_by_redis() {
+    let mut server = LocalRedis::start().expect("redis-server for this test");
+    let port = port_of(&server);
+    let limiter = RedisLimiter::connect(&server.url(), per_minute(100))
+        .await
+        .unwrap()
+        .timeout(Duration::from_secs(2));
+    assert_eq!(
+        limiter.check("k", 1).await.unwrap().served_by,
+        ServedBy::Redis
+    );
+    // Killed and started again while no check was made: the limiter still holds the
+    // connection to the old server.
+    server.stop();
+    let _back = LocalRedis::start_on(port).expect("redis-server again on its port");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let first = limiter.check("k", 1).await.unwrap();
+    assert_eq!(
+        first.served_by,
+        ServedBy::Redis,
+        "the first check after Redis is back"
+    );
+    assert_eq!(
+        first.decision.remaining(),
+        99,
+        "a new server: only this unit used"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_breaker_probe_that_finds_redis_back_closes_the_breaker() {
+    let mut server = LocalRedis::start().expect("redis-server for this test");
+    let port = port_of(&server);
+    let limiter = RedisLimiter::connect(&server.url(), per_minute(100))
+        .await
+        .unwrap()
+        .timeout(Duration::from_secs(2))
+        .breaker(3, Duration::from_millis(500))
+        .unwrap();
+    assert_eq!(
+        limiter.check("k", 1).await.unwrap().served_by,
+        ServedBy::Redis
+    );
+    server.stop();
+    for _ in 0..3 {
+        let t = std::time::Instant::now();
+        assert_eq!(
+            limiter.check("k", 1).await.unwrap().served_by,
+            ServedBy::Fallback
+        );
+        eprintln!("TIMING fallback {:?}", t.elapsed());
+    }
+    // Open now. Redis comes back while it is; once its 500 ms are over, the next
+    // check probes Redis, on the connection that failed three times.
+    let _back = LocalRedis::start_on(port).expect("redis-server again on its port");
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let probe = limiter.check("k", 1).await.unwrap();
+    assert_eq!(
+        probe.served_by,
+        ServedBy::Redis,
+        "the probe finds Redis back"
+    );
+    assert_eq!(
+        limiter.check("k", 1).await.unwrap().served_by,
+        ServedBy::Redis
+    );
+}
