@@ -52,7 +52,8 @@ pub struct Checked {
     /// Who made it.
     pub source: Source,
     /// What gives the units back if a later limit refuses the request (`None`: the
-    /// store cannot, and the units stay charged — stricter, never looser).
+    /// store cannot, or took nothing, and the units stay charged — stricter, never
+    /// looser). See [`Store::refund`] for how much a ticket gives back.
     pub ticket: Option<Ticket>,
 }
 
@@ -181,7 +182,18 @@ pub trait Store<K>: Send + Sync + 'static {
 
     /// Gives back what the admission `ticket` names took, and returns the key's
     /// decision as it stands afterwards (what a refused request reports for this
-    /// limit). Stores that cannot refund never hand out tickets.
+    /// limit).
+    ///
+    /// The rule is the core's ([`portero::admission`]): everything while nothing came
+    /// since the admission, otherwise only what can still be this request's (a GCRA
+    /// key gives back the debt still ahead of now, a window the units of a window
+    /// still counted, an exact log the entries recorded at the admission's time), so
+    /// a refund never leaves a key more generous than if the request had never come.
+    /// Refunds may give back less: a [`LeakyQueue`](portero::LeakyQueue) key only
+    /// while the request is still last in its queue, a window's opener nothing once
+    /// others came, a GCRA key at most the time since the admission short. A store
+    /// that cannot refund at all hands out no tickets (its units stay charged:
+    /// stricter, never looser).
     fn refund(&self, ticket: Ticket) -> Option<Decision> {
         let _ = ticket;
         None
