@@ -148,8 +148,9 @@ fn reject(c: &mut Criterion) {
 
 /// Waiting callers whose turn is now (the common case of an outbound throttle under
 /// its rate): portero's reservation, booked and used at once (runtime-agnostic) and
-/// awaited on tokio, against governor's `until_ready`, each awaited on the same
-/// current-thread runtime.
+/// awaited on tokio, portero's `until_ready` (the line: one check when nobody waits),
+/// and the floor (a check and a ready future), against governor's `until_ready`, each
+/// awaited on the same current-thread runtime.
 fn wait_admitted(c: &mut Criterion) {
     let mut g = c.benchmark_group("wait_admitted");
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -175,6 +176,29 @@ fn wait_admitted(c: &mut Criterion) {
                 let start = std::time::Instant::now();
                 for _ in 0..iters {
                     portero.reserve(1, forever).expect("room").ready().await;
+                }
+                start.elapsed()
+            })
+        })
+    });
+    g.bench_function("portero_until_ready_in_task", |b| {
+        b.iter_custom(|iters| {
+            rt.block_on(async {
+                let start = std::time::Instant::now();
+                for _ in 0..iters {
+                    portero.until_ready().await.expect("room");
+                }
+                start.elapsed()
+            })
+        })
+    });
+    // The floor: a check, and a future that is ready at once.
+    g.bench_function("floor_check_ready_in_task", |b| {
+        b.iter_custom(|iters| {
+            rt.block_on(async {
+                let start = std::time::Instant::now();
+                for _ in 0..iters {
+                    black_box(std::future::ready(portero.check().is_allowed()).await);
                 }
                 start.elapsed()
             })

@@ -6,15 +6,26 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use portero::{Gcra, ManualClock, Quota, RateLimiter};
+use portero::{Gcra, Quota, RateLimiter};
 use portero_http::{ThrottleError, ThrottleLayer};
 use tokio::time::Instant;
 use tower::{service_fn, Layer, Service, ServiceExt};
 
-/// A shared GCRA limit of `quota` on a manual clock that stays at 0: every call books
-/// its turn from the same instant and waits it out on tokio's clock.
-fn gcra(quota: Quota) -> Arc<RateLimiter<Gcra, ManualClock>> {
-    Arc::new(RateLimiter::gcra(quota).with_clock(ManualClock::new()))
+/// Nanoseconds since it was made, on tokio's clock (paused in these tests): the limit
+/// and the waits read the same instants.
+#[derive(Debug, Clone, Copy)]
+struct TokioClock(Instant);
+
+impl portero::Clock for TokioClock {
+    fn now(&self) -> u64 {
+        u64::try_from(self.0.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+}
+
+/// A shared GCRA limit of `quota` on tokio's clock: each call waits in line and is
+/// checked when it wakes.
+fn gcra(quota: Quota) -> Arc<RateLimiter<Gcra, TokioClock>> {
+    Arc::new(RateLimiter::gcra(quota).with_clock(TokioClock(Instant::now())))
 }
 
 /// A dependency that counts its calls: it answers each request with `answer(request)`
@@ -39,7 +50,7 @@ fn counted_provider<R, T: Send>(
 /// up to 500 ms of patience: the first 6 are served at 0, 100, …, 500 ms in call
 /// order, the dependency sees exactly those 6, and the last 2, whose turns would be
 /// 600 and 700 ms away, fail at once without calling. A call dropped while waiting
-/// gives its turn to the next one.
+/// took nothing: the next one gets its turn.
 #[tokio::test(start_paused = true)]
 async fn calls_wait_their_turn_and_the_impatient_fail_at_once() {
     let quota = Quota::per_second(10).unwrap().with_burst(1).unwrap();
@@ -76,8 +87,13 @@ async fn calls_wait_their_turn_and_the_impatient_fail_at_once() {
         impatient.await.is_err(),
         "gave up before its turn at 100 ms"
     );
-    let next = limiter.reserve_at(0, 1, Duration::from_secs(1)).unwrap();
-    assert_eq!(next.ready_at(), 100_000_000, "its slot came back");
+    // It took nothing: the next caller's turn is the one it gave up (100 ms).
+    client.clone().oneshot(()).await.unwrap();
+    assert_eq!(
+        start.elapsed(),
+        Duration::from_millis(600),
+        "at 500 + 100 ms"
+    );
 }
 
 /// A per-call cost: batches of messages against 10 per second (burst 4) book one unit

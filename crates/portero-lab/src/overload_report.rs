@@ -436,6 +436,47 @@ pub fn outbound(args: &Seeded) -> Result<()> {
             r.wait_at(1.0)
         );
     }
+    use portero_lab::overload::outbound_waits as ow;
+    println!(
+        "\ncallers that give up: {} tasks, a provider allowing 100/s (burst 10) for {} s, each call waiting at most 1-150 ms, then calling again",
+        ow::TASKS,
+        ow::RUN / portero_lab::overload::SEC
+    );
+    println!(
+        "{:<22} {:>10} {:>7} {:>10} {:>15} {:>10}",
+        "waiting", "admitted", "turns", "used", "newcomer waits", "overtaken"
+    );
+    for r in ow::patience(args.seed) {
+        println!(
+            "{:<22} {:>10} {:>7} {:>9.1}% {:>14.3}s {:>10}",
+            r.waiting.name(),
+            r.admitted,
+            r.turns,
+            100.0 * r.admitted as f64 / r.turns as f64,
+            r.newcomer_wait,
+            r.overtaken
+        );
+    }
+    println!("(overtaken: admitted while a call that started earlier still waited)");
+    println!(
+        "\na provider allowing {} in any sliding second: {} tasks x {} calls, timers firing 0-2 ms late",
+        ow::N,
+        ow::TASKS,
+        ow::CALLS
+    );
+    println!(
+        "{:<22} {:>9} {:>16} {:>12}",
+        "timing", "refused", "busiest second", "served/s"
+    );
+    for r in ow::window(args.seed) {
+        println!(
+            "{:<22} {:>9} {:>16} {:>12.1}",
+            r.timing.name(),
+            r.refused,
+            r.busiest_second,
+            r.delivered_per_second
+        );
+    }
     println!("(simulated time: the same on every machine)");
     Ok(())
 }

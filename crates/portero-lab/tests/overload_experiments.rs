@@ -332,3 +332,54 @@ fn waiting_for_a_turn_makes_no_call_over_the_quota_and_delivers_at_its_rate() {
         assert!(retry.wait_at(0.99) > wait.wait_at(0.99));
     }
 }
+
+#[test]
+fn waiting_in_line_uses_the_turns_callers_give_up_and_keeps_a_providers_window() {
+    use portero_lab::overload::outbound_waits::{self as ow, Timing, Waiting};
+    for seed in [portero_lab::overload::DEFAULT_SEED, 1, 7] {
+        let [book, line, retry] = ow::patience(seed);
+        assert_eq!(
+            (book.waiting, line.waiting, retry.waiting),
+            (Waiting::Book, Waiting::Line, Waiting::Retry)
+        );
+        assert!(
+            book.admitted * 5 < book.turns,
+            "seed {seed}: bookings used {}",
+            book.admitted
+        );
+        assert!(
+            book.newcomer_wait > 10.0,
+            "seed {seed}: {}",
+            book.newcomer_wait
+        );
+        assert!(
+            line.admitted * 10 >= line.turns * 9,
+            "seed {seed}: {}",
+            line.admitted
+        );
+        assert!(line.admitted <= line.turns, "never over the schedule");
+        assert_eq!(line.overtaken, 0, "first come, first served");
+        assert!(
+            line.newcomer_wait <= 0.01,
+            "seed {seed}: {}",
+            line.newcomer_wait
+        );
+        assert!(
+            retry.overtaken > retry.admitted / 2,
+            "seed {seed}: no order"
+        );
+        let [rate, burst_one, window] = ow::window(seed);
+        assert_eq!(
+            (rate.timing, burst_one.timing, window.timing),
+            (Timing::Rate, Timing::RateBurstOne, Timing::Window)
+        );
+        assert_eq!(window.refused, 0);
+        assert!(window.busiest_second <= ow::N);
+        assert!(
+            window.delivered_per_second >= 19.0,
+            "{}",
+            window.delivered_per_second
+        );
+        assert!(rate.refused > 0 && burst_one.refused > 0, "seed {seed}");
+    }
+}

@@ -56,8 +56,10 @@
 //! - `quanta` (default): [`QuantaClock`], the default clock; [`RecentClock`], quanta's
 //!   cached time (one atomic load a reading; an upkeep thread keeps it).
 //! - `alloc`: [`KeyedLimiter`] without `std` (seed it with `with_hasher`).
-//! - `tokio`: async waits on tokio's timer: `RateLimiter::until_ready` (GCRA, first
-//!   come, first served), `KeyedLimiter::until_key_ready`, `Reservation::ready`, the
+//! - `tokio`: async waits on tokio's timer: `RateLimiter::until_ready` and
+//!   `until_ready_within` (every one-word algorithm) and `SlidingLog::until_ready_within`,
+//!   in one line per limiter ([`wait`]: first come, first served, nothing taken until
+//!   admitted), `KeyedLimiter::until_key_ready`, `Reservation::ready`, the
 //!   [`LeakyQueue`] shaper's `acquire`, and `stream::Throttled` (a stream whose items
 //!   wait their turn).
 //! - `testing`: views of internal state (`raw_state`, `state_of`, `count_slots`) for
@@ -108,7 +110,7 @@ pub mod striped;
 mod sync;
 pub mod token_bucket;
 #[cfg(feature = "tokio")]
-mod wait;
+pub mod wait;
 mod window;
 mod word;
 

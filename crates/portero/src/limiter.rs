@@ -81,6 +81,9 @@ pub struct RateLimiter<A, C = DefaultClock> {
     pub(crate) state: CachePadded<AtomicWord>,
     algorithm: A,
     clock: C,
+    // Waiters in line for this limiter (`until_ready`), not its state.
+    #[cfg(feature = "tokio")]
+    pub(crate) line: crate::wait::WaitLine,
 }
 
 impl<A: Algorithm> RateLimiter<A, DefaultClock> {
@@ -111,6 +114,8 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
             state: CachePadded::new(AtomicWord::new(algorithm.initial_state())),
             algorithm,
             clock,
+            #[cfg(feature = "tokio")]
+            line: crate::wait::WaitLine::default(),
         }
     }
 
@@ -120,6 +125,8 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
             state: self.state,
             algorithm: self.algorithm,
             clock,
+            #[cfg(feature = "tokio")]
+            line: self.line,
         }
     }
 

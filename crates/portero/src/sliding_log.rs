@@ -51,6 +51,8 @@ pub struct SlidingLog<C = DefaultClock> {
     window: u64,
     log: Mutex<Log>,
     clock: C,
+    #[cfg(feature = "tokio")]
+    line: crate::wait::WaitLine,
 }
 
 impl SlidingLog<DefaultClock> {
@@ -73,7 +75,25 @@ impl<C: Clock> SlidingLog<C> {
                 seen: 0,
             }),
             clock,
+            #[cfg(feature = "tokio")]
+            line: crate::wait::WaitLine::default(),
         }
+    }
+
+    /// The most units in any window (the quota's limit).
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// The clock.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    /// The line of waiters ([`crate::wait`]).
+    #[cfg(feature = "tokio")]
+    pub(crate) fn line(&self) -> &crate::wait::WaitLine {
+        &self.line
     }
 
     /// One unit now.

@@ -1,44 +1,227 @@
-//! Async waits on tokio's timer (feature `tokio`): thin methods over the bookings of
-//! [`crate::reserve`] (direct GCRA) and of keyed limiters.
+//! Async waits on tokio's timer (feature `tokio`): a line of waiters for one-word
+//! limiters and the exact log, and keyed waits over the bookings of keyed limiters.
 //!
-//! Invariant: a wait books its turn in one compare-and-swap on its first poll and
-//! holds the booking while it sleeps, so a wait dropped at any point takes nothing it
-//! did not use: never polled, it booked nothing; dropped while asleep, its booking is
-//! cancelled (given back if nothing was booked after it, as a [`Reservation`]'s drop
-//! does). Jitter only delays a waiter past its own turn; it never moves the schedule.
-//! Only algorithms that cannot book (see [`Algorithm::book`]) fall back to retrying,
-//! which takes nothing unless admitted.
+//! # The line (`RateLimiter::until_ready*`, `SlidingLog::until_ready_within`)
+//!
+//! Invariant: a waiter takes nothing until it is admitted. Waiters stand in one line
+//! per limiter, first come, first served (tokio's fair mutex): the one at its head
+//! checks the limiter when it wakes, on the limiter's own clock, and sleeps the
+//! refusal's `retry_after` between checks; the others wait behind it. So
+//!
+//! - a wait dropped anywhere in the line (a caller's timeout, a cancelled task) leaves
+//!   no dead turn: it held nothing, and the next waiter moves up at once;
+//! - every start is checked at the instant it happens, so whatever the limiter
+//!   promises about instants (GCRA's `B + t/T` in any interval `t`, the exact log's
+//!   `N` in any window `W`) holds for the real send times — a timer that fires late
+//!   only makes a waiter later, never early;
+//! - waiters that stay are admitted in the order they joined, and a newcomer after
+//!   everyone left waits only what the quota says;
+//! - a wait admitted at once is one check (no booking, no second clock read).
+//!
+//! Checks made without waiting are not in the line and can take a unit the head was
+//! about to take (it then sleeps again). Reservations ([`crate::reserve`]) are another
+//! thing: they book an instant up front and say when; a reservation cancelled while
+//! later ones are booked leaves its turn unused (see its docs).
+//!
+//! Only algorithms that cannot book (see [`Algorithm::book`]) use retries for keyed
+//! waits; keyed GCRA waits book their key's turn (see [`KeyedLimiter::until_key_ready`]).
 
 use core::hash::Hash;
+use core::sync::atomic::{AtomicU64, Ordering};
 use core::time::Duration;
 
 use crate::reserve::wait_cap;
-use crate::{Algorithm, Clock, Decision, Gcra, KeyedLimiter, RateLimiter, ReserveError, WaitError};
+use crate::{
+    Algorithm, CheckError, Clock, Decision, KeyedLimiter, RateLimiter, ReserveError, SlidingLog,
+    WaitError,
+};
 
-#[cfg(doc)]
-use crate::Reservation;
+/// The line of waiters of one limiter (see the [module docs](self)): held inside
+/// the limiter, opaque.
+#[derive(Debug, Default)]
+pub struct WaitLine {
+    // Fair: the lock is granted in the order it was asked for, and a request dropped
+    // while queued leaves the queue.
+    head: tokio::sync::Mutex<()>,
+    // Units of the waiters in line (at the head or behind it).
+    waiting: AtomicU64,
+}
 
-impl<C: Clock> RateLimiter<Gcra, C> {
+/// A limit that can be waited on in line (feature `tokio`): checked and peeked now,
+/// on its own clock. Implemented by [`RateLimiter`] (every one-word algorithm) and
+/// [`SlidingLog`]; what `portero_http::ThrottleLayer` waits on.
+pub trait Waitable: Send + Sync {
+    /// Decides `cost` units now (the limit's clock), taking them if admitted.
+    fn check_now(&self, cost: u64) -> Result<Decision, CheckError>;
+    /// What [`check_now`](Self::check_now) would answer, taking nothing.
+    fn peek_now(&self, cost: u64) -> Result<Decision, CheckError>;
+    /// The most units one check may cost.
+    fn most(&self) -> u64;
+    /// The limit's line of waiters.
+    fn line(&self) -> &WaitLine;
+    /// How long until `units` (possibly more than one check may cost: the waiters in
+    /// line and a newcomer) could all have been admitted, at the soonest. The default:
+    /// the wait for as many as one check may cost (a lower bound).
+    fn soonest(&self, units: u64) -> Result<Duration, CheckError> {
+        Ok(self.peek_now(units.min(self.most()))?.retry_after())
+    }
+}
+
+impl<A: Algorithm + Send + Sync, C: Clock + Send + Sync> Waitable for RateLimiter<A, C> {
+    #[inline]
+    fn check_now(&self, cost: u64) -> Result<Decision, CheckError> {
+        self.check_at(self.clock().now(), cost)
+    }
+    fn peek_now(&self, cost: u64) -> Result<Decision, CheckError> {
+        self.peek_at(self.clock().now(), cost)
+    }
+    fn most(&self) -> u64 {
+        self.algorithm().capacity()
+    }
+    #[inline]
+    fn line(&self) -> &WaitLine {
+        &self.line
+    }
+    /// A schedule (GCRA) says exactly: the instant `units` more conform.
+    fn soonest(&self, units: u64) -> Result<Duration, CheckError> {
+        let now = self.clock().now();
+        let capped = units.min(self.most());
+        let d = self.peek_at(now, capped)?;
+        match self.algorithm().book(self.state_word(), now, units) {
+            Some((ready_at, _)) => Ok(Duration::from_nanos(ready_at.saturating_sub(now))),
+            None => Ok(d.retry_after()),
+        }
+    }
+}
+
+impl<C: Clock + Send + Sync> Waitable for SlidingLog<C> {
+    fn check_now(&self, cost: u64) -> Result<Decision, CheckError> {
+        self.check_n(cost)
+    }
+    fn peek_now(&self, cost: u64) -> Result<Decision, CheckError> {
+        self.peek_at(self.clock().now(), cost)
+    }
+    fn most(&self) -> u64 {
+        self.limit()
+    }
+    fn line(&self) -> &WaitLine {
+        self.line()
+    }
+}
+
+/// Waits in `limit`'s line until `cost` units are admitted, at most `max_wait` in all
+/// (see the [module docs](self)); a waiter that had to wait also waits a random part
+/// of `jitter` after its admission. The admission's decision, or why there is none: a
+/// cost that can never fit (at once), or a wait past `max_wait` (at once when the line
+/// and the limiter say so already, else when it would be; nothing is taken either way).
+pub async fn until_admitted<W: Waitable + ?Sized>(
+    limit: &W,
+    cost: u64,
+    max_wait: Duration,
+    jitter: Duration,
+) -> Result<Decision, ReserveError> {
+    let line = limit.line();
+    // Nobody in line: one check, and most waits end here.
+    if line.waiting.load(Ordering::Acquire) == 0 {
+        let d = limit.check_now(cost).map_err(ReserveError::Check)?;
+        if d.is_allowed() {
+            return Ok(d);
+        }
+    }
+    wait_in_line(limit, cost, max_wait, jitter).await
+}
+
+/// [`until_admitted`] past its fast path: join the line.
+#[cold]
+async fn wait_in_line<W: Waitable + ?Sized>(
+    limit: &W,
+    cost: u64,
+    max_wait: Duration,
+    jitter: Duration,
+) -> Result<Decision, ReserveError> {
+    let line = limit.line();
+    let max_wait = Duration::from_nanos(wait_cap(max_wait));
+    let started = tokio::time::Instant::now();
+    // Past `max_wait` already: when the units ahead in line and these could all have
+    // been admitted, at the soonest.
+    let ahead = line.waiting.load(Ordering::Acquire);
+    let soonest = limit
+        .soonest(ahead.saturating_add(cost))
+        .map_err(ReserveError::Check)?;
+    if soonest > max_wait {
+        return Err(ReserveError::TooLong { wait: soonest });
+    }
+    let _in_line = InLine::join(line, cost);
+    let _head = match tokio::time::timeout(max_wait, line.head.lock()).await {
+        Ok(head) => head,
+        Err(_) => {
+            return Err(ReserveError::TooLong {
+                wait: started.elapsed(),
+            })
+        }
+    };
+    loop {
+        let d = limit.check_now(cost).map_err(ReserveError::Check)?;
+        if d.is_allowed() {
+            if !jitter.is_zero() {
+                let mut seed =
+                    started.elapsed().as_nanos() as u64 ^ (line as *const WaitLine as u64);
+                tokio::time::sleep(full_jitter(jitter, &mut seed)).await;
+            }
+            return Ok(d);
+        }
+        let wait = started.elapsed().saturating_add(d.retry_after());
+        if wait > max_wait {
+            return Err(ReserveError::TooLong { wait });
+        }
+        // At least a microsecond: a refusal always names a later instant.
+        tokio::time::sleep(d.retry_after().max(Duration::from_micros(1))).await;
+    }
+}
+
+/// A waiter's units in line, counted from joining to leaving (admitted, refused or
+/// dropped).
+struct InLine<'a> {
+    line: &'a WaitLine,
+    cost: u64,
+}
+
+impl<'a> InLine<'a> {
+    fn join(line: &'a WaitLine, cost: u64) -> Self {
+        // At least one: a waiter of cost 0 is in line too.
+        let cost = cost.max(1);
+        line.waiting.fetch_add(cost, Ordering::AcqRel);
+        Self { line, cost }
+    }
+}
+
+impl Drop for InLine<'_> {
+    fn drop(&mut self) {
+        self.line.waiting.fetch_sub(self.cost, Ordering::AcqRel);
+    }
+}
+
+impl<A: Algorithm + Send + Sync, C: Clock + Send + Sync> RateLimiter<A, C> {
     /// Waits until one unit is admitted: [`until_ready_n`](Self::until_ready_n)`(1)`.
     pub async fn until_ready(&self) -> Result<(), ReserveError> {
         self.until_ready_with_jitter(1, Duration::ZERO).await
     }
 
-    /// Waits until `cost` units are admitted, however long that is; a cost that can
-    /// never fit (above the burst) is an error at once, waiting nothing.
+    /// Waits in line until `cost` units are admitted, however long that is; a cost
+    /// that can never fit (above the capacity) is an error at once, waiting nothing.
     ///
-    /// # Bound: no waiter starves
+    /// # Bound: first come, first served, nothing taken until admitted
     ///
-    /// The wait books its turn in one CAS ([`reserve`](Self::reserve)), so waiters are
-    /// admitted in the order they booked: one that finds `u` units booked ahead of it
-    /// (`u = ⌈(TAT − now) / T⌉`) is admitted at most `(u + n − B)⁺ · T` after it asked
-    /// — later waiters only go behind it. `N` tasks asking for one unit each at once
-    /// from a full limiter are admitted `B` at once, then the `k`-th (`k > B`) exactly
-    /// `(k − B) · T` later: the `k`-th booking waits at most `k` emission intervals
-    /// beyond the burst. And never more than `B + t / T` units in any interval `t`,
-    /// waits and checks together. A wait never polled books nothing; dropped while it
-    /// sleeps, its booking is cancelled as a [`Reservation`]'s drop does (given back
-    /// if nothing was booked after it).
+    /// Waiters stand in one line (see the [module docs](crate::wait)): the one at its
+    /// head checks when it wakes and sleeps the refusal's `retry_after` between
+    /// checks. So a waiter that finds `u` units waiting ahead of it (the burst spent)
+    /// is admitted at most `(u + n − B)⁺ · T` after it asked for GCRA, unless checks
+    /// outside the line take units meanwhile; `N` tasks asking for one unit each at
+    /// once from a full GCRA limiter are admitted `B` at once, then the `k`-th (`k >
+    /// B`) exactly `(k − B) · T` later. A wait dropped anywhere in the line took
+    /// nothing and leaves no turn unused: the next waiter moves up. And every unit is
+    /// checked at the instant it is used, so the limiter's bound holds for real start
+    /// times (never more than `B + t / T` in any interval `t` for GCRA).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -55,27 +238,43 @@ impl<C: Clock> RateLimiter<Gcra, C> {
         self.until_ready_with_jitter(cost, Duration::ZERO).await
     }
 
+    /// [`until_ready_n`](Self::until_ready_n), at most `max_wait` in all: the
+    /// admission's decision, or [`ReserveError::TooLong`] (at once when the line and
+    /// the limiter already say the units cannot fit in time; nothing is taken).
+    pub async fn until_ready_within(
+        &self,
+        cost: u64,
+        max_wait: Duration,
+    ) -> Result<Decision, ReserveError> {
+        until_admitted(self, cost, max_wait, Duration::ZERO).await
+    }
+
     /// [`until_ready_n`](Self::until_ready_n), and a waiter that has to wait at all
-    /// also waits a uniformly random part of `jitter` past its turn ("full jitter":
-    /// tasks woken by one turn do not all call the dependency at once). The turn, and
-    /// the bound, are the same; each waiter is late by at most `jitter`.
+    /// also waits a uniformly random part of `jitter` after its admission ("full
+    /// jitter": tasks admitted one after another do not all call the dependency at
+    /// the same instant); each waiter is late by at most `jitter`.
     pub async fn until_ready_with_jitter(
         &self,
         cost: u64,
         jitter: Duration,
     ) -> Result<(), ReserveError> {
-        let turn = self.reserve(cost, Duration::MAX)?;
-        let wait = turn.wait_from(self.clock().now());
-        if wait.is_zero() {
-            turn.commit();
-            return Ok(());
-        }
-        // The TAT this booking wrote is unique to it: waiters booked together draw apart.
-        let mut seed = turn.admission.after().unwrap_or(0) ^ (self as *const Self as u64);
-        tokio::time::sleep(wait.saturating_add(full_jitter(jitter, &mut seed))).await;
-        // Dropped while asleep, `turn` is cancelled by its drop.
-        turn.commit();
-        Ok(())
+        until_admitted(self, cost, Duration::MAX, jitter)
+            .await
+            .map(|_| ())
+    }
+}
+
+impl<C: Clock + Send + Sync> SlidingLog<C> {
+    /// Waits in line until `cost` units fit the log, at most `max_wait` in all (see
+    /// the [module docs](crate::wait)): every start is checked against the log at the
+    /// instant it happens, so no window `W` of the clock's time ever holds more than
+    /// `N` starts — what a provider that allows "N per W" enforces.
+    pub async fn until_ready_within(
+        &self,
+        cost: u64,
+        max_wait: Duration,
+    ) -> Result<Decision, ReserveError> {
+        until_admitted(self, cost, max_wait, Duration::ZERO).await
     }
 }
 
@@ -83,7 +282,11 @@ impl<C: Clock> RateLimiter<Gcra, C> {
 /// GCRA, or an [`AnyAlgorithm`](crate::AnyAlgorithm) holding it) the wait books its
 /// key's turn in the key's own word ([`KeyedLimiter::reserve_key_at`]): waiters of one
 /// key are served first come, first served, with the bound of
-/// [`RateLimiter::until_ready_n`] per key. Other algorithms retry: each try takes
+/// [`RateLimiter::until_ready_n`] per key. Unlike the direct limiter's line, a keyed
+/// wait holds its booking while it sleeps (a line per key would be memory per key):
+/// dropped while a later booking of its key is still to start, its turn stays unused —
+/// at most the dropped wait's units, never an over-admission — and it gives its units
+/// back when it was the last. Other algorithms retry: each try takes
 /// nothing unless it is admitted, and between tries it sleeps the refusal's own
 /// `retry_after` (never polling faster than the limiter can admit) plus, if asked, a
 /// random part of `jitter`; there is no order among those waiters, so one can lose

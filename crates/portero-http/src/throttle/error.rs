@@ -8,12 +8,12 @@ use portero::ReserveError;
 /// The error of a [`ThrottleService`](super::ThrottleService).
 #[derive(Debug)]
 pub enum ThrottleError<E> {
-    /// The call's turn is further away than the layer's maximum wait (nothing booked,
-    /// the dependency not called).
+    /// The call could not leave within the layer's maximum wait (nothing taken, the
+    /// dependency not called): how long it would have waited, or had waited.
     WouldWait(Duration),
-    /// The limiter refused the booking outright: a call whose cost is above the
-    /// limiter's burst (`CostExceedsCapacity`: it can never be admitted, so it fails
-    /// at once), or a time out of range. Nothing booked, the dependency not called.
+    /// The limit refused the call outright: a cost above its capacity
+    /// (`CostExceedsCapacity`: it can never be admitted, so it fails at once), or a
+    /// time out of range. Nothing taken, the dependency not called.
     Limit(ReserveError),
     /// The dependency's own error.
     Inner(E),

@@ -3,38 +3,47 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use portero::{Clock, DefaultClock, Gcra, RateLimiter};
+use portero::wait::Waitable;
+use portero::{DefaultClock, Gcra, Quota, QuotaError, RateLimiter, SlidingLog};
 use tower_layer::Layer;
 
 use super::ThrottleService;
 
-/// Wraps a client service so that each call books one unit of a GCRA limiter and
-/// waits for its slot ([`RateLimiter::reserve`]), first come, first served, instead of
-/// being refused; a call whose turn is more than `max_wait` away fails at once with
-/// [`ThrottleError::WouldWait`](super::ThrottleError::WouldWait) without calling. Share
-/// one limiter between every path that reaches the dependency (a nightly job
-/// included), counted in the unit it charges. A call dropped while it waits gives its
-/// slot back when nothing was booked after it. Needs a tokio runtime with its timer.
+/// Wraps a client service so that each call waits in line for its units of a shared
+/// limit ([`portero::wait`]: first come, first served, each call checked at the instant
+/// it leaves) instead of being refused. Share one limit between every path that
+/// reaches the dependency (a nightly job included), counted in the unit it charges.
+/// A call dropped while it waits (its caller gave up) took nothing, and the calls
+/// behind it move up. A call that could not leave within `max_wait` fails with
+/// [`ThrottleError::WouldWait`](super::ThrottleError::WouldWait) without calling: at
+/// once when the line and the limit already say so. Needs a tokio runtime with its
+/// timer.
+///
+/// Say what the provider enforces. A provider that allows **N per window W** (most
+/// do: "100 messages per second", counted over any second) is met exactly by
+/// [`window`](Self::window): no window `W` of the clock's time ever holds more than `N`
+/// calls' starts, however late the timers fire. A GCRA limiter
+/// ([`new`](Self::new)) meters a rate with a burst: `Quota::per_second(100)` lets up to
+/// `B + W/T` calls start in a window `W` (101 with burst 1, 200 with the default burst
+/// of 100), which such a provider refuses — pick it for a provider that states a rate.
 ///
 /// ```
-/// use std::{sync::Arc, time::Duration};
-/// use portero::{Quota, RateLimiter};
+/// use std::time::Duration;
 /// use portero_http::ThrottleLayer;
 ///
 /// // The provider allows 100 messages per second: wait up to 5 s for a turn.
-/// let sms = Arc::new(RateLimiter::gcra(Quota::per_second(100)?));
-/// let layer = ThrottleLayer::new(sms, Duration::from_secs(5));
+/// let layer = ThrottleLayer::window(100, Duration::from_secs(1), Duration::from_secs(5))?;
 /// # let _ = layer;
 /// # Ok::<(), portero::QuotaError>(())
 /// ```
 ///
 /// A call may cost more than one unit ([`cost`](Self::cost): messages in a batch, bytes
-/// of a body); a call whose cost is above the limiter's burst can never be admitted and
-/// fails at once with [`ThrottleError::Limit`](super::ThrottleError::Limit) holding
-/// `CostExceedsCapacity`, without booking or calling.
+/// of a body); a call whose cost is above the limit's capacity can never be admitted
+/// and fails at once with [`ThrottleError::Limit`](super::ThrottleError::Limit) holding
+/// `CostExceedsCapacity`, without calling.
 #[derive(Debug)]
-pub struct ThrottleLayer<C = DefaultClock, F = OnePerCall> {
-    pub(super) limiter: Arc<RateLimiter<Gcra, C>>,
+pub struct ThrottleLayer<L = RateLimiter<Gcra, DefaultClock>, F = OnePerCall> {
+    pub(super) limiter: Arc<L>,
     pub(super) max_wait: Duration,
     pub(super) cost: F,
 }
@@ -62,9 +71,23 @@ impl<Req, F: Fn(&Req) -> u64> CallCost<Req> for F {
     }
 }
 
-impl<C: Clock> ThrottleLayer<C> {
-    /// Calls through `limiter`, each waiting at most `max_wait` for its turn.
-    pub fn new(limiter: Arc<RateLimiter<Gcra, C>>, max_wait: Duration) -> Self {
+impl<L: Waitable> ThrottleLayer<L> {
+    /// Calls through `limiter` (a [`RateLimiter`] of any algorithm, a [`SlidingLog`],
+    /// shared with whatever else reaches the dependency), each waiting at most
+    /// `max_wait` for its turn.
+    ///
+    /// ```
+    /// use std::{sync::Arc, time::Duration};
+    /// use portero::{Quota, RateLimiter};
+    /// use portero_http::ThrottleLayer;
+    ///
+    /// // A partner API that states a rate: 50 per second, bursts of 10.
+    /// let partner = Arc::new(RateLimiter::gcra(Quota::per_second(50)?.with_burst(10)?));
+    /// let layer = ThrottleLayer::new(partner, Duration::from_secs(2));
+    /// # let _ = layer;
+    /// # Ok::<(), portero::QuotaError>(())
+    /// ```
+    pub fn new(limiter: Arc<L>, max_wait: Duration) -> Self {
         Self {
             limiter,
             max_wait,
@@ -73,7 +96,19 @@ impl<C: Clock> ThrottleLayer<C> {
     }
 }
 
-impl<C, F> ThrottleLayer<C, F> {
+impl ThrottleLayer<SlidingLog> {
+    /// Calls to a provider that allows `n` per `window` (counted over any window):
+    /// each call's start is checked against an exact log of the last `window`'s starts
+    /// when it leaves, so the provider never sees more than `n` in any window of this
+    /// process's clock (the default clock; build a [`SlidingLog`] on another clock and
+    /// use [`new`](Self::new) for another). Each call waits at most `max_wait`.
+    pub fn window(n: u64, window: Duration, max_wait: Duration) -> Result<Self, QuotaError> {
+        let log = SlidingLog::new(Quota::new(n, window)?);
+        Ok(Self::new(Arc::new(log), max_wait))
+    }
+}
+
+impl<L, F> ThrottleLayer<L, F> {
     /// Each call books `cost(&request)` units instead of one.
     ///
     /// ```
@@ -82,13 +117,13 @@ impl<C, F> ThrottleLayer<C, F> {
     /// use portero_http::ThrottleLayer;
     ///
     /// // 1,000 recipients per second, a batch of messages per call.
-    /// let sms = Arc::new(RateLimiter::gcra(Quota::per_second(1_000)?));
+    /// let sms = Arc::new(RateLimiter::gcra(Quota::per_second(1_000)?.with_burst(1_000)?));
     /// let layer = ThrottleLayer::new(sms, Duration::from_secs(5))
     ///     .cost(|batch: &Vec<String>| batch.len() as u64);
     /// # let _ = layer;
     /// # Ok::<(), portero::QuotaError>(())
     /// ```
-    pub fn cost<G>(self, cost: G) -> ThrottleLayer<C, G> {
+    pub fn cost<G>(self, cost: G) -> ThrottleLayer<L, G> {
         ThrottleLayer {
             limiter: self.limiter,
             max_wait: self.max_wait,
@@ -97,7 +132,7 @@ impl<C, F> ThrottleLayer<C, F> {
     }
 }
 
-impl<C, F: Clone> Clone for ThrottleLayer<C, F> {
+impl<L, F: Clone> Clone for ThrottleLayer<L, F> {
     fn clone(&self) -> Self {
         Self {
             limiter: self.limiter.clone(),
@@ -107,8 +142,8 @@ impl<C, F: Clone> Clone for ThrottleLayer<C, F> {
     }
 }
 
-impl<S, C, F: Clone> Layer<S> for ThrottleLayer<C, F> {
-    type Service = ThrottleService<S, C, F>;
+impl<S, L, F: Clone> Layer<S> for ThrottleLayer<L, F> {
+    type Service = ThrottleService<S, L, F>;
 
     fn layer(&self, inner: S) -> Self::Service {
         ThrottleService {

@@ -1,11 +1,13 @@
-//! The service: book a slot, wait for it, then call the dependency.
+//! The service: wait in line for the call's units, then call the dependency.
 
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
-use portero::{Clock, ReserveError};
+use portero::wait::Waitable;
+use portero::ReserveError;
 use tower_service::Service;
 
 use super::{CallCost, OnePerCall, ThrottleError, ThrottleLayer};
@@ -15,12 +17,12 @@ use super::{CallCost, OnePerCall, ThrottleError, ThrottleLayer};
 pub type ThrottleFuture<R, E> = Pin<Box<dyn Future<Output = Result<R, ThrottleError<E>>> + Send>>;
 
 /// The service [`ThrottleLayer`] builds.
-pub struct ThrottleService<S, C, F = OnePerCall> {
+pub struct ThrottleService<S, L, F = OnePerCall> {
     pub(super) inner: S,
-    pub(super) layer: ThrottleLayer<C, F>,
+    pub(super) layer: ThrottleLayer<L, F>,
 }
 
-impl<S: Clone, C, F: Clone> Clone for ThrottleService<S, C, F> {
+impl<S: Clone, L, F: Clone> Clone for ThrottleService<S, L, F> {
     fn clone(&self) -> Self {
         Self {
             inner: self.inner.clone(),
@@ -29,7 +31,7 @@ impl<S: Clone, C, F: Clone> Clone for ThrottleService<S, C, F> {
     }
 }
 
-impl<S: fmt::Debug, C: fmt::Debug, F: fmt::Debug> fmt::Debug for ThrottleService<S, C, F> {
+impl<S: fmt::Debug, L: fmt::Debug, F: fmt::Debug> fmt::Debug for ThrottleService<S, L, F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ThrottleService")
             .field("inner", &self.inner)
@@ -38,14 +40,14 @@ impl<S: fmt::Debug, C: fmt::Debug, F: fmt::Debug> fmt::Debug for ThrottleService
     }
 }
 
-impl<S, Req, C, F> Service<Req> for ThrottleService<S, C, F>
+impl<S, Req, L, F> Service<Req> for ThrottleService<S, L, F>
 where
     F: CallCost<Req>,
     S: Service<Req> + Clone + Send + 'static,
     S::Future: Send,
     S::Error: Send,
     Req: Send + 'static,
-    C: Clock + Send + Sync + 'static,
+    L: Waitable + 'static,
 {
     type Response = S::Response;
     type Error = ThrottleError<S::Error>;
@@ -59,18 +61,16 @@ where
 
     fn call(&mut self, request: Req) -> Self::Future {
         let mut inner = self.inner.clone();
-        // Booked when the call is made, so calls take their turns in call order; a
-        // cost above the burst is refused here, booking nothing.
         let cost = self.layer.cost.cost(&request);
-        let booked = self.layer.limiter.reserve_owned(cost, self.layer.max_wait);
+        let (limiter, max_wait) = (self.layer.limiter.clone(), self.layer.max_wait);
         Box::pin(async move {
-            let reservation = match booked {
-                Ok(r) => r,
+            // In line from the first poll; dropped here (the caller gave up), the call
+            // took nothing and the next one moves up.
+            match portero::wait::until_admitted(&*limiter, cost, max_wait, Duration::ZERO).await {
+                Ok(_) => {}
                 Err(ReserveError::TooLong { wait }) => return Err(ThrottleError::WouldWait(wait)),
                 Err(e) => return Err(ThrottleError::Limit(e)),
-            };
-            // Dropped here (the caller gave up), the reservation gives its slot back.
-            reservation.ready().await;
+            }
             std::future::poll_fn(|cx| inner.poll_ready(cx))
                 .await
                 .map_err(ThrottleError::Inner)?;

@@ -8,6 +8,7 @@ pub mod breaker;
 pub mod goodput;
 pub mod little;
 pub mod outbound;
+pub mod outbound_waits;
 pub mod priority;
 pub mod storm;
 pub mod tenants;

@@ -38,7 +38,7 @@ use crate::AnyAlgorithm;
 ///   be admitted — an eviction's documented price, larger by the bookings outstanding
 ///   (keep `max_wait` short, or the table large enough not to evict, where it matters);
 /// - a booking that finds the key not held is an ordinary admission (a fresh state
-///   always fits: `n ≤ B`), ready at once, and is not given back when cancelled;
+///   always fits: `n ≤ B`), ready at once, and is given back like any other;
 /// - cancelling gives the units back as a refund does ([`admission`](crate::admission)):
 ///   all of them while the slot still holds exactly what this booking wrote, nothing
 ///   while a later booking's turn is still ahead, otherwise the part of its debt that
