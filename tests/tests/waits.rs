@@ -318,3 +318,32 @@ async fn a_throttled_stream_yields_each_item_at_its_turn() {
         "the dropped item's turn came back"
     );
 }
+
+/// Twenty waits time out at once on a paused clock (exact instants): none of them
+/// held a turn, so the next caller is admitted at the limiter's own next instant —
+/// where, when each wait booked its turn, only the last of twenty gave it back and the
+/// next caller waited behind nineteen dead turns.
+#[tokio::test(start_paused = true)]
+async fn twenty_timed_out_waits_leave_no_dead_turn() {
+    let l = gcra(10, 1); // T = 100 ms
+    let start = Instant::now();
+    l.until_ready().await.unwrap(); // the burst
+    let waits: Vec<_> = (0..20)
+        .map(|_| {
+            let l = l.clone();
+            tokio::spawn(async move {
+                tokio::time::timeout(Duration::from_millis(30), l.until_ready()).await
+            })
+        })
+        .collect();
+    for w in waits {
+        assert!(w.await.unwrap().is_err(), "each gave up at 30 ms");
+    }
+    assert_eq!(start.elapsed(), Duration::from_millis(30));
+    l.until_ready().await.unwrap();
+    assert_eq!(
+        start.elapsed(),
+        Duration::from_millis(100),
+        "the next turn, not the 21st"
+    );
+}
