@@ -107,10 +107,29 @@ impl Policy {
         })
     }
 
-    /// The policy a portero [`Quota`] advertises: its `limit` per its period, the
-    /// period rounded up to whole seconds.
+    /// The policy a portero [`Quota`] advertises, agreeing with what the limit admits:
+    /// its **burst** per the time the burst refills in (`q = B`, `w = ⌈B·T⌉` seconds,
+    /// at least 1). With the default burst (the limit) that is the limit per the
+    /// period; `Quota::per_second(1).with_burst(10)` advertises `q=10;w=10` (ten at
+    /// once, one a second on average), never `q=1;w=1` beside `r=9`. The rounding up
+    /// only ever advertises less than is admitted. (Window algorithms ignore a
+    /// quota's burst: give them a quota with the default one, or [`Policy::new`].)
+    ///
+    /// ```
+    /// use portero::Quota;
+    /// use portero_http::Policy;
+    /// let p = Policy::for_quota("api", &Quota::per_second(1)?.with_burst(10)?)?;
+    /// assert_eq!((p.quota(), p.window().as_secs()), (10, 10));
+    /// let p = Policy::for_quota("api", &Quota::per_minute(100)?)?;
+    /// assert_eq!((p.quota(), p.window().as_secs()), (100, 60));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn for_quota(name: &str, quota: &Quota) -> Result<Self, PolicyError> {
-        Self::new(name, quota.limit(), seconds_up(quota.period_nanos()).max(1))
+        Self::new(
+            name,
+            quota.burst(),
+            seconds_up(quota.capacity_nanos()).max(1),
+        )
     }
 
     /// The name.

@@ -82,8 +82,8 @@ pub use client::{ClientAddr, ClientIp, TrustedProxies};
 pub use headers::{Policy, PolicyError};
 pub use limit::{
     AllRoutes, Batch, BatchPending, Checked, Checking, CostFn, Limit, LimitFuture, LimitLayer,
-    LimitService, Pending, Prepared, RefusalFn, Route, Source, Store, StoreError, StoreKey, Ticket,
-    WhenNoKey, WhenUnavailable, RATELIMIT_SOURCE,
+    LimitService, NoRoutes, OutageAnswer, Pending, Prepared, RefusalFn, Route, Source, Store,
+    StoreError, StoreKey, Ticket, WhenNoKey, WhenUnavailable, RATELIMIT_SOURCE,
 };
 pub use shed::{admission, LoadShedFuture, LoadShedLayer, LoadShedService};
 pub use throttle::{

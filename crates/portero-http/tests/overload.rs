@@ -840,3 +840,52 @@ impl tower::Service<()> for NeverReady {
         unreachable!("never ready, never called")
     }
 }
+
+/// A health check the overload layers exempt keeps answering while they shed: one
+/// slot, held by a slow request; `/health` reaches the handler at once (holding no
+/// slot), another request is refused 503 — with a load shedder and with a deadline
+/// queue, each given the same route helper a limit takes.
+#[tokio::test]
+async fn an_exempt_route_answers_while_the_layer_sheds() {
+    use portero::ConcurrencyLimit;
+    use portero_http::route;
+    let shedders: [(&str, Box<dyn Fn(Router) -> Router>); 2] = [
+        (
+            "load shed",
+            Box::new(|app: Router| {
+                app.layer(
+                    LoadShedLayer::new(Arc::new(ConcurrencyLimit::new(1)), Duration::from_secs(1))
+                        .exempt(route::get::<Body>("/health")),
+                )
+            }),
+        ),
+        (
+            "deadline queue",
+            Box::new(|app: Router| {
+                app.layer(
+                    DeadlineQueueLayer::new(1, 0, Duration::from_secs(5))
+                        .exempt(route::get::<Body>("/health")),
+                )
+            }),
+        ),
+    ];
+    for (name, shed) in shedders {
+        let calls = Arc::new(AtomicU32::new(0));
+        let open = Arc::new(Semaphore::new(0));
+        let app = shed(held(calls.clone(), open.clone()));
+        hold(&app, &calls, 1, "/slow", &[]).await;
+        let health = tokio::spawn(app.clone().oneshot(get_path("/health", &[])));
+        until(|| calls.load(Ordering::SeqCst) == 2).await; // inside, not shed
+        assert_eq!(
+            status(&app, "/other", &[]).await,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "{name}"
+        );
+        open.add_permits(2);
+        assert_eq!(
+            health.await.unwrap().unwrap().status(),
+            StatusCode::OK,
+            "{name}"
+        );
+    }
+}

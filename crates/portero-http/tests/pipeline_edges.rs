@@ -231,3 +231,50 @@ async fn a_keyless_request_let_through_unlimited_is_never_too_costly() {
     let answer = app(layer).oneshot(keyless).await.unwrap();
     assert_eq!(answer.status(), StatusCode::OK);
 }
+
+/// The outage answer is the user's choice: a newcomer that a full table cannot take
+/// (no limit decided) gets 503 with `Retry-After` by default, and the 429 of a client
+/// over its limit with `OutageAnswer::TooManyRequests`.
+#[tokio::test]
+async fn the_outage_answer_is_503_unless_asked_for_429() {
+    use portero_http::OutageAnswer;
+    let full = |answer: Option<OutageAnswer>| {
+        let quota = per_minute(5);
+        let table = Arc::new(KeyedLimiter::with_clock(
+            Gcra::new(quota),
+            1,
+            Arc::new(ManualClock::new()),
+        ));
+        let layer = LimitLayer::new(Limit::new(
+            table,
+            Policy::for_quota("api", &quota).unwrap(),
+            keys::header::<Body>(HeaderName::from_static("x-client")),
+        ));
+        app(match answer {
+            Some(a) => layer.outage_answer(a),
+            None => layer,
+        })
+    };
+    for (answer, want) in [
+        (None, StatusCode::SERVICE_UNAVAILABLE),
+        (
+            Some(OutageAnswer::ServiceUnavailable),
+            StatusCode::SERVICE_UNAVAILABLE,
+        ),
+        (
+            Some(OutageAnswer::TooManyRequests),
+            StatusCode::TOO_MANY_REQUESTS,
+        ),
+    ] {
+        let app = full(answer);
+        assert_eq!(status(&app, "GET").await, StatusCode::OK); // "alice" takes the slot
+        let newcomer = Request::builder()
+            .uri("/")
+            .header("x-client", "bob")
+            .body(Body::empty())
+            .unwrap();
+        let r = app.clone().oneshot(newcomer).await.unwrap();
+        assert_eq!(r.status(), want, "{answer:?}");
+        assert!(r.headers().contains_key("retry-after"));
+    }
+}

@@ -121,8 +121,9 @@ async fn five_per_minute_then_429_with_every_field() {
 #[tokio::test]
 async fn a_full_key_table_rejects_or_admits_new_clients_as_configured() {
     let quota = Quota::per_minute(5).unwrap();
+    // Refused, a newcomer no limit decided gets the outage answer (503, Retry-After).
     for (when_full, expected) in [
-        (WhenUnavailable::Reject, StatusCode::TOO_MANY_REQUESTS),
+        (WhenUnavailable::Reject, StatusCode::SERVICE_UNAVAILABLE),
         (WhenUnavailable::Allow, StatusCode::OK),
     ] {
         let clock = Arc::new(ManualClock::new());

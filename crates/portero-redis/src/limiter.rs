@@ -383,6 +383,12 @@ impl RedisLimiter {
         Ok(self)
     }
 
+    /// Whether the outage policy refuses without deciding.
+    #[cfg(feature = "tower")]
+    pub(crate) fn fails_closed(&self) -> bool {
+        matches!(self.when_down, WhenDown::FailClosed)
+    }
+
     /// The outage policy.
     pub fn when_down(mut self, policy: WhenDown) -> Self {
         self.when_down = policy;

@@ -23,23 +23,23 @@ impl<K: StoreKey + Send + 'static> Store<K> for RedisLimiter {
     fn check(&self, key: Option<K>, cost: u64) -> Checking {
         let call = match self.call_of(key.as_ref(), cost) {
             Ok(call) => call,
-            Err(e) => return Checking::Done(answer(Err(e))),
+            Err(e) => return Checking::Done(answer(Err(e), self.fails_closed())),
         };
         let limiter = self.clone();
-        Checking::Pending(Box::pin(
-            async move { answer(limiter.check_call(call).await) },
-        ))
+        Checking::Pending(Box::pin(async move {
+            answer(limiter.check_call(call).await, limiter.fails_closed())
+        }))
     }
 
     fn standing(&self, key: Option<K>) -> Checking {
         let call = match self.call_of(key.as_ref(), 0) {
             Ok(call) => call,
-            Err(e) => return Checking::Done(answer(Err(e))),
+            Err(e) => return Checking::Done(answer(Err(e), false)),
         };
         let limiter = self.clone();
-        Checking::Pending(Box::pin(
-            async move { answer(limiter.peek_call(call).await) },
-        ))
+        Checking::Pending(Box::pin(async move {
+            answer(limiter.peek_call(call).await, false)
+        }))
     }
 
     fn is_remote(&self) -> bool {
@@ -58,10 +58,10 @@ impl<K: StoreKey + Send + 'static> Store<K> for RedisLimiter {
     fn prepare(&self, key: Option<K>, cost: u64) -> Result<Prepared, Result<Checked, StoreError>> {
         let call = self
             .call_of(key.as_ref(), cost)
-            .map_err(|e| answer(Err(e)))?;
+            .map_err(|e| answer(Err(e), false))?;
         match Part::new(self, call) {
             Ok(part) => Ok(Prepared(Box::new(part))),
-            Err(remembered) => Err(answer(Ok(remembered))),
+            Err(remembered) => Err(answer(Ok(remembered), false)),
         }
     }
 }
@@ -93,7 +93,16 @@ impl Batch for RedisLimiter {
             .collect();
         Box::pin(async move {
             match parts {
-                Some(parts) => check_parts(parts).await.into_iter().map(answer).collect(),
+                Some(parts) => {
+                    let closed: Vec<bool> =
+                        parts.iter().map(|p| p.limiter.fails_closed()).collect();
+                    let verdicts = check_parts(parts).await;
+                    verdicts
+                        .into_iter()
+                        .zip(closed)
+                        .map(|(v, c)| answer(v, c))
+                        .collect()
+                }
                 None => vec![Err(StoreError::Faulty(
                     "a batch for Redis carried another store's check".into(),
                 ))],
@@ -121,13 +130,14 @@ impl<K: StoreKey + Send + 'static> Store<K> for LeasedLimiter {
             Err(_) => self.spend_from_lease(&text_of(&key), cost),
         });
         if let Some(spent) = spent {
-            return Checking::Done(answer(Ok(spent)));
+            return Checking::Done(answer(Ok(spent), false));
         }
         let text = text_of(&key);
         let leased = self.clone();
-        Checking::Pending(Box::pin(
-            async move { answer(leased.check(&text, cost).await) },
-        ))
+        Checking::Pending(Box::pin(async move {
+            let closed = leased.limiter().fails_closed();
+            answer(leased.check(&text, cost).await, closed)
+        }))
     }
 
     /// How the key stands in the shared store (not in this instance's lease).
@@ -155,9 +165,17 @@ fn text_of<K: StoreKey>(key: &K) -> String {
     text
 }
 
-/// A Redis verdict as the pipeline reads it.
-pub(crate) fn answer(verdict: Result<Verdict, RedisCheckError>) -> Result<Checked, StoreError> {
+/// A Redis verdict as the pipeline reads it; `closed`: the limiter fails closed, so
+/// a refusal its outage policy gave decided nothing ([`Source::Unavailable`], answered
+/// as an outage).
+pub(crate) fn answer(
+    verdict: Result<Verdict, RedisCheckError>,
+    closed: bool,
+) -> Result<Checked, StoreError> {
     match verdict {
+        Ok(v) if closed && v.served_by == ServedBy::Fallback && !v.decision.is_allowed() => {
+            Ok(Checked::new(v.decision, Source::Unavailable))
+        }
         Ok(v) => Ok(Checked::new(v.decision, source_of(v.served_by))),
         Err(RedisCheckError::Check(_)) => Err(StoreError::CostAboveCapacity),
         Err(RedisCheckError::LocalTableFull { .. }) => Err(StoreError::Unavailable {

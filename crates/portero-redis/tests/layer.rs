@@ -71,10 +71,15 @@ async fn two_instances_share_one_limit_and_answer_429() {
     let r = open.oneshot(request(Some("carol"))).await.unwrap();
     assert_eq!(r.status(), StatusCode::OK);
     assert_eq!(r.headers()["ratelimit-source"], "fallback");
+    // Failing closed decides nothing: an outage, not a client over its limit (it was
+    // a 429 "rate limit exceeded" with the shared quota).
     let r = a.clone().oneshot(request(Some("carol"))).await.unwrap();
-    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(r.headers()["ratelimit-source"], "fallback");
     assert_eq!(r.headers()["retry-after"], "1");
+    assert_eq!(r.headers()["content-type"], "application/json");
+    let body = axum::body::to_bytes(r.into_body(), 1_000).await.unwrap();
+    assert_eq!(body, portero_http::SERVICE_UNAVAILABLE_BODY);
 }
 
 /// Requests whose key function finds no key (a client that leaves out the header)

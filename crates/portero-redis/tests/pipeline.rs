@@ -350,7 +350,7 @@ async fn a_store_that_cannot_take_the_key_is_decided_by_when_unavailable() {
             assert_eq!(ok(&send(&app, Some("first"), 1).await), 1, "{store}");
             let newcomer = send(&app, Some(&format!("new-{store}-{when:?}")), 1).await;
             let want = match when {
-                WhenUnavailable::Reject => StatusCode::TOO_MANY_REQUESTS,
+                WhenUnavailable::Reject => StatusCode::SERVICE_UNAVAILABLE,
                 _ => StatusCode::OK,
             };
             assert_eq!(newcomer[0].status(), want, "{store} {when:?}");
@@ -478,7 +478,11 @@ async fn a_hanging_redis_makes_at_most_the_tripping_checks_wait_with_the_breaker
         for _ in 0..20 {
             let started = Instant::now();
             let r = app.clone().oneshot(request(Some("alice"))).await.unwrap();
-            assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+            assert_eq!(
+                r.status(),
+                StatusCode::SERVICE_UNAVAILABLE,
+                "failing closed: an outage"
+            );
             assert_eq!(field(&r, "ratelimit-source"), Some("fallback"));
             slow += usize::from(started.elapsed() >= timeout);
         }
@@ -858,7 +862,8 @@ async fn a_batch_redis_does_not_answer_gets_each_limits_own_outage_policy() {
     };
     let with_tenant = || from("alice", "acme");
     let refused = send_all(&both(&open, &closed), 1, with_tenant).await;
-    assert_eq!(refused[0].status(), StatusCode::TOO_MANY_REQUESTS);
+    // Failing closed decides nothing: the outage answer.
+    assert_eq!(refused[0].status(), StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(field(&refused[0], "ratelimit-source"), Some("fallback"));
     let admitted = send_all(&both(&open, &open), 1, with_tenant).await;
     assert_eq!(admitted[0].status(), StatusCode::OK);
@@ -1145,7 +1150,8 @@ fn a_full_fallback_table_is_marked_and_counted_as_a_fallback_answer() {
             "ann takes the one slot"
         );
         let bob = send(&app, Some("bob"), 1).await;
-        assert_eq!(bob[0].status(), StatusCode::TOO_MANY_REQUESTS);
+        // No limit decided (the fallback's table is full): the outage answer.
+        assert_eq!(bob[0].status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(field(&bob[0], "ratelimit-source"), Some("fallback"));
     });
     assert_eq!(recorder.get("portero_fallback_total{policy=shared}"), 2);

@@ -29,6 +29,19 @@ impl<B> Route<B> for AllRoutes {
     }
 }
 
+/// A route that matches no request: what the overload layers exempt by default
+/// ([`LoadShedLayer::exempt`](crate::LoadShedLayer::exempt),
+/// [`DeadlineQueueLayer::exempt`](crate::queue::DeadlineQueueLayer::exempt)).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoRoutes;
+
+impl<B> Route<B> for NoRoutes {
+    #[inline]
+    fn matches(&self, _: &Request<B>) -> bool {
+        false
+    }
+}
+
 impl<B, F: Fn(&Request<B>) -> bool> Route<B> for F {
     #[inline]
     fn matches(&self, request: &Request<B>) -> bool {

@@ -8,7 +8,7 @@ use portero::Decision;
 use tower_layer::Layer;
 
 use super::entry::{Entry, Limit, Route};
-use super::options::{Charge, RefusalFn, WhenNoKey, WhenUnavailable};
+use super::options::{Charge, OutageAnswer, RefusalFn, WhenNoKey, WhenUnavailable};
 use super::plan::Plan;
 use super::store::{Batch, Store};
 use super::LimitService;
@@ -103,6 +103,7 @@ impl<B> fmt::Debug for LimitLayer<B> {
             .field("policies", &names.iter().map(|n| n.1).collect::<Vec<_>>())
             .field("when_no_key", &self.plan.when_no_key)
             .field("when_unavailable", &self.plan.when_unavailable)
+            .field("outage_answer", &self.plan.outage_answer)
             .field("shadow", &self.plan.shadow)
             .field("legacy", &self.plan.legacy)
             .finish_non_exhaustive()
@@ -125,6 +126,7 @@ impl<B: 'static> LimitLayer<B> {
             cost: Charge::default(),
             when_no_key: WhenNoKey::default(),
             when_unavailable: WhenUnavailable::default(),
+            outage_answer: OutageAnswer::default(),
             shadow: false,
             legacy: false,
             refusal: None,
@@ -173,9 +175,31 @@ impl<B: 'static> LimitLayer<B> {
         self.with(|plan| plan.when_no_key = answer)
     }
 
-    /// What a request gets when a store cannot take its key (default: 429).
+    /// What a request gets when a store cannot take its key (default: refused, with
+    /// the [`outage_answer`](Self::outage_answer)).
     pub fn when_unavailable(self, answer: WhenUnavailable) -> Self {
         self.with(|plan| plan.when_unavailable = answer)
+    }
+
+    /// How a request no limit decided is refused: a store that could not be reached
+    /// and fails closed, or one that could not take the key (default: 503 with
+    /// `Retry-After`; see [`OutageAnswer`] for why). A custom
+    /// [`refusal`](Self::refusal) answers only refusals a limit decided.
+    ///
+    /// ```
+    /// use portero::{Gcra, KeyedLimiter, Quota};
+    /// use portero_http::{keys, Limit, LimitLayer, OutageAnswer, Policy};
+    ///
+    /// let q = Quota::per_minute(100)?;
+    /// let table = KeyedLimiter::new(Gcra::new(q), 10_000);
+    /// let key = keys::header::<()>(http::HeaderName::from_static("x-api-key"));
+    /// let layer = LimitLayer::new(Limit::new(table, Policy::for_quota("api", &q)?, key))
+    ///     .outage_answer(OutageAnswer::TooManyRequests); // clients that only know 429
+    /// # let _ = layer;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn outage_answer(self, answer: OutageAnswer) -> Self {
+        self.with(|plan| plan.outage_answer = answer)
     }
 
     /// Charges each request `cost(method, uri, fields)` units instead of one, in every
@@ -248,6 +272,7 @@ impl<B> Plan<B> {
             cost: self.cost.clone(),
             when_no_key: self.when_no_key,
             when_unavailable: self.when_unavailable,
+            outage_answer: self.outage_answer,
             shadow: self.shadow,
             legacy: self.legacy,
             refusal: self.refusal.clone(),

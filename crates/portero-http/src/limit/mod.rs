@@ -16,10 +16,10 @@ mod service;
 mod store;
 mod store_key;
 
-pub use entry::{AllRoutes, Limit, Route};
+pub use entry::{AllRoutes, Limit, NoRoutes, Route};
 pub use future::LimitFuture;
 pub use layer::LimitLayer;
-pub use options::{CostFn, RefusalFn, WhenNoKey, WhenUnavailable};
+pub use options::{CostFn, OutageAnswer, RefusalFn, WhenNoKey, WhenUnavailable};
 pub use respond::RATELIMIT_SOURCE;
 pub use service::LimitService;
 pub use store::{

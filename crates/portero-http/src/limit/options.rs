@@ -74,13 +74,17 @@ pub enum WhenNoKey {
 /// let from = |c| Request::builder().header("x-client", c).body(()).unwrap();
 /// assert_eq!(service.clone().oneshot(from("ann")).await?.status(), StatusCode::OK);
 /// let newcomer = service.oneshot(from("bob")).await?;
-/// assert_eq!(newcomer.status(), StatusCode::TOO_MANY_REQUESTS); // the table is full
+/// // The table is full: no limit decided, so the outage answer (503, Retry-After).
+/// assert_eq!(newcomer.status(), StatusCode::SERVICE_UNAVAILABLE);
+/// assert!(newcomer.headers().contains_key(http::header::RETRY_AFTER));
 /// # Ok::<(), Box<dyn std::error::Error>>(()) })?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum WhenUnavailable {
-    /// 429 (the default): a flood of new keys cannot get through unlimited. Its
+    /// Refuse (the default), with the layer's
+    /// [`outage_answer`](crate::LimitLayer::outage_answer): a flood of new keys cannot
+    /// get through unlimited. Its
     /// `Retry-After` is the store's estimate, or else the policy's window: a newcomer
     /// gets a slot only once a tracked key has gone back to full, which for a quota
     /// whose burst is at most its limit is at most one window after that key's last
@@ -90,6 +94,27 @@ pub enum WhenUnavailable {
     /// Let the request through unlimited, keeping the service available to new
     /// clients at the price of not limiting them until keys free up.
     Allow,
+}
+
+/// How a request is answered when no limit decided it — its store could not be
+/// reached and its outage policy refuses ([`Source::Unavailable`](crate::Source), a
+/// Redis limit failing closed), or a store could not take its key
+/// ([`WhenUnavailable::Reject`]) — see
+/// [`LimitLayer::outage_answer`](crate::LimitLayer::outage_answer).
+///
+/// The default is 503: the server, not the client, could not decide, and a client that
+/// reads the answer should know it did nothing wrong; both carry `Retry-After`, so a
+/// well-behaved client waits either way, while dashboards, alerts and load balancers
+/// see an outage instead of clients over their limits. Choose 429 for clients that
+/// only back off on a 429.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OutageAnswer {
+    /// 503 Service Unavailable with `Retry-After`, `RateLimit-Source: fallback` when an
+    /// outage policy refused, and the JSON body every answer has (the default).
+    #[default]
+    ServiceUnavailable,
+    /// 429 Too Many Requests with the limit's fields, as for a client over its limit.
+    TooManyRequests,
 }
 
 /// Builds the response for a refused request (see

@@ -18,7 +18,7 @@ use portero::Decision;
 
 use super::batching::{Answers, Awaiting};
 use super::entry::{Entry, Step};
-use super::options::{Charge, RefusalFn};
+use super::options::{Charge, OutageAnswer, RefusalFn};
 use super::store::{Checked, Checking, Source, StoreError};
 use super::{WhenNoKey, WhenUnavailable};
 use crate::headers::Policy;
@@ -36,6 +36,7 @@ pub(crate) struct Plan<B> {
     pub(crate) cost: Charge,
     pub(crate) when_no_key: WhenNoKey,
     pub(crate) when_unavailable: WhenUnavailable,
+    pub(crate) outage_answer: OutageAnswer,
     pub(crate) shadow: bool,
     pub(crate) legacy: bool,
     pub(crate) refusal: Option<Arc<RefusalFn>>,
@@ -56,8 +57,10 @@ pub(crate) struct Applied {
 
 /// Why the pipeline answers a request itself.
 pub(crate) enum Refusal {
-    /// A limit refused: `applied[refused_by]` (429, or the custom refusal).
-    Limited { refused_by: usize },
+    /// A limit refused: `applied[refused_by]` (429, or the custom refusal); `outage`
+    /// when no limit decided it — the store could not be reached (fail closed) or could
+    /// not take the key — answered as the layer's outage answer.
+    Limited { refused_by: usize, outage: bool },
     /// A cost no limit could ever admit (413).
     TooCostly,
     /// The server cannot tell the key (500).
@@ -281,8 +284,10 @@ impl<B> Plan<B> {
     ) -> Option<Refusal> {
         let entry = &self.entries[at];
         let shadow = self.shadow || entry.is_shadow();
-        let checked = match answer {
-            Ok(checked) => checked,
+        // `outage`: no limit decided — the store was away and refused without
+        // deciding, or could not take the key.
+        let (checked, outage) = match answer {
+            Ok(checked) => (checked, checked.source == Source::Unavailable),
             // A shadow limit only watches: what it cannot decide refuses nothing.
             Err(StoreError::CostAboveCapacity) if shadow => {
                 observe::record(entry.policy(), Outcome::ShadowRejected, Source::Memory);
@@ -307,15 +312,13 @@ impl<B> Plan<B> {
                 // tracked key is full again, at most one window after its last
                 // request for a quota whose burst is at most its limit — say that
                 // rather than a second.
-                WhenUnavailable::Reject => Checked::new(
-                    Decision::deny_for(
-                        entry.policy().quota(),
-                        retry_after_nanos.unwrap_or_else(|| {
-                            u64::try_from(entry.policy().window().as_nanos()).unwrap_or(u64::MAX)
-                        }),
-                    ),
-                    source,
-                ),
+                WhenUnavailable::Reject => {
+                    let wait = retry_after_nanos.unwrap_or_else(|| {
+                        u64::try_from(entry.policy().window().as_nanos()).unwrap_or(u64::MAX)
+                    });
+                    let decision = Decision::deny_for(entry.policy().quota(), wait);
+                    (Checked::new(decision, source), true)
+                }
             },
             Err(StoreError::CostAboveCapacity) => {
                 self.give_back(run);
@@ -327,7 +330,7 @@ impl<B> Plan<B> {
                 return Some(Refusal::StoreFailed(e));
             }
         };
-        if checked.source == Source::Fallback {
+        if checked.source.is_outage_policy() {
             observe::fallback(entry.policy());
         }
         let applied = self.applied(at, checked);
@@ -349,6 +352,7 @@ impl<B> Plan<B> {
         run.applied.push(applied);
         Some(Refusal::Limited {
             refused_by: run.applied.as_slice().len() - 1,
+            outage,
         })
     }
 

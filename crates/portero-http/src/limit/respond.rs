@@ -4,9 +4,9 @@
 use http::header::{HeaderName, HeaderValue};
 use http::{HeaderMap, Response};
 
+use super::options::OutageAnswer;
 use super::plan::{AppliedList, Plan, Refusal};
-use super::store::Source;
-use crate::answer::{limit_failed, rate_limited, too_costly};
+use crate::answer::{limit_failed, rate_limited, service_unavailable, too_costly};
 use crate::headers;
 use crate::observe;
 
@@ -61,7 +61,7 @@ pub(crate) fn write_fields<B>(
             headers::insert_legacy(fields, &a.decision, plan.policy_of(a));
         }
     }
-    if applied.iter().any(|a| a.source == Source::Fallback) {
+    if applied.iter().any(|a| a.source.is_outage_policy()) {
         fields.insert(RATELIMIT_SOURCE, HeaderValue::from_static("fallback"));
     }
 }
@@ -72,7 +72,20 @@ where
     ResB: From<&'static str> + From<String>,
 {
     match why {
-        Refusal::Limited { refused_by } => {
+        Refusal::Limited {
+            refused_by,
+            outage: true,
+        } if plan.outage_answer == OutageAnswer::ServiceUnavailable => {
+            let a = &applied.as_slice()[refused_by];
+            let wait = headers::retry_after_value(a.decision.retry_after());
+            let mut response = service_unavailable(&wait);
+            if a.source.is_outage_policy() {
+                let fields = response.headers_mut();
+                fields.insert(RATELIMIT_SOURCE, HeaderValue::from_static("fallback"));
+            }
+            response
+        }
+        Refusal::Limited { refused_by, .. } => {
             let mut response = match &plan.refusal {
                 Some(refusal) => {
                     let a = &applied.as_slice()[refused_by];

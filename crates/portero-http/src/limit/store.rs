@@ -29,10 +29,16 @@ pub enum Source {
     Lease,
     /// The outage policy, because the shared store did not answer in time.
     Fallback,
+    /// The outage policy refused without deciding (fail closed) because the shared
+    /// store did not answer in time: answered as an outage
+    /// ([`LimitLayer::outage_answer`](crate::LimitLayer::outage_answer)), not as a
+    /// client over its limit.
+    Unavailable,
 }
 
 impl Source {
-    /// The label value: `memory`, `redis`, `cache`, `lease`, `fallback`.
+    /// The label value: `memory`, `redis`, `cache`, `lease`, `fallback`,
+    /// `unavailable`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Memory => "memory",
@@ -40,7 +46,13 @@ impl Source {
             Self::Cache => "cache",
             Self::Lease => "lease",
             Self::Fallback => "fallback",
+            Self::Unavailable => "unavailable",
         }
+    }
+
+    /// Whether an outage policy answered (`RateLimit-Source: fallback`).
+    pub fn is_outage_policy(self) -> bool {
+        matches!(self, Self::Fallback | Self::Unavailable)
     }
 }
 

@@ -10,6 +10,7 @@ use super::gate::Gate;
 use super::order::Order;
 use super::DeadlineQueueService;
 use crate::headers::retry_after_value;
+use crate::limit::NoRoutes;
 
 /// At most `C` requests run; up to `Q` more wait for a slot, each until its deadline,
 /// and the rest are answered 503 at once.
@@ -39,7 +40,8 @@ use crate::headers::retry_after_value;
 /// # let _ = layer;
 /// ```
 #[derive(Debug, Clone)]
-pub struct DeadlineQueueLayer {
+pub struct DeadlineQueueLayer<X = NoRoutes> {
+    pub(super) exempt: X,
     pub(super) gate: Arc<Gate>,
     pub(super) client_timeout: Duration,
     pub(super) timeout_header: Option<HeaderName>,
@@ -54,6 +56,7 @@ impl DeadlineQueueLayer {
     /// its arrival (a zero capacity admits nothing; a zero queue sheds at once).
     pub fn new(running: usize, queue: usize, client_timeout: Duration) -> Self {
         Self {
+            exempt: NoRoutes,
             gate: Arc::new(Gate::new(running, queue, Order::default())),
             client_timeout,
             timeout_header: None,
@@ -61,6 +64,33 @@ impl DeadlineQueueLayer {
             service_time: None,
             running,
             queue,
+        }
+    }
+}
+
+impl<X> DeadlineQueueLayer<X> {
+    /// Never queues or sheds the requests `route` matches (the [`route`](crate::route)
+    /// helpers, or any predicate): they go to the inner service at once, holding no
+    /// slot — a health check that must answer while the line is full.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use portero_http::{queue::DeadlineQueueLayer, route};
+    ///
+    /// let layer = DeadlineQueueLayer::new(100, 200, Duration::from_secs(2))
+    ///     .exempt(route::get::<()>("/health"));
+    /// # let _ = layer;
+    /// ```
+    pub fn exempt<X2>(self, route: X2) -> DeadlineQueueLayer<X2> {
+        DeadlineQueueLayer {
+            exempt: route,
+            gate: self.gate,
+            client_timeout: self.client_timeout,
+            timeout_header: self.timeout_header,
+            retry_after: self.retry_after,
+            service_time: self.service_time,
+            running: self.running,
+            queue: self.queue,
         }
     }
 
@@ -126,8 +156,8 @@ impl DeadlineQueueLayer {
     }
 }
 
-impl<S> Layer<S> for DeadlineQueueLayer {
-    type Service = DeadlineQueueService<S>;
+impl<S, X: Clone> Layer<S> for DeadlineQueueLayer<X> {
+    type Service = DeadlineQueueService<S, X>;
 
     fn layer(&self, inner: S) -> Self::Service {
         DeadlineQueueService {

@@ -13,6 +13,7 @@ use tower_service::Service;
 use super::gate::Entry;
 use super::DeadlineQueueLayer;
 use crate::answer::service_unavailable;
+use crate::limit::{NoRoutes, Route};
 use crate::observe::shed;
 
 /// The response future of a [`DeadlineQueueService`]: boxed, because it waits in line
@@ -22,13 +23,14 @@ pub type DeadlineQueueFuture<R, E> = Pin<Box<dyn Future<Output = Result<R, E>> +
 
 /// The service [`DeadlineQueueLayer`] builds.
 #[derive(Debug, Clone)]
-pub struct DeadlineQueueService<S> {
+pub struct DeadlineQueueService<S, X = NoRoutes> {
     pub(super) inner: S,
-    pub(super) layer: DeadlineQueueLayer,
+    pub(super) layer: DeadlineQueueLayer<X>,
 }
 
-impl<S, ReqB, ResB> Service<Request<ReqB>> for DeadlineQueueService<S>
+impl<S, X, ReqB, ResB> Service<Request<ReqB>> for DeadlineQueueService<S, X>
 where
+    X: Route<ReqB> + Clone + Send + 'static,
     S: Service<Request<ReqB>, Response = Response<ResB>> + Clone + Send + 'static,
     S::Future: Send,
     S::Error: Send,
@@ -46,6 +48,14 @@ where
     }
 
     fn call(&mut self, request: Request<ReqB>) -> Self::Future {
+        if self.layer.exempt.matches(&request) {
+            let clone = self.inner.clone();
+            let mut inner = std::mem::replace(&mut self.inner, clone);
+            return Box::pin(async move {
+                std::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
+                inner.call(request).await
+            });
+        }
         let now = Instant::now();
         let deadline = far_enough(now, self.layer.timeout_of(request.headers()));
         let gate = self.layer.gate.clone();

@@ -11,6 +11,7 @@ use super::admission::{ByPriority, ByTenant};
 use super::LoadShedService;
 use crate::fair::FairShare;
 use crate::headers::retry_after_value;
+use crate::limit::NoRoutes;
 
 /// Sheds before the inner service runs (before the body is read, before any handler
 /// or dependency): a refused request is answered 503 Service Unavailable with a
@@ -27,9 +28,10 @@ use crate::headers::retry_after_value;
 /// `C`), [`by_priority`](LoadShedLayer::by_priority),
 /// [`by_tenant`](LoadShedLayer::by_tenant) or [`adaptive`](LoadShedLayer::adaptive).
 #[derive(Debug, Clone)]
-pub struct LoadShedLayer<A = Arc<ConcurrencyLimit>> {
+pub struct LoadShedLayer<A = Arc<ConcurrencyLimit>, X = NoRoutes> {
     pub(super) admission: A,
     pub(super) retry_after: HeaderValue,
+    pub(super) exempt: X,
 }
 
 impl LoadShedLayer {
@@ -46,6 +48,30 @@ impl<A> LoadShedLayer<A> {
         Self {
             admission,
             retry_after: retry_after_value(retry_after),
+            exempt: NoRoutes,
+        }
+    }
+}
+
+impl<A, X> LoadShedLayer<A, X> {
+    /// Never sheds the requests `route` matches (the [`route`](crate::route) helpers,
+    /// or any predicate): they go to the inner service at once, holding no slot and
+    /// not counted — a health check that must answer while the service sheds.
+    ///
+    /// ```
+    /// use std::{sync::Arc, time::Duration};
+    /// use portero::ConcurrencyLimit;
+    /// use portero_http::{route, LoadShedLayer};
+    ///
+    /// let layer = LoadShedLayer::new(Arc::new(ConcurrencyLimit::new(100)), Duration::from_secs(1))
+    ///     .exempt(route::get::<()>("/health"));
+    /// # let _ = layer;
+    /// ```
+    pub fn exempt<X2>(self, route: X2) -> LoadShedLayer<A, X2> {
+        LoadShedLayer {
+            admission: self.admission,
+            retry_after: self.retry_after,
+            exempt: route,
         }
     }
 }
@@ -124,8 +150,8 @@ impl<F> LoadShedLayer<ByTenant<F>> {
     }
 }
 
-impl<S, A: Clone> Layer<S> for LoadShedLayer<A> {
-    type Service = LoadShedService<S, A>;
+impl<S, A: Clone, X: Clone> Layer<S> for LoadShedLayer<A, X> {
+    type Service = LoadShedService<S, A, X>;
 
     fn layer(&self, inner: S) -> Self::Service {
         LoadShedService {

@@ -9,19 +9,21 @@ use super::admission::Admission;
 use super::future::{LoadShedFuture, State};
 use super::LoadShedLayer;
 use crate::answer::service_unavailable;
+use crate::limit::{NoRoutes, Route};
 use crate::observe::shed;
 
 /// The service [`LoadShedLayer`] builds.
 #[derive(Debug, Clone)]
-pub struct LoadShedService<S, A> {
+pub struct LoadShedService<S, A, X = NoRoutes> {
     pub(super) inner: S,
-    pub(super) layer: LoadShedLayer<A>,
+    pub(super) layer: LoadShedLayer<A, X>,
 }
 
-impl<S, A, ReqB, ResB> Service<Request<ReqB>> for LoadShedService<S, A>
+impl<S, A, X, ReqB, ResB> Service<Request<ReqB>> for LoadShedService<S, A, X>
 where
     S: Service<Request<ReqB>, Response = Response<ResB>>,
     A: Admission<ReqB>,
+    X: Route<ReqB>,
     ResB: From<&'static str>,
 {
     type Response = Response<ResB>;
@@ -33,6 +35,15 @@ where
     }
 
     fn call(&mut self, request: Request<ReqB>) -> Self::Future {
+        if self.layer.exempt.matches(&request) {
+            let inner = self.inner.call(request);
+            return LoadShedFuture {
+                state: State::Serving {
+                    inner,
+                    permit: None,
+                },
+            };
+        }
         let state = match self.layer.admission.admit(&request) {
             Some(permit) => State::Serving {
                 inner: self.inner.call(request),
