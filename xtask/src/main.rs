@@ -65,6 +65,30 @@ fn workspace_root() -> PathBuf {
 
 type Step = Result<(), String>;
 
+/// `cargo args…`, failing if the compiler warns (a warning is shown once, then the
+/// build is cached: so the build is checked from its own output, every time).
+fn without_warnings(args: &[&str]) -> Step {
+    let line = format!("cargo {} (no warnings)", args.join(" "));
+    eprintln!("\n==> {line}");
+    let out = Command::new("cargo")
+        .args(args)
+        .args(["--message-format", "short"])
+        .env("CARGO_TERM_COLOR", "never")
+        .output()
+        .map_err(|e| format!("{line}: {e}"))?;
+    let printed = String::from_utf8_lossy(&out.stderr);
+    eprint!("{printed}");
+    if !out.status.success() {
+        return Err(line);
+    }
+    let warnings: Vec<&str> = printed.lines().filter(|l| l.contains("warning")).collect();
+    if warnings.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("{line}: {}", warnings.join("; ")))
+    }
+}
+
 /// Runs `program args…` with extra environment, echoing it; an error names the step.
 fn run(program: &str, args: &[&str], envs: &[(&str, &str)]) -> Step {
     let line = format!("{program} {}", args.join(" "));
@@ -201,6 +225,12 @@ fn wasm() -> Step {
     )?;
     let built = "target-wasm/wasm32-unknown-unknown/wasm-release/portero_wasm.wasm";
     let _ = std::fs::remove_dir_all("wasm/pkg");
+    // The license texts, beside the npm package's README (npm packs no symbolic link,
+    // so they are copied from the one copy at the root; git ignores the copies).
+    for license in ["LICENSE-MIT", "LICENSE-APACHE"] {
+        std::fs::copy(license, format!("wasm/{license}"))
+            .map_err(|e| format!("copy {license} into wasm/: {e}"))?;
+    }
     run(
         "wasm-bindgen",
         &[
@@ -344,6 +374,10 @@ fn test_all() -> Step {
         &[],
     )?;
     run("cargo", &["test", "--workspace"], &[])?;
+    // What a user builds first prints no warning: the README's main job (the lab, in
+    // release, with the features a plain build gets) and the examples.
+    without_warnings(&["build", "--release", "-p", "portero-lab"])?;
+    without_warnings(&["build", "--examples", "-p", "portero-http"])?;
     run(
         "cargo",
         &[

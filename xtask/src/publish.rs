@@ -47,11 +47,29 @@ pub(crate) fn package_and_docs() -> Step {
         &[&["package", "--allow-dirty"][..], &packages].concat(),
         &[],
     )?;
+    licenses_packaged()?;
     run(
         "cargo",
         &[&["doc", "--no-deps", "--all-features"][..], &packages].concat(),
         &[("RUSTDOCFLAGS", "-D warnings")],
     )
+}
+
+/// Every library crate's package carries both license texts its manifest names.
+fn licenses_packaged() -> Step {
+    for krate in CRATES {
+        let listed = std::process::Command::new("cargo")
+            .args(["package", "--list", "--allow-dirty", "-p", krate])
+            .output()
+            .map_err(|e| format!("cargo package --list -p {krate}: {e}"))?;
+        let files = String::from_utf8_lossy(&listed.stdout);
+        for license in ["LICENSE-MIT", "LICENSE-APACHE"] {
+            if !files.lines().any(|f| f == license) {
+                return Err(format!("{krate}'s package has no {license}"));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Cargo verifies each packaged crate against the others through a local registry

@@ -161,6 +161,10 @@ test("the tarball holds every file package.json points to, and no test, example 
   const walk = (v) => (typeof v === "string" ? targets.push(v) : Object.values(v).forEach(walk));
   walk(pkg.exports);
   for (const t of targets) assert.ok(files.has(t.replace(/^\.\//, "")), `${t} is in the tarball`);
+  for (const license of ["LICENSE-MIT", "LICENSE-APACHE"]) {
+    assert.ok(files.has(license), `${license} is in the tarball`);
+    assert.equal(readFileSync(join(root, license), "utf8"), readFileSync(join(root, "..", license), "utf8"), "the root's text");
+  }
   for (const f of files) assert.doesNotMatch(f, /^(test|example|src|bench|node_modules)\//, f);
 });
 
