@@ -173,9 +173,9 @@ pub fn retry_after_value(wait: Duration) -> HeaderValue {
 }
 
 /// Writes the fields for `decision` under `policy` into `headers`: `RateLimit-Policy`
-/// and `RateLimit` always, **appended** to any a layer inside already wrote (each is a
-/// list, one member per policy, so nested layers show every policy), and on a
-/// rejection `Retry-After` and `Cache-Control: no-store`.
+/// and `RateLimit` always, **added to the list** a layer inside already wrote (each is
+/// one list, one member per policy, on one field line, so nested layers show every
+/// policy), and on a rejection `Retry-After` and `Cache-Control: no-store`.
 pub fn insert(headers: &mut HeaderMap, decision: &Decision, policy: &Policy) {
     let t = insert_fields(headers, decision, policy);
     if !decision.is_allowed() {
@@ -188,14 +188,33 @@ pub fn insert(headers: &mut HeaderMap, decision: &Decision, policy: &Policy) {
 /// refused carries, even when its decision was a rejection, as in shadow mode), and
 /// returns the `t` it advertised.
 pub fn insert_fields(headers: &mut HeaderMap, decision: &Decision, policy: &Policy) -> u64 {
-    headers.append(RATELIMIT_POLICY, policy.field.clone());
+    add_to_list(headers, RATELIMIT_POLICY, policy.field.clone());
     let t = seconds_to_advertise(decision);
     let now = format!("\"{}\";r={};t={t}", policy.name, decision.remaining());
-    headers.append(
+    add_to_list(
+        headers,
         RATELIMIT,
         HeaderValue::try_from(now).expect("a token and integers are a valid field value"),
     );
     t
+}
+
+/// Adds `member` (one member, or a list of them) to the list field `name`: one field
+/// line, the members already there first (what a layer inside wrote), then these.
+fn add_to_list(headers: &mut HeaderMap, name: HeaderName, member: HeaderValue) {
+    let mut lines = headers.get_all(&name).iter();
+    let Some(first) = lines.next() else {
+        headers.insert(name, member);
+        return;
+    };
+    let mut joined = first.as_bytes().to_vec();
+    for line in lines.chain(std::iter::once(&member)) {
+        joined.extend_from_slice(b", ");
+        joined.extend_from_slice(line.as_bytes());
+    }
+    // Joined from valid field values with ", ": a valid field value.
+    let value = HeaderValue::from_bytes(&joined).unwrap_or(member);
+    headers.insert(name, value);
 }
 
 /// Writes (appends) the fields of several policies that one request passed through,
@@ -225,8 +244,8 @@ pub fn insert_all(
     }
     let value =
         |s: String| HeaderValue::try_from(s).expect("tokens and integers are a valid field");
-    headers.append(RATELIMIT_POLICY, value(policies));
-    headers.append(RATELIMIT, value(now));
+    add_to_list(headers, RATELIMIT_POLICY, value(policies));
+    add_to_list(headers, RATELIMIT, value(now));
     if let Some(&(decision, _)) = refused_by.and_then(|i| items.get(i)) {
         headers.insert(RETRY_AFTER, HeaderValue::from(retry_after_secs(&decision)));
         headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));

@@ -132,6 +132,28 @@ async fn nested_layers_keep_the_tightest_limits_legacy_fields() {
     assert_eq!(refused.headers()["x-ratelimit-reset"], "60");
 }
 
+/// Nested layers' fields are one list per field, on one line: the inner layer's
+/// policy first, then the outer's (they were two `RateLimit` lines and two
+/// `RateLimit-Policy` lines).
+#[tokio::test]
+async fn nested_layers_write_one_list_per_field() {
+    let app = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .layer(LimitLayer::new(limit(per_minute(10), "inner")))
+        .layer(LimitLayer::new(limit(per_minute(100), "outer")));
+    let r = app.clone().oneshot(request("GET")).await.unwrap();
+    let lines = |name| r.headers().get_all(name).iter().count();
+    assert_eq!((lines("ratelimit"), lines("ratelimit-policy")), (1, 1));
+    assert_eq!(
+        r.headers()["ratelimit"],
+        r#""inner";r=9;t=6, "outer";r=99;t=1"#
+    );
+    assert_eq!(
+        r.headers()["ratelimit-policy"],
+        r#""inner";q=10;w=60, "outer";q=100;w=60"#
+    );
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct UserId(u64);
 
@@ -277,4 +299,67 @@ async fn the_outage_answer_is_503_unless_asked_for_429() {
         assert_eq!(r.status(), want, "{answer:?}");
         assert!(r.headers().contains_key("retry-after"));
     }
+}
+
+/// A cost and a no-key policy per limit, all or none with the others in one layer: an
+/// API key's limit counts `POST /export` as 10 while the per-client limit counts it as
+/// one (a second layer for the weighted limit lost all-or-none and wrote the fields
+/// twice); a refusal by the weighted limit gives the client's unit back; a cost above
+/// a limit's own capacity is a 413; and one limit can refuse keyless requests while
+/// the layer shares a bucket for them.
+#[tokio::test]
+async fn each_limit_can_have_its_own_cost_and_no_key_policy() {
+    use portero_http::WhenNoKey;
+    let client = limit(per_minute(5), "client");
+    let api = limit(per_minute(20), "api").cost(|method, uri, _| {
+        if method == http::Method::POST && uri.path() == "/export" {
+            10
+        } else {
+            1
+        }
+    });
+    let app = Router::new()
+        .route("/export", axum::routing::post(|| async { "exported" }))
+        .layer(LimitLayer::new(client).limit(api));
+    let export = || {
+        Request::post("/export")
+            .header("x-client", "alice")
+            .body(Body::empty())
+            .unwrap()
+    };
+    for _ in 0..2 {
+        let r = app.clone().oneshot(export()).await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+    }
+    let third = app.clone().oneshot(export()).await.unwrap();
+    assert_eq!(third.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        third.headers()["ratelimit"],
+        r#""client";r=3;t=24, "api";r=0;t=30"#,
+        "the client's unit given back; one list for both"
+    );
+    // 10 units where the limit holds 5: never admissible.
+    let small = limit(per_minute(5), "small").cost(|_, _, _| 10);
+    let app = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .layer(LimitLayer::new(limit(per_minute(100), "wide")).limit(small));
+    assert_eq!(status(&app, "GET").await, StatusCode::PAYLOAD_TOO_LARGE);
+    // A keyless request: shared by the layer, refused by the strict limit.
+    let strict = limit(per_minute(100), "strict").when_no_key(WhenNoKey::Reject);
+    let app = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .layer(LimitLayer::new(limit(per_minute(100), "shared")).limit(strict));
+    let keyless = Request::get("/").body(Body::empty()).unwrap();
+    assert_eq!(
+        app.clone().oneshot(keyless).await.unwrap().status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    let keyless = Request::get("/").body(Body::empty()).unwrap();
+    let shared_only = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .layer(LimitLayer::new(limit(per_minute(100), "shared")));
+    assert_eq!(
+        shared_only.oneshot(keyless).await.unwrap().status(),
+        StatusCode::OK
+    );
 }

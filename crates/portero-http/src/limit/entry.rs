@@ -7,6 +7,7 @@ use std::sync::Arc;
 use http::Request;
 use portero::Decision;
 
+use super::options::{Charge, WhenNoKey};
 use super::store::{Batch, Checking, Prepared, Store, Ticket};
 use crate::headers::Policy;
 use crate::keys::{IntoKey, KeyError};
@@ -62,6 +63,9 @@ pub struct Limit<St, F, R = AllRoutes> {
     pub(crate) key: F,
     pub(crate) route: R,
     pub(crate) shadow: bool,
+    // This limit's own cost and no-key policy, where it has them (else the layer's).
+    pub(crate) cost: Option<Charge>,
+    pub(crate) when_no_key: Option<WhenNoKey>,
 }
 
 impl<St, F, R> fmt::Debug for Limit<St, F, R> {
@@ -82,6 +86,8 @@ impl<St, F> Limit<St, F> {
             key,
             route: AllRoutes,
             shadow: false,
+            cost: None,
+            when_no_key: None,
         }
     }
 }
@@ -95,7 +101,43 @@ impl<St, F, R> Limit<St, F, R> {
             key: self.key,
             route,
             shadow: self.shadow,
+            cost: self.cost,
+            when_no_key: self.when_no_key,
         }
+    }
+
+    /// Charges each request `cost(method, uri, fields)` units in this limit, instead
+    /// of the layer's [`cost`](crate::LimitLayer::cost) — an API key's limit counting
+    /// an export as 10 while the per-client limit counts every request as one — with
+    /// the other limits of the layer, all or none. A cost of 0 is charged as 1; a
+    /// cost above this limit's capacity is answered 413.
+    ///
+    /// ```
+    /// use portero::{Gcra, KeyedLimiter, Quota};
+    /// use portero_http::{keys, Limit, LimitLayer, Policy};
+    ///
+    /// let q = Quota::per_minute(100)?;
+    /// let key = || keys::header::<()>(http::HeaderName::from_static("x-api-key"));
+    /// let per_key = Limit::new(KeyedLimiter::new(Gcra::new(q), 10_000), Policy::for_quota("api", &q)?, key())
+    ///     .cost(|method, uri, _| if method == http::Method::POST && uri.path() == "/export" { 10 } else { 1 });
+    /// let layer = LimitLayer::new(per_key)
+    ///     .limit(Limit::new(KeyedLimiter::new(Gcra::new(q), 10_000), Policy::for_quota("calls", &q)?, key()));
+    /// # let _ = layer;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn cost(
+        mut self,
+        cost: impl Fn(&http::Method, &http::Uri, &http::HeaderMap) -> u64 + Send + Sync + 'static,
+    ) -> Self {
+        self.cost = Some(Charge::new(cost));
+        self
+    }
+
+    /// What a request without a key gets in this limit, instead of the layer's
+    /// [`when_no_key`](crate::LimitLayer::when_no_key).
+    pub fn when_no_key(mut self, answer: WhenNoKey) -> Self {
+        self.when_no_key = Some(answer);
+        self
     }
 
     /// Shadow (dry-run) this limit: decide and count as usual, advertise its fields,
@@ -138,6 +180,10 @@ pub(crate) trait Entry<B>: Send + Sync {
     fn applies(&self, request: &Request<B>) -> bool;
     fn check(&self, request: &Request<B>, cost: u64, no_key: crate::WhenNoKey) -> Step;
     fn prepare(&self, request: &Request<B>, cost: u64, no_key: crate::WhenNoKey) -> Prep;
+    /// What `request` costs in this limit: its own cost, or the layer's `cost`.
+    fn cost_of(&self, request: &Request<B>, cost: u64) -> u64;
+    /// Whether this limit has a cost of its own.
+    fn has_own_cost(&self) -> bool;
     fn batch(&self) -> Option<&dyn Batch>;
     fn refund(&self, ticket: Ticket) -> Option<Decision>;
     fn capacity(&self) -> Option<u64>;
@@ -163,12 +209,26 @@ where
     #[inline]
     fn check(&self, request: &Request<B>, cost: u64, no_key: crate::WhenNoKey) -> Step {
         match self.key_of(request, no_key) {
-            Ok(key) => Step::Checked(self.store.check(key, cost)),
+            Ok(key) => Step::Checked(self.store.check(key, self.cost_of(request, cost))),
             Err(step) => step,
         }
     }
 
+    #[inline]
+    fn cost_of(&self, request: &Request<B>, cost: u64) -> u64 {
+        match &self.cost {
+            // A request is never free: a cost function's 0 is one unit.
+            Some(own) => own.of(request).max(1),
+            None => cost,
+        }
+    }
+
+    fn has_own_cost(&self) -> bool {
+        self.cost.is_some()
+    }
+
     fn prepare(&self, request: &Request<B>, cost: u64, no_key: crate::WhenNoKey) -> Prep {
+        let cost = self.cost_of(request, cost);
         match self.key_of(request, no_key) {
             Ok(key) => match self.store.prepare(key, cost) {
                 Ok(prepared) => Prep::Prepared(prepared),
@@ -221,7 +281,7 @@ impl<St, F, R> Limit<St, F, R> {
     {
         match (self.key)(request).into_key() {
             Ok(Some(key)) => Ok(Some(key)),
-            Ok(None) => match no_key {
+            Ok(None) => match self.when_no_key.unwrap_or(no_key) {
                 crate::WhenNoKey::SharedBucket => Ok(None),
                 crate::WhenNoKey::Allow => Err(Step::Unlimited),
                 crate::WhenNoKey::Reject => Err(Step::Refused),

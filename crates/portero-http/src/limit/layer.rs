@@ -124,6 +124,7 @@ impl<B: 'static> LimitLayer<B> {
             declared: Vec::new(),
             batching: false,
             cost: Charge::default(),
+            limit_costs: false,
             when_no_key: WhenNoKey::default(),
             when_unavailable: WhenUnavailable::default(),
             outage_answer: OutageAnswer::default(),
@@ -148,6 +149,7 @@ impl<B: 'static> LimitLayer<B> {
     {
         let entry: Arc<dyn Entry<B>> = Arc::new(limit);
         self.with(|plan| {
+            plan.limit_costs |= entry.has_own_cost();
             let declared = plan.entries.len();
             // Local limits first, each group in the declared order; a remote limit
             // that can travel in a batch goes right after the last one of its
@@ -270,6 +272,7 @@ impl<B> Plan<B> {
             declared: self.declared.clone(),
             batching: self.batching,
             cost: self.cost.clone(),
+            limit_costs: self.limit_costs,
             when_no_key: self.when_no_key,
             when_unavailable: self.when_unavailable,
             outage_answer: self.outage_answer,

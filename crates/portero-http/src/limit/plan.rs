@@ -34,6 +34,9 @@ pub(crate) struct Plan<B> {
     /// Whether any limit can travel in a batch (else no check looks for one).
     pub(crate) batching: bool,
     pub(crate) cost: Charge,
+    /// Whether a limit has a cost of its own (then every request is held against the
+    /// capacities, not only one costing more than one unit by the layer's cost).
+    pub(crate) limit_costs: bool,
     pub(crate) when_no_key: WhenNoKey,
     pub(crate) when_unavailable: WhenUnavailable,
     pub(crate) outage_answer: OutageAnswer,
@@ -153,7 +156,7 @@ impl<B> Plan<B> {
     pub(crate) fn drive(&self, run: &mut Run, request: &Request<B>) -> Flow {
         // A cost of one fits every limit; a larger one is first held against every
         // applicable limit's capacity, so that no limit's "later" hides a "never".
-        if run.next == 0 && run.cost > 1 {
+        if run.next == 0 && (run.cost > 1 || self.limit_costs) {
             if let Some(refusal) = self.beyond_capacity(request, run.cost) {
                 return Flow::Refused(refusal);
             }
@@ -194,7 +197,7 @@ impl<B> Plan<B> {
         }
         let entry = self.entries.iter().find(|e| {
             !e.is_shadow()
-                && e.capacity().is_some_and(|c| cost > c)
+                && e.capacity().is_some_and(|c| e.cost_of(request, cost) > c)
                 && e.applies(request)
                 && !e.lets_through(request, self.when_no_key)
         })?;
