@@ -377,7 +377,7 @@ fn test_all() -> Step {
     // What a user builds first prints no warning: the README's main job (the lab, in
     // release, with the features a plain build gets) and the examples.
     without_warnings(&["build", "--release", "-p", "portero-lab"])?;
-    without_warnings(&["build", "--examples", "-p", "portero-http"])?;
+    without_warnings(&["build", "-p", "portero-examples", "--bins"])?;
     run(
         "cargo",
         &[

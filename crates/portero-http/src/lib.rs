@@ -64,6 +64,8 @@ pub mod headers;
 pub mod keys;
 mod limit;
 mod observe;
+#[cfg(feature = "metrics")]
+pub use observe::describe_metrics;
 pub mod queue;
 pub mod route;
 mod shed;

@@ -47,9 +47,52 @@ impl Outcome {
     }
 }
 
+/// Every counter this crate records, and what it counts (its `# HELP`): one table,
+/// read by [`describe_metrics`].
+#[cfg(feature = "metrics")]
+const COUNTERS: [(&str, &str); 4] = [
+    (
+        "portero_requests_total",
+        "Requests a rate limit decided, by policy, outcome (admitted, rejected, shadow_rejected, unlimited) and source (memory, redis, cache, lease, fallback, unavailable).",
+    ),
+    (
+        "portero_fallback_total",
+        "Checks an outage policy answered because the shared store did not answer in time, by policy.",
+    ),
+    (
+        "portero_limit_failures_total",
+        "Requests whose rate limit could not be checked, by cause: key or store (answered 500), shadow_key or shadow_store (a shadow limit; let through).",
+    ),
+    (
+        "portero_shed_total",
+        "Requests an overload layer answered 503 without calling the service, by layer and reason.",
+    ),
+];
+
+/// Describes every counter this crate records to the installed `metrics` recorder
+/// (feature `metrics`): their `# HELP` lines in a Prometheus exporter. Done by itself
+/// the first time a counter is recorded; call it after installing the recorder to have
+/// the descriptions before any request.
+#[cfg(feature = "metrics")]
+pub fn describe_metrics() {
+    for (name, help) in COUNTERS {
+        metrics::describe_counter!(name, metrics::Unit::Count, help);
+    }
+}
+
+/// [`describe_metrics`], once per process, before the first counter is recorded.
+#[cfg(feature = "metrics")]
+#[inline]
+fn described() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(describe_metrics);
+}
+
 /// Counts `outcome` under `policy`, decided by `source` (and traces refusals).
 #[inline]
 pub(crate) fn record(policy: &Policy, outcome: Outcome, source: Source) {
+    #[cfg(feature = "metrics")]
+    described();
     #[cfg(feature = "metrics")]
     metrics::counter!(
         "portero_requests_total",
@@ -74,6 +117,8 @@ pub(crate) fn record(policy: &Policy, outcome: Outcome, source: Source) {
 #[inline]
 pub(crate) fn fallback(policy: &Policy) {
     #[cfg(feature = "metrics")]
+    described();
+    #[cfg(feature = "metrics")]
     metrics::counter!(
         "portero_fallback_total",
         "policy" => metrics::SharedString::from(policy.shared_name())
@@ -89,6 +134,8 @@ pub(crate) fn fallback(policy: &Policy) {
 
 /// Counts and logs a request answered 500 because its limit could not be checked.
 pub(crate) fn failed(cause: &'static str, error: &dyn std::error::Error) {
+    #[cfg(feature = "metrics")]
+    described();
     #[cfg(feature = "metrics")]
     metrics::counter!("portero_limit_failures_total", "cause" => cause).increment(1);
     #[cfg(feature = "tracing")]
@@ -106,6 +153,8 @@ pub(crate) fn failed_in_shadow(cause: &'static str, error: &dyn std::error::Erro
         _ => "shadow_store",
     };
     #[cfg(feature = "metrics")]
+    described();
+    #[cfg(feature = "metrics")]
     metrics::counter!("portero_limit_failures_total", "cause" => cause).increment(1);
     #[cfg(feature = "tracing")]
     tracing::warn!(cause, error = %error, "a shadow rate limit could not be checked; let through");
@@ -115,6 +164,8 @@ pub(crate) fn failed_in_shadow(cause: &'static str, error: &dyn std::error::Erro
 /// Counts a request an overload layer answered without calling the inner service.
 #[inline]
 pub(crate) fn shed(layer: &'static str, reason: &'static str) {
+    #[cfg(feature = "metrics")]
+    described();
     #[cfg(feature = "metrics")]
     metrics::counter!("portero_shed_total", "layer" => layer, "reason" => reason).increment(1);
     #[cfg(feature = "tracing")]

@@ -849,7 +849,8 @@ impl tower::Service<()> for NeverReady {
 async fn an_exempt_route_answers_while_the_layer_sheds() {
     use portero::ConcurrencyLimit;
     use portero_http::route;
-    let shedders: [(&str, Box<dyn Fn(Router) -> Router>); 2] = [
+    type Shed = Box<dyn Fn(Router) -> Router>;
+    let shedders: [(&str, Shed); 2] = [
         (
             "load shed",
             Box::new(|app: Router| {

@@ -309,6 +309,17 @@ fn outcomes_are_counted_per_policy() {
     assert_eq!(key("trial", "admitted"), 2);
     assert_eq!(key("trial", "shadow_rejected"), 3);
     assert_eq!(key("trial", "rejected"), 0);
+    // Every counter is described (its `# HELP` in a Prometheus exporter).
+    metrics::with_local_recorder(&recorder, portero_http::describe_metrics);
+    for name in [
+        "portero_requests_total",
+        "portero_fallback_total",
+        "portero_limit_failures_total",
+        "portero_shed_total",
+    ] {
+        let help = recorder.help(name).unwrap_or_default();
+        assert!(help.len() > 20, "{name}: {help:?}");
+    }
 }
 
 /// A per-request cost (here the declared body length in kilobytes): all or nothing, and

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use portero::wait::Waitable;
-use portero::{DefaultClock, Gcra, Quota, QuotaError, RateLimiter, SlidingLog};
+use portero::{DefaultClock, Gcra, Quota, QuotaError, RateLimiter, SlidingLog, StdClock};
 use tower_layer::Layer;
 
 use super::ThrottleService;
@@ -96,14 +96,21 @@ impl<L: Waitable> ThrottleLayer<L> {
     }
 }
 
-impl ThrottleLayer<SlidingLog> {
+impl ThrottleLayer<SlidingLog<StdClock>> {
     /// Calls to a provider that allows `n` per `window` (counted over any window):
     /// each call's start is checked against an exact log of the last `window`'s starts
-    /// when it leaves, so the provider never sees more than `n` in any window of this
-    /// process's clock (the default clock; build a [`SlidingLog`] on another clock and
-    /// use [`new`](Self::new) for another). Each call waits at most `max_wait`.
+    /// when it leaves, so no window of this process's monotonic clock
+    /// ([`StdClock`], `std::time::Instant`: what the rest of the process measures time
+    /// with, where the faster default clock can run a little apart from it) ever holds
+    /// more than `n`. Build a [`SlidingLog`] on another clock and use
+    /// [`new`](Self::new) for another. Each call waits at most `max_wait`.
+    ///
+    /// The provider counts arrivals, which come a little after the starts here, and
+    /// not all equally late (a loaded machine, the network): give the window what the
+    /// transit may vary by, on top of the provider's (`1 s + 20 ms` for "20 per
+    /// second"), and a late call can never land in the next call's window.
     pub fn window(n: u64, window: Duration, max_wait: Duration) -> Result<Self, QuotaError> {
-        let log = SlidingLog::new(Quota::new(n, window)?);
+        let log = SlidingLog::with_clock(Quota::new(n, window)?, StdClock::new());
         Ok(Self::new(Arc::new(log), max_wait))
     }
 }

@@ -4,11 +4,20 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// A recorder that keeps each counter by its name and labels.
+/// A recorder that keeps each counter by its name and labels, and each description.
 #[derive(Default)]
-pub struct Counters(Mutex<HashMap<String, Arc<AtomicU64>>>);
+pub struct Counters(
+    Mutex<HashMap<String, Arc<AtomicU64>>>,
+    Mutex<HashMap<String, String>>,
+);
 
 impl Counters {
+    /// The description (`# HELP`) given for counter `name`, if any.
+    #[allow(dead_code)] // each test binary uses the helpers it needs
+    pub fn help(&self, name: &str) -> Option<String> {
+        self.1.lock().unwrap().get(name).cloned()
+    }
+
     /// The counter `name{label=value,…}`, 0 if never incremented.
     pub fn get(&self, key: &str) -> u64 {
         let map = self.0.lock().unwrap();
@@ -19,10 +28,14 @@ impl Counters {
 impl metrics::Recorder for Counters {
     fn describe_counter(
         &self,
-        _: metrics::KeyName,
+        name: metrics::KeyName,
         _: Option<metrics::Unit>,
-        _: metrics::SharedString,
+        help: metrics::SharedString,
     ) {
+        self.1
+            .lock()
+            .unwrap()
+            .insert(name.as_str().to_owned(), help.to_string());
     }
     fn describe_gauge(
         &self,
