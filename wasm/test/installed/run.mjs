@@ -165,7 +165,11 @@ test("the tarball holds every file package.json points to, and no test, example 
     assert.ok(files.has(license), `${license} is in the tarball`);
     assert.equal(readFileSync(join(root, license), "utf8"), readFileSync(join(root, "..", license), "utf8"), "the root's text");
   }
-  for (const f of files) assert.doesNotMatch(f, /^(test|example|src|bench|node_modules)\//, f);
+  // The one example shipped is the local recipe: a Worker and the workerd config
+  // that serves it.
+  const shipped = new Set(["example/worker.js", "example/workerd.capnp"]);
+  for (const f of shipped) assert.ok(files.has(f), `${f} is in the tarball`);
+  for (const f of files) if (!shipped.has(f)) assert.doesNotMatch(f, /^(test|example|src|bench|node_modules)\//, f);
 });
 
 test("Node runs the smoke test", { timeout: 60_000 }, async () => {
@@ -307,6 +311,27 @@ test("workerd serves the smoke test and the example, as bundled by esbuild and b
       assert.equal(other.headers.get("X-Served-By"), "shard");
       await other.text();
     }
+  } finally {
+    await stopWorkerd(child);
+  }
+});
+
+test("the README's local recipe: workerd serves the installed package's example Worker", { timeout: 60_000 }, async () => {
+  // `npx workerd serve node_modules/portero/example/workerd.capnp --socket-addr http=…`,
+  // with the workerd binary npm installed (this package's pinned devDependency).
+  const port = await freePort();
+  const config = join(app, "node_modules", "portero", "example", "workerd.capnp");
+  const url = `http://127.0.0.1:${port}/`;
+  const { child } = await serve(tools.workerd, ["serve", config, "--socket-addr", `http=127.0.0.1:${port}`], url);
+  try {
+    // 60 a minute per client address (the readiness probe sent none: its own key).
+    const statuses = [];
+    for (let i = 0; i < 60; i++) statuses.push((await fetch(url, { headers: { "CF-Connecting-IP": "198.51.100.7" } })).status);
+    assert.deepEqual(statuses, Array(60).fill(200));
+    const refused = await fetch(url, { headers: { "CF-Connecting-IP": "198.51.100.7" } });
+    assert.equal(refused.status, 429);
+    assert.match(refused.headers.get("ratelimit"), /"per-ip";r=0;t=\d+/);
+    assert.equal((await fetch(url, { headers: { "CF-Connecting-IP": "198.51.100.8" } })).status, 200, "another client");
   } finally {
     await stopWorkerd(child);
   }
