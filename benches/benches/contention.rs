@@ -19,7 +19,8 @@ fn hammer<L: Sync + Send + 'static>(
     iters: u64,
     op: fn(&L) -> bool,
 ) -> Duration {
-    portero_lab::contention::run(limiter, threads, iters / threads as u64 + 1, op).elapsed
+    portero_lab::contention::threads::hammer(limiter, threads, iters / threads as u64 + 1, op)
+        .elapsed
 }
 
 fn contention(c: &mut Criterion) {

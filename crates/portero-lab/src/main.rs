@@ -99,12 +99,25 @@ struct RaceArgs {
 
 #[derive(Args)]
 struct ContentionArgs {
-    /// Checks per thread for each measurement.
-    #[arg(long, default_value_t = 2_000_000)]
-    ops: u64,
-    /// Thread counts to try (default: 1, 2, 4, 8 and this machine's core count).
+    /// Thread counts to sweep (default: 1, 2, 4, … and every available core).
     #[arg(long, value_delimiter = ',')]
     threads: Vec<usize>,
+    /// Subjects to measure, by short name (default: all): floor, gcra-admit,
+    /// gcra-reject, keyed-hot, keyed-10k-uniform, keyed-10k-zipf, keyed-1m-uniform,
+    /// keyed-1m-zipf, striped, governor-direct, governor-10k-uniform, mutex.
+    #[arg(long, value_delimiter = ',')]
+    subjects: Vec<String>,
+    /// Timed runs per measurement (after one warm-up).
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// How long each run checks, in milliseconds.
+    #[arg(long, default_value_t = 200)]
+    duration_ms: u64,
+    /// Single checks timed per thread for the latency percentiles.
+    #[arg(long, default_value_t = 20_000)]
+    samples: usize,
+    #[command(flatten)]
+    out: Output,
 }
 
 #[derive(Args)]
@@ -368,54 +381,68 @@ fn machine() -> String {
 }
 
 fn contention(args: ContentionArgs) -> Result<()> {
-    use portero_lab::contention::{measure, Subject};
-    if args.ops == 0 {
-        return Err("--ops must be at least 1".into());
+    use portero_lab::contention::{self, report, threads, Study, Subject};
+    let mut study = Study::default_for_this_machine();
+    if !args.threads.is_empty() {
+        study.threads = args.threads.clone();
     }
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let mut threads = args.threads.clone();
-    if threads.is_empty() {
-        threads = vec![1, 2, 4, 8];
-        if !threads.contains(&cores) {
-            threads.push(cores);
-        }
-    }
-    if threads.contains(&0) {
+    if study.threads.contains(&0) {
         return Err("--threads must all be at least 1".into());
     }
-    let subjects = Subject::ALL;
-    let bar = ProgressBar::new((threads.len() * subjects.len()) as u64);
+    if !args.subjects.is_empty() {
+        study.subjects = args
+            .subjects
+            .iter()
+            .map(|s| Subject::parse(s).ok_or_else(|| format!("no subject {s:?} (see --help)")))
+            .collect::<std::result::Result<_, _>>()?;
+    }
+    if args.runs == 0 || args.duration_ms == 0 || args.samples == 0 {
+        return Err("--runs, --duration-ms and --samples must be above zero".into());
+    }
+    study.runs = args.runs;
+    study.duration = std::time::Duration::from_millis(args.duration_ms);
+    study.samples = args.samples;
+    let bar = ProgressBar::new((study.threads.len() * study.subjects.len()) as u64);
     bar.set_style(
         ProgressStyle::with_template("{bar:40} {pos}/{len} measurements {msg}")
             .expect("static template"),
     );
-    let mut rows = Vec::new();
-    for &t in &threads {
-        for &subject in subjects {
-            bar.set_message(format!("{} × {t}", subject.name()));
-            rows.push((t, subject, measure(subject, t, args.ops)));
-            bar.inc(1);
-        }
-    }
+    let rows = contention::run(&study, |subject, t| {
+        bar.set_message(format!("{} x {t}", subject.name()));
+        bar.inc(1);
+    });
     bar.finish_and_clear();
-    println!(
-        "machine: {}; {cores} cores; {} checks per thread; Mops/s = aggregate millions of checks per second",
-        machine(),
-        args.ops
-    );
-    println!(
-        "{:>7}  {:<22} {:>10} {:>12}",
-        "threads", "limiter", "Mops/s", "admitted"
-    );
-    for (t, subject, r) in rows {
-        println!(
-            "{t:>7}  {:<22} {:>10.1} {:>12}",
-            subject.name(),
-            r.mops,
-            r.admitted
-        );
+    let (machine, pinned) = (machine(), threads::pinning_works());
+    if let Some(path) = &args.out.svg {
+        std::fs::write(path, report::chart(&rows, &machine))
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
-    println!("(quota 10^9/s, burst 2^30: the admit path; `striped` uses one stripe per thread;");
-    println!(" for the floor, admitted = CASes that succeeded)");
+    if args.out.json {
+        println!("{}", report::json(&study, &rows, &machine, pinned));
+    } else {
+        println!(
+            "machine: {machine}; {} cores; threads {}; {} runs of {} ms after a warm-up; {} latency samples a thread",
+            threads::cores(),
+            if pinned { "pinned to cores" } else { "NOT pinned (the OS does not let this process choose cores)" },
+            study.runs,
+            args.duration_ms,
+            study.samples
+        );
+        print!("{}", report::table(&rows));
+        println!("(Mops/s: million checks per second, all threads; efficiency: Mops/s at T / (T x one thread's);");
+        println!(" latency: one check, timer cost taken out; audit: admitted against burst + t/T per key for the run's time t)");
+    }
+    let over: Vec<_> = rows.iter().filter(|r| !r.audit.holds()).collect();
+    if !over.is_empty() {
+        return Err(format!(
+            "{} measurement(s) admitted more than their quota allows: {}",
+            over.len(),
+            over.iter()
+                .map(|r| format!("{} x {}", r.subject.name(), r.threads))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+        .into());
+    }
     Ok(())
 }

@@ -23,8 +23,9 @@ const MIN_WIDTH: f64 = 960.0;
 /// Space between the chart's edge and anything written on it.
 const PAD: f64 = 20.0;
 const ROW: f64 = 46.0;
-const COLORS: [&str; 6] = [
-    "#d1495b", "#00798c", "#edae49", "#30638e", "#66a182", "#8d5a97",
+const COLORS: [&str; 12] = [
+    "#d1495b", "#00798c", "#edae49", "#30638e", "#66a182", "#8d5a97", "#e07a5f", "#3d405b",
+    "#81b29a", "#b5838d", "#6d597a", "#264653",
 ];
 const GREY: &str = "#555";
 

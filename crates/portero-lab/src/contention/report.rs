@@ -1,0 +1,118 @@
+//! The study's rows as a table, as JSON, and as a chart (the lab's chart code).
+
+use serde_json::{json, Value};
+
+use super::{Row, Study, Subject};
+use crate::svg::{self, Panel, Series};
+
+/// The table: one line per (subject, threads).
+pub fn table(rows: &[Row]) -> String {
+    let mut out = format!(
+        "{:<28} {:>7} {:>10} {:>17} {:>7} {:>8} {:>8} {:>9}  {}\n",
+        "subject",
+        "threads",
+        "Mops/s",
+        "runs (min-max)",
+        "effic.",
+        "p50 ns",
+        "p99 ns",
+        "p99.9 ns",
+        "audit: admitted / allowed"
+    );
+    for r in rows {
+        let (lo, hi) = (r.mops[0], r.mops[r.mops.len() - 1]);
+        let audit = match r.audit.allowed {
+            None => format!("{} (no quota)", r.audit.admitted),
+            Some(a) if r.audit.holds() => format!("{} / {} ok", r.audit.admitted, a),
+            Some(a) => format!("{} / {} OVER THE QUOTA", r.audit.admitted, a),
+        };
+        out.push_str(&format!(
+            "{:<28} {:>7} {:>10.1} {:>8.1}-{:<8.1} {:>6.0}% {:>8.0} {:>8.0} {:>9.0}  {}\n",
+            r.subject.name(),
+            r.threads,
+            r.median_mops(),
+            lo,
+            hi,
+            100.0 * r.efficiency,
+            r.latency_ns[0],
+            r.latency_ns[1],
+            r.latency_ns[2],
+            audit
+        ));
+    }
+    out
+}
+
+/// Every figure, for `--json`: the study's settings, the machine, and each row.
+pub fn json(study: &Study, rows: &[Row], machine: &str, pinned: bool) -> Value {
+    json!({
+        "machine": machine,
+        "cores": super::threads::cores(),
+        "pinned": pinned,
+        "runs": study.runs,
+        "duration_ms": study.duration.as_millis() as u64,
+        "latency_samples_per_thread": study.samples,
+        "rows": rows.iter().map(|r| json!({
+            "subject": r.subject.name(),
+            "threads": r.threads,
+            "mops": { "median": r.median_mops(), "runs": r.mops },
+            "efficiency": r.efficiency,
+            "latency_ns": { "p50": r.latency_ns[0], "p99": r.latency_ns[1], "p999": r.latency_ns[2] },
+            "audit": {
+                "checks": r.audit.checks,
+                "admitted": r.audit.admitted,
+                "allowed": r.audit.allowed,
+                "holds": r.audit.holds(),
+            },
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// Throughput and p99 over threads, one line per subject.
+pub fn chart(rows: &[Row], machine: &str) -> String {
+    let mut subjects: Vec<Subject> = Vec::new();
+    for r in rows {
+        if !subjects.contains(&r.subject) {
+            subjects.push(r.subject);
+        }
+    }
+    let series = |y: fn(&Row) -> f64| -> Vec<Series> {
+        subjects
+            .iter()
+            .enumerate()
+            .map(|(i, &s)| {
+                let points = rows
+                    .iter()
+                    .filter(|r| r.subject == s)
+                    .map(|r| (r.threads as f64, y(r)))
+                    .collect();
+                let line = Series::new(s.name(), i, points);
+                if s == Subject::FloorCas {
+                    line.dashed()
+                } else {
+                    line
+                }
+            })
+            .collect()
+    };
+    svg::figure(
+        "Contention: T threads on one limiter",
+        &format!("{machine} · median of the timed runs; p99 of single checks"),
+        &[
+            Panel {
+                heading: "Throughput".into(),
+                x_label: "threads".into(),
+                y_label: "million checks per second".into(),
+                series: series(Row::median_mops),
+                marker: None,
+            },
+            Panel {
+                heading: "Latency of one check".into(),
+                x_label: "threads".into(),
+                y_label: "p99, ns".into(),
+                series: series(|r| r.latency_ns[1]),
+                marker: None,
+            },
+        ],
+    )
+}

@@ -1,0 +1,370 @@
+//! What the contention study measures: each subject a shared limiter (or table) and
+//! the quota its audit holds it to.
+
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use portero::{Gcra, KeyedLimiter, Quota, RateLimiter, Striped};
+use rand::{Rng, SeedableRng};
+use rand_distr::{Distribution, Zipf};
+
+/// A subject of the study.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Subject {
+    /// One compare-and-swap on a shared cache line: the hardware floor.
+    FloorCas,
+    /// portero's direct GCRA on a quota that admits everything.
+    GcraAdmit,
+    /// portero's direct GCRA on 1,000 per second (burst 100): nearly every check
+    /// refused (the audit's tightest test).
+    GcraReject,
+    /// portero's keyed table, every thread on one hot key.
+    KeyedHot,
+    /// portero's keyed table, 10,000 keys drawn uniformly.
+    Keyed10kUniform,
+    /// portero's keyed table, 10,000 keys drawn by Zipf(1) (a few hot keys).
+    Keyed10kZipf,
+    /// portero's keyed table, 1,000,000 keys drawn uniformly.
+    Keyed1mUniform,
+    /// portero's keyed table, 1,000,000 keys drawn by Zipf(1).
+    Keyed1mZipf,
+    /// portero's `Striped`, one stripe per thread.
+    Striped,
+    /// governor 0.10's direct limiter, admitting everything.
+    GovernorDirect,
+    /// governor 0.10's keyed limiter (its default DashMap store), 10,000 keys uniform.
+    Governor10kUniform,
+    /// A token bucket behind a `std::sync::Mutex`: what a user writes first.
+    Mutex,
+}
+
+impl Subject {
+    /// Every subject, in table order.
+    pub const ALL: [Subject; 12] = [
+        Subject::FloorCas,
+        Subject::GcraAdmit,
+        Subject::GcraReject,
+        Subject::KeyedHot,
+        Subject::Keyed10kUniform,
+        Subject::Keyed10kZipf,
+        Subject::Keyed1mUniform,
+        Subject::Keyed1mZipf,
+        Subject::Striped,
+        Subject::GovernorDirect,
+        Subject::Governor10kUniform,
+        Subject::Mutex,
+    ];
+
+    /// Its name in the tables, the JSON and the chart.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::FloorCas => "floor: one CAS",
+            Self::GcraAdmit => "portero gcra (admit)",
+            Self::GcraReject => "portero gcra (reject)",
+            Self::KeyedHot => "portero keyed, 1 hot key",
+            Self::Keyed10kUniform => "portero keyed 10k uniform",
+            Self::Keyed10kZipf => "portero keyed 10k zipf",
+            Self::Keyed1mUniform => "portero keyed 1M uniform",
+            Self::Keyed1mZipf => "portero keyed 1M zipf",
+            Self::Striped => "portero striped",
+            Self::GovernorDirect => "governor direct",
+            Self::Governor10kUniform => "governor keyed 10k uniform",
+            Self::Mutex => "mutex token bucket",
+        }
+    }
+
+    /// The subject named `name` (as [`name`](Self::name) spells it, or its short
+    /// form: `floor`, `gcra-admit`, `gcra-reject`, `keyed-hot`, `keyed-10k-uniform`,
+    /// `keyed-10k-zipf`, `keyed-1m-uniform`, `keyed-1m-zipf`, `striped`,
+    /// `governor-direct`, `governor-10k-uniform`, `mutex`).
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|s| s.name() == name || s.short() == name)
+    }
+
+    /// The short name (the `--subjects` spelling).
+    pub fn short(self) -> &'static str {
+        match self {
+            Self::FloorCas => "floor",
+            Self::GcraAdmit => "gcra-admit",
+            Self::GcraReject => "gcra-reject",
+            Self::KeyedHot => "keyed-hot",
+            Self::Keyed10kUniform => "keyed-10k-uniform",
+            Self::Keyed10kZipf => "keyed-10k-zipf",
+            Self::Keyed1mUniform => "keyed-1m-uniform",
+            Self::Keyed1mZipf => "keyed-1m-zipf",
+            Self::Striped => "striped",
+            Self::GovernorDirect => "governor-direct",
+            Self::Governor10kUniform => "governor-10k-uniform",
+            Self::Mutex => "mutex",
+        }
+    }
+}
+
+/// A limit every measuring thread checks: `check(i, thread)` is the thread's `i`-th
+/// check, true when admitted.
+pub trait Checker: Send + Sync + 'static {
+    /// The thread's `i`-th check.
+    fn check(&self, i: usize, thread: usize) -> bool;
+    /// The most its quota admits in `elapsed` (`None`: no quota).
+    fn allowed(&self, elapsed: Duration) -> Option<u64>;
+}
+
+/// `burst + ⌈elapsed / T⌉` for `keys` keys of `quota`: what GCRA (and a token bucket)
+/// may admit in `elapsed` from full.
+pub fn gcra_allowance(quota: &Quota, keys: u64, elapsed: Duration) -> u64 {
+    let earned = (elapsed.as_nanos() as u64).div_ceil(quota.interval_nanos());
+    keys.saturating_mul(quota.burst().saturating_add(earned))
+}
+
+/// A quota that never runs out at this speed: 10^9 per second, burst 2^30.
+pub fn open_quota() -> Quota {
+    Quota::per_second(1_000_000_000)
+        .and_then(|q| q.with_burst(1 << 30))
+        .expect("a valid quota")
+}
+
+/// 1,000 per second, burst 100: refuses nearly every check at this speed.
+pub fn tight_quota() -> Quota {
+    Quota::per_second(1_000)
+        .and_then(|q| q.with_burst(100))
+        .expect("a valid quota")
+}
+
+/// Each thread's keys, `1 << 16` of them, reproducibly drawn from `0..keys`.
+pub fn key_streams(keys: u64, zipf: bool, threads: usize) -> Vec<Vec<u64>> {
+    (0..threads)
+        .map(|t| {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(11 + t as u64);
+            if zipf {
+                let z = Zipf::new(keys as f64, 1.0).expect("valid Zipf parameters");
+                (0..1 << 16)
+                    .map(|_| z.sample(&mut rng) as u64 - 1)
+                    .collect()
+            } else {
+                (0..1 << 16).map(|_| rng.random_range(0..keys)).collect()
+            }
+        })
+        .collect()
+}
+
+/// One CAS on a shared word.
+pub struct Floor(AtomicU64);
+
+impl Checker for Floor {
+    #[inline]
+    fn check(&self, _: usize, _: usize) -> bool {
+        let v = self.0.load(Ordering::Relaxed);
+        self.0
+            .compare_exchange(v, v + 1, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+    }
+    fn allowed(&self, _: Duration) -> Option<u64> {
+        None
+    }
+}
+
+/// portero's direct GCRA.
+pub struct Direct(pub RateLimiter<Gcra>, pub Quota);
+
+impl Checker for Direct {
+    #[inline]
+    fn check(&self, _: usize, _: usize) -> bool {
+        self.0.check().is_allowed()
+    }
+    fn allowed(&self, elapsed: Duration) -> Option<u64> {
+        Some(gcra_allowance(&self.1, 1, elapsed))
+    }
+}
+
+/// portero's keyed table, each thread over its own key stream.
+pub struct Keyed {
+    /// The table.
+    pub table: KeyedLimiter<u64, Gcra>,
+    /// Each thread's keys.
+    pub keys: Vec<Vec<u64>>,
+    /// The keys in play.
+    pub distinct: u64,
+    /// The per-key quota.
+    pub quota: Quota,
+}
+
+impl Checker for Keyed {
+    #[inline]
+    fn check(&self, i: usize, thread: usize) -> bool {
+        let keys = &self.keys[thread];
+        self.table.check(&keys[i & (keys.len() - 1)]).is_allowed()
+    }
+    fn allowed(&self, elapsed: Duration) -> Option<u64> {
+        Some(gcra_allowance(&self.quota, self.distinct, elapsed))
+    }
+}
+
+/// portero's `Striped`.
+pub struct StripedLimit(pub Striped, pub Quota);
+
+impl Checker for StripedLimit {
+    #[inline]
+    fn check(&self, _: usize, _: usize) -> bool {
+        self.0.check().is_allowed()
+    }
+    fn allowed(&self, elapsed: Duration) -> Option<u64> {
+        Some(gcra_allowance(&self.1, 1, elapsed))
+    }
+}
+
+/// governor's quota for `quota` (the same rate and burst).
+fn governor_quota(quota: &Quota) -> governor::Quota {
+    let per_second =
+        NonZeroU32::new(u32::try_from(quota.limit()).unwrap_or(u32::MAX)).expect("a rate");
+    let burst = NonZeroU32::new(u32::try_from(quota.burst()).unwrap_or(u32::MAX)).expect("a burst");
+    governor::Quota::per_second(per_second).allow_burst(burst)
+}
+
+/// governor's direct limiter.
+pub struct GovernorDirect(pub governor::DefaultDirectRateLimiter, pub Quota);
+
+impl GovernorDirect {
+    /// Over `quota` (per second).
+    pub fn new(quota: Quota) -> Self {
+        Self(governor::RateLimiter::direct(governor_quota(&quota)), quota)
+    }
+}
+
+impl Checker for GovernorDirect {
+    #[inline]
+    fn check(&self, _: usize, _: usize) -> bool {
+        self.0.check().is_ok()
+    }
+    fn allowed(&self, elapsed: Duration) -> Option<u64> {
+        Some(gcra_allowance(&self.1, 1, elapsed))
+    }
+}
+
+/// governor's keyed limiter.
+pub struct GovernorKeyed {
+    limiter: governor::DefaultKeyedRateLimiter<u64>,
+    keys: Vec<Vec<u64>>,
+    distinct: u64,
+    quota: Quota,
+}
+
+impl GovernorKeyed {
+    /// Over `quota` per key, each thread over its own key stream.
+    pub fn new(quota: Quota, keys: Vec<Vec<u64>>, distinct: u64) -> Self {
+        let limiter = governor::RateLimiter::keyed(governor_quota(&quota));
+        Self {
+            limiter,
+            keys,
+            distinct,
+            quota,
+        }
+    }
+}
+
+impl Checker for GovernorKeyed {
+    #[inline]
+    fn check(&self, i: usize, thread: usize) -> bool {
+        let keys = &self.keys[thread];
+        self.limiter.check_key(&keys[i & (keys.len() - 1)]).is_ok()
+    }
+    fn allowed(&self, elapsed: Duration) -> Option<u64> {
+        Some(gcra_allowance(&self.quota, self.distinct, elapsed))
+    }
+}
+
+/// The token bucket a user writes first: tokens and a timestamp behind a mutex.
+pub struct MutexBucket {
+    state: Mutex<(f64, Instant)>,
+    quota: Quota,
+}
+
+impl MutexBucket {
+    /// Full, for `quota`.
+    pub fn new(quota: Quota) -> Self {
+        Self {
+            state: Mutex::new((quota.burst() as f64, Instant::now())),
+            quota,
+        }
+    }
+}
+
+impl Checker for MutexBucket {
+    #[inline]
+    fn check(&self, _: usize, _: usize) -> bool {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        let per_ns = 1.0 / self.quota.interval_nanos() as f64;
+        let refill = now.duration_since(s.1).as_nanos() as f64 * per_ns;
+        s.0 = (s.0 + refill).min(self.quota.burst() as f64);
+        s.1 = now;
+        if s.0 >= 1.0 {
+            s.0 -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+    fn allowed(&self, elapsed: Duration) -> Option<u64> {
+        Some(gcra_allowance(&self.quota, 1, elapsed))
+    }
+}
+
+/// A fresh `subject` for `threads` threads, behind one type per kind of limit.
+pub fn fresh(subject: Subject, threads: usize) -> Arc<dyn AnyChecker> {
+    let keyed = |keys: u64, zipf: bool| Keyed {
+        table: KeyedLimiter::new(Gcra::new(open_quota()), keys as usize),
+        keys: key_streams(keys, zipf, threads),
+        distinct: keys,
+        quota: open_quota(),
+    };
+    match subject {
+        Subject::FloorCas => Arc::new(Floor(AtomicU64::new(0))),
+        Subject::GcraAdmit => Arc::new(Direct(RateLimiter::gcra(open_quota()), open_quota())),
+        Subject::GcraReject => Arc::new(Direct(RateLimiter::gcra(tight_quota()), tight_quota())),
+        Subject::KeyedHot => Arc::new(keyed(1, false)),
+        Subject::Keyed10kUniform => Arc::new(keyed(10_000, false)),
+        Subject::Keyed10kZipf => Arc::new(keyed(10_000, true)),
+        Subject::Keyed1mUniform => Arc::new(keyed(1_000_000, false)),
+        Subject::Keyed1mZipf => Arc::new(keyed(1_000_000, true)),
+        Subject::Striped => Arc::new(StripedLimit(
+            Striped::new(open_quota(), threads.max(2)).expect("a valid quota"),
+            open_quota(),
+        )),
+        Subject::GovernorDirect => Arc::new(GovernorDirect::new(open_quota())),
+        Subject::Governor10kUniform => Arc::new(GovernorKeyed::new(
+            open_quota(),
+            key_streams(10_000, false, threads),
+            10_000,
+        )),
+        Subject::Mutex => Arc::new(MutexBucket::new(open_quota())),
+    }
+}
+
+/// A [`Checker`] behind one object type (each subject's loop is still its own
+/// monomorphized code: see `threads::run_checks`).
+pub trait AnyChecker: Send + Sync {
+    /// `count` checks starting at `i`, on `thread`: how many were admitted.
+    fn checks(&self, i: usize, count: usize, thread: usize) -> u64;
+    /// One check (for the latency samples).
+    fn one(&self, i: usize, thread: usize) -> bool;
+    /// [`Checker::allowed`].
+    fn allowance(&self, elapsed: Duration) -> Option<u64>;
+}
+
+impl<C: Checker> AnyChecker for C {
+    #[inline(never)]
+    fn checks(&self, i: usize, count: usize, thread: usize) -> u64 {
+        (i..i + count).filter(|&j| self.check(j, thread)).count() as u64
+    }
+    #[inline]
+    fn one(&self, i: usize, thread: usize) -> bool {
+        self.check(i, thread)
+    }
+    fn allowance(&self, elapsed: Duration) -> Option<u64> {
+        self.allowed(elapsed)
+    }
+}
