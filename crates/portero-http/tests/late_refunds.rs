@@ -52,12 +52,17 @@ impl Remote {
     }
 }
 
-#[tokio::test]
-async fn a_local_unit_given_back_after_the_round_trip_invents_nothing() {
-    // Local: 2 per second, burst 2 (T = 500 ms). X is admitted locally at 0 and waits
-    // for the remote limit; at 500 ms Y is admitted by both; then the remote refuses X
-    // and X's local unit comes back. Its debt had drained by 500 ms: the twin that
-    // never saw X (Y alone at 500 ms) admits one more at 500 ms, not two.
+type Local = Arc<KeyedLimiter<HeaderValue, Gcra, Arc<ManualClock>>>;
+
+/// A layer of a local limit (2 per second, burst 2: T = 500 ms) and a remote one,
+/// with X sent at 0 and Y at 500 ms, both waiting for the remote's answers; the
+/// local limit, its clock, the remote, and the two requests in flight.
+async fn x_then_y() -> (
+    Local,
+    Remote,
+    tokio::task::JoinHandle<Result<Response<String>, std::convert::Infallible>>,
+    tokio::task::JoinHandle<Result<Response<String>, std::convert::Infallible>>,
+) {
     let clock = Arc::new(ManualClock::new());
     let quota = Quota::per_second(2).unwrap();
     let local = Arc::new(KeyedLimiter::with_clock(
@@ -90,6 +95,23 @@ async fn a_local_unit_given_back_after_the_round_trip_invents_nothing() {
     while remote.answers.lock().unwrap().len() < 2 {
         tokio::task::yield_now().await;
     }
+    (local, remote, x, y)
+}
+
+/// The local limit alone at 500 ms, as the twin that saw only Y stands: one more
+/// fits, not two.
+fn one_more_at_500_ms(local: &Local) {
+    let ann = HeaderValue::from_static("ann");
+    assert!(local.check_at(&ann, 500 * MS, 1).unwrap().is_allowed());
+    assert!(!local.check_at(&ann, 500 * MS, 1).unwrap().is_allowed());
+}
+
+#[tokio::test]
+async fn a_local_unit_given_back_after_the_round_trip_invents_nothing() {
+    // X is admitted locally at 0 and waits for the remote limit; at 500 ms Y is
+    // admitted by both; then the remote refuses X and X's local unit comes back. Its
+    // debt had drained by 500 ms.
+    let (local, remote, x, y) = x_then_y().await;
     remote.answer(false); // X
     remote.answer(true); // Y
     assert_eq!(
@@ -97,63 +119,17 @@ async fn a_local_unit_given_back_after_the_round_trip_invents_nothing() {
         StatusCode::TOO_MANY_REQUESTS
     );
     assert_eq!(y.await.unwrap().unwrap().status(), StatusCode::OK);
-    // The local limit alone now: one more at 500 ms, then none.
-    assert!(local
-        .check_at(&HeaderValue::from_static("ann"), 500 * MS, 1)
-        .unwrap()
-        .is_allowed());
-    assert!(!local
-        .check_at(&HeaderValue::from_static("ann"), 500 * MS, 1)
-        .unwrap()
-        .is_allowed());
+    one_more_at_500_ms(&local);
 }
 
 #[tokio::test]
 async fn a_request_dropped_while_it_waits_gives_back_only_what_is_still_its_own() {
     // As above, but X's client goes away while X waits: the future is dropped.
-    let clock = Arc::new(ManualClock::new());
-    let quota = Quota::per_second(2).unwrap();
-    let local = Arc::new(KeyedLimiter::with_clock(
-        Gcra::new(quota),
-        10,
-        clock.clone(),
-    ));
-    let remote = Remote::default();
-    let header = || keys::header::<()>(HeaderName::from_static("x-user"));
-    let layer = LimitLayer::new(Limit::new(
-        local.clone(),
-        Policy::for_quota("local", &quota).unwrap(),
-        header(),
-    ))
-    .limit(Limit::new(
-        remote.clone(),
-        Policy::new("remote", 10, 1).unwrap(),
-        header(),
-    ));
-    let service = layer.layer(service_fn(|_: Request<()>| async {
-        Ok::<_, std::convert::Infallible>(Response::new(String::new()))
-    }));
-    let request = || Request::builder().header("x-user", "ann").body(()).unwrap();
-    let x = tokio::spawn(service.clone().oneshot(request()));
-    while remote.answers.lock().unwrap().is_empty() {
-        tokio::task::yield_now().await;
-    }
-    clock.set(500 * MS);
-    let y = tokio::spawn(service.clone().oneshot(request()));
-    while remote.answers.lock().unwrap().len() < 2 {
-        tokio::task::yield_now().await;
-    }
+    let (local, remote, x, y) = x_then_y().await;
     x.abort(); // the client of X cancelled
     let _ = x.await;
     remote.answer(true); // X's answer, to no one
     remote.answer(true); // Y
     assert_eq!(y.await.unwrap().unwrap().status(), StatusCode::OK);
-    assert!(local
-        .check_at(&HeaderValue::from_static("ann"), 500 * MS, 1)
-        .unwrap()
-        .is_allowed());
-    assert!(!local
-        .check_at(&HeaderValue::from_static("ann"), 500 * MS, 1)
-        .unwrap()
-        .is_allowed());
+    one_more_at_500_ms(&local);
 }

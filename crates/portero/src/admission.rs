@@ -53,6 +53,7 @@
 //! never earlier than `X`'s own.
 
 use crate::limiter::Algorithm;
+use crate::quota::Quota;
 
 /// What one admission took and wrote, for giving it back (a stack whose later limit
 /// refuses, a reservation cancelled, a request dropped while it waited).
@@ -183,6 +184,13 @@ pub(crate) fn schedule_refund(
         .unwrap_or(admission.at.saturating_add(increment));
     let ahead = increment.min(wrote.saturating_sub(now));
     state.saturating_sub(ahead).max(state.min(now))
+}
+
+/// [`schedule_refund`] for a schedule of `quota` (GCRA, the token bucket, the leaky
+/// meter): the admission's cost times the emission interval, within the burst's span.
+pub(crate) fn quota_refund(quota: &Quota, state: u64, admission: &Admission, now: u64) -> u64 {
+    let increment = admission.cost().saturating_mul(quota.interval_nanos());
+    schedule_refund(state, admission, now, increment, quota.capacity_nanos())
 }
 
 #[cfg(test)]

@@ -31,7 +31,7 @@
 //! and capacity admits (the property tests check it); it is the leaky bucket as a
 //! meter, written as a schedule.
 
-use crate::admission::{schedule_refund, Admission};
+use crate::admission::{quota_refund, Admission};
 use crate::decision::check_range;
 use crate::limiter::{Algorithm, Transition};
 use crate::{CheckError, Decision, Quota};
@@ -70,9 +70,7 @@ impl Algorithm for Gcra {
     /// Gives back the part of the admission's `n·T` of debt that lies after `now`
     /// (see [`admission`](crate::admission): short by at most the time since it).
     fn refund(&self, state: u64, admission: &Admission, now: u64) -> Option<u64> {
-        let increment = admission.cost().saturating_mul(self.quota.interval_nanos());
-        let span = self.quota.capacity_nanos();
-        Some(schedule_refund(state, admission, now, increment, span))
+        Some(quota_refund(&self.quota, state, admission, now))
     }
 
     fn capacity(&self) -> u64 {

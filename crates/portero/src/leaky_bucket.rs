@@ -24,7 +24,7 @@
 //! Range: `now ≤ 2^63` ns, `capacity·T ≤ 2^62` ns (checked by [`Quota`]). A `now`
 //! earlier than a previous one sees a fuller bucket, never an emptier one.
 
-use crate::admission::{schedule_refund, Admission};
+use crate::admission::{quota_refund, Admission};
 use crate::limiter::{Algorithm, Transition};
 use crate::{CheckError, Decision, Quota};
 
@@ -54,9 +54,7 @@ impl Algorithm for LeakyMeter {
     /// Drains back out of the level the part of the admission's units that has not
     /// leaked out by `now` anyway (as [`Gcra`](crate::Gcra)'s refund).
     fn refund(&self, state: u64, admission: &Admission, now: u64) -> Option<u64> {
-        let increment = admission.cost().saturating_mul(self.quota.interval_nanos());
-        let span = self.quota.capacity_nanos();
-        Some(schedule_refund(state, admission, now, increment, span))
+        Some(quota_refund(&self.quota, state, admission, now))
     }
 
     fn capacity(&self) -> u64 {

@@ -29,7 +29,7 @@
 //! This is the same arithmetic as GCRA seen from the other side (tokens instead of a
 //! schedule); the property tests check that the two admit exactly the same requests.
 
-use crate::admission::{schedule_refund, Admission};
+use crate::admission::{quota_refund, Admission};
 use crate::decision::check_range;
 use crate::limiter::{Algorithm, Transition};
 use crate::{CheckError, Clock, Decision, Quota, RateLimiter, MAX_TIME_NANOS};
@@ -86,9 +86,7 @@ impl Algorithm for TokenBucket {
     /// Puts back the admission's tokens that have not refilled by `now` anyway: the
     /// part of its `n·T` of debt after `now` (as [`Gcra`](crate::Gcra)'s refund).
     fn refund(&self, state: u64, admission: &Admission, now: u64) -> Option<u64> {
-        let increment = admission.cost().saturating_mul(self.quota.interval_nanos());
-        let span = self.quota.capacity_nanos();
-        Some(schedule_refund(state, admission, now, increment, span))
+        Some(quota_refund(&self.quota, state, admission, now))
     }
 
     fn capacity(&self) -> u64 {

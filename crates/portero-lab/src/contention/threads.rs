@@ -25,6 +25,27 @@ pub fn pinning_works() -> bool {
     core_affinity::get_core_ids().is_some_and(|ids| !ids.is_empty())
 }
 
+/// `threads` threads running `work(thread)`, each pinned to a core of its own (round
+/// robin over the cores this process may use) where the OS allows it.
+fn spawn_pinned<T: Send + 'static>(
+    threads: usize,
+    work: impl Fn(usize) -> T + Clone + Send + 'static,
+) -> Vec<std::thread::JoinHandle<T>> {
+    let cores = core_affinity::get_core_ids().unwrap_or_default();
+    (0..threads)
+        .map(|t| {
+            let work = work.clone();
+            let core = (!cores.is_empty()).then(|| cores[t % cores.len()]);
+            std::thread::spawn(move || {
+                if let Some(core) = core {
+                    core_affinity::set_for_current(core);
+                }
+                work(t)
+            })
+        })
+        .collect()
+}
+
 /// What measuring one (subject, threads) gave.
 pub(crate) struct Measured {
     pub(crate) mops: Vec<f64>,
@@ -81,26 +102,19 @@ pub fn audited(
 fn timed(limit: &Arc<dyn AnyChecker>, threads: usize, duration: Duration) -> (u64, u64, Duration) {
     let barrier = Arc::new(Barrier::new(threads + 1));
     let stop = Arc::new(AtomicBool::new(false));
-    let cores = core_affinity::get_core_ids().unwrap_or_default();
-    let handles: Vec<_> = (0..threads)
-        .map(|t| {
-            let (limit, barrier, stop) = (limit.clone(), barrier.clone(), stop.clone());
-            let core = (!cores.is_empty()).then(|| cores[t % cores.len()]);
-            std::thread::spawn(move || {
-                if let Some(core) = core {
-                    core_affinity::set_for_current(core);
-                }
-                barrier.wait();
-                let first = Instant::now();
-                let (mut i, mut took) = (0, 0);
-                while !stop.load(Ordering::Relaxed) {
-                    took += limit.checks(i, BATCH, t);
-                    i += BATCH;
-                }
-                (i as u64, took, first, Instant::now())
-            })
-        })
-        .collect();
+    let handles = spawn_pinned(threads, {
+        let (limit, barrier, stop) = (limit.clone(), barrier.clone(), stop.clone());
+        move |t| {
+            barrier.wait();
+            let first = Instant::now();
+            let (mut i, mut took) = (0, 0);
+            while !stop.load(Ordering::Relaxed) {
+                took += limit.checks(i, BATCH, t);
+                i += BATCH;
+            }
+            (i as u64, took, first, Instant::now())
+        }
+    });
     barrier.wait();
     std::thread::sleep(duration);
     stop.store(true, Ordering::Relaxed);
@@ -132,29 +146,22 @@ fn latency(limit: &Arc<dyn AnyChecker>, threads: usize, samples: usize) -> [f64;
         empty[empty.len() / 2]
     };
     let barrier = Arc::new(Barrier::new(threads));
-    let cores = core_affinity::get_core_ids().unwrap_or_default();
-    let handles: Vec<_> = (0..threads)
-        .map(|t| {
-            let (limit, barrier, clock) = (limit.clone(), barrier.clone(), clock.clone());
-            let core = (!cores.is_empty()).then(|| cores[t % cores.len()]);
-            std::thread::spawn(move || {
-                if let Some(core) = core {
-                    core_affinity::set_for_current(core);
-                }
-                let mut h = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
-                    .expect("valid histogram bounds");
-                barrier.wait();
-                for i in 0..samples {
-                    let a = clock.raw();
-                    std::hint::black_box(limit.one(i, t));
-                    let b = clock.raw();
-                    let ns = clock.delta_as_nanos(a, b).saturating_sub(overhead).max(1);
-                    h.saturating_record(ns);
-                }
-                h
-            })
-        })
-        .collect();
+    let handles = spawn_pinned(threads, {
+        let (limit, barrier, clock) = (limit.clone(), barrier.clone(), clock.clone());
+        move |t| {
+            let mut h = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
+                .expect("valid histogram bounds");
+            barrier.wait();
+            for i in 0..samples {
+                let a = clock.raw();
+                std::hint::black_box(limit.one(i, t));
+                let b = clock.raw();
+                let ns = clock.delta_as_nanos(a, b).saturating_sub(overhead).max(1);
+                h.saturating_record(ns);
+            }
+            h
+        }
+    });
     let mut all = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds");
     for h in handles {
         all.add(h.join().expect("a timing thread panicked"))
