@@ -347,3 +347,21 @@ async fn twenty_timed_out_waits_leave_no_dead_turn() {
         "the next turn, not the 21st"
     );
 }
+
+/// A waiter's jitter delays only itself: it leaves the line when admitted, so the
+/// waiter behind it is admitted at its own turn (it waited out the other's jitter
+/// while the head held the line through it).
+#[tokio::test(start_paused = true)]
+async fn a_waiters_jitter_does_not_delay_the_next_turn() {
+    let l = gcra(10, 1); // T = 100 ms
+    let start = Instant::now();
+    l.until_ready().await.unwrap(); // the burst
+    let jittered = {
+        let l = l.clone();
+        tokio::spawn(async move { l.until_ready_with_jitter(1, Duration::from_secs(10)).await })
+    };
+    tokio::task::yield_now().await; // the jittered waiter takes the head of the line
+    l.until_ready().await.unwrap();
+    assert_eq!(start.elapsed(), Duration::from_millis(200), "its own turn");
+    jittered.await.unwrap().unwrap();
+}

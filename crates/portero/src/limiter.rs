@@ -173,18 +173,19 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
     /// [`check_at`](Self::check_at), and when it admits, the [`Admission`] that gives
     /// its units back ([`refund`](Self::refund)).
     pub fn acquire_at(&self, now: u64, cost: u64) -> Result<Acquired, CheckError> {
-        let mut wrote = (0, 0);
+        let mut wrote = None;
         let decision = self.state.apply(|state| {
             let t = self.algorithm.decide(state, now, cost)?;
-            if let Some(next) = t.next {
-                wrote = (state, next);
-            }
+            wrote = t.next.map(|next| (state, next));
             Ok::<_, CheckError>(t)
         })?;
         // A positive cost admitted is the one write that took units (an
-        // excess-counting window also writes its rejections).
-        let admission = (decision.is_allowed() && cost > 0)
-            .then(|| Admission::wrote(now, cost, wrote.0, wrote.1));
+        // excess-counting window also writes its rejections); an algorithm that
+        // admits without writing leaves an admission known by its time and cost.
+        let admission = (decision.is_allowed() && cost > 0).then(|| match wrote {
+            Some((before, after)) => Admission::wrote(now, cost, before, after),
+            None => Admission::new(now, cost),
+        });
         Ok(Acquired {
             decision,
             admission,

@@ -151,8 +151,8 @@ async fn wait_in_line<W: Waitable + ?Sized>(
     if soonest > max_wait {
         return Err(ReserveError::TooLong { wait: soonest });
     }
-    let _in_line = InLine::join(line, cost);
-    let _head = match tokio::time::timeout(max_wait, line.head.lock()).await {
+    let in_line = InLine::join(line, cost);
+    let head = match tokio::time::timeout(max_wait, line.head.lock()).await {
         Ok(head) => head,
         Err(_) => {
             return Err(ReserveError::TooLong {
@@ -163,6 +163,8 @@ async fn wait_in_line<W: Waitable + ?Sized>(
     loop {
         let d = limit.check_now(cost).map_err(ReserveError::Check)?;
         if d.is_allowed() {
+            // Out of the line before the jitter: the next waiter's turn is not late.
+            drop((head, in_line));
             if !jitter.is_zero() {
                 let mut seed =
                     started.elapsed().as_nanos() as u64 ^ (line as *const WaitLine as u64);
