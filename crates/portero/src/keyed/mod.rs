@@ -344,6 +344,8 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
         let algorithm = self.algorithm.load();
         let tag = fingerprint.to_bits();
         let probe = self.table.probe(tag);
+        // As the check's hot path does: the bucket lines load while the hints are read.
+        self.table.prefetch(probe);
         let held = self
             .table
             .update_with(probe, |state| table::recorded(&algorithm, state, now, cost))?;
