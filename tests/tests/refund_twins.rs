@@ -570,3 +570,69 @@ mod with_waits {
         }
     }
 }
+
+/// Found by an outside review: a refund of an earlier admission moves the later ones'
+/// debt earlier, so the instant a later admission wrote no longer says where its debt
+/// ends. Quota 1 per 60 s, burst 5: x1 (4 units) at 0, x2 (2) at 200 s, x1 given back
+/// (exactly: its 40 s still ahead), x3 (1) at 320 s, x2 given back at 330 s — it gave
+/// back 30 s of debt that was no longer its own, and 5 units went through at 350 s
+/// where the twin (x3 alone) refuses: 6 units in 30 s against a burst of 5.
+#[test]
+fn a_refund_after_another_refund_moved_its_debt_invents_nothing() {
+    const S: u64 = 1_000_000_000;
+    let q = Quota::new(1, Duration::from_secs(60))
+        .unwrap()
+        .with_burst(5)
+        .unwrap();
+    let a = RateLimiter::with_algorithm_and_clock(Gcra::new(q), ManualClock::new());
+    let x1 = a.acquire_at(0, 4).unwrap().admission.unwrap();
+    let x2 = a.acquire_at(200 * S, 2).unwrap().admission.unwrap();
+    a.refund_at(&x1, 200 * S);
+    assert!(a.check_at(320 * S, 1).unwrap().is_allowed());
+    a.refund_at(&x2, 330 * S);
+    assert!(!a.check_at(350 * S, 5).unwrap().is_allowed());
+}
+
+/// The same review's other find: after a refund moved the word, a later admission can
+/// write the very word an earlier one wrote, and an undo that trusts the word alone
+/// gives back the later one's units. A token bucket of 4 per 7 ms, burst 2: x0 and x1
+/// at t0, x0 given back at t0, x3 at t0 + 1.5 ms writes what x1 wrote, x1 given back
+/// at t0 + 2.05 ms — by undo, freeing x3's unit: 2 units admitted there where the twin
+/// (x3 alone) refuses.
+#[test]
+fn an_undo_after_another_refund_cannot_be_fooled_by_the_same_word() {
+    let q = Quota::from_nanos(4, 7_000_003)
+        .unwrap()
+        .with_burst(2)
+        .unwrap();
+    let t0 = 3_600_030_450_782u64;
+    let (t3, t4) = (t0 + 1_503_826, t0 + 2_048_912);
+    let twin = RateLimiter::with_algorithm_and_clock(TokenBucket::new(q), ManualClock::new());
+    assert!(twin.check_at(t3, 1).unwrap().is_allowed());
+    assert!(!twin.peek_at(t4, 2).unwrap().is_allowed());
+
+    let a = RateLimiter::with_algorithm_and_clock(TokenBucket::new(q), ManualClock::new());
+    let x0 = a.acquire_at(t0, 1).unwrap().admission.unwrap();
+    let x1 = a.acquire_at(t0, 1).unwrap().admission.unwrap();
+    a.refund_at(&x0, t0);
+    assert!(a.check_at(t3, 1).unwrap().is_allowed());
+    a.refund_at(&x1, t4);
+    assert!(!a.peek_at(t4, 2).unwrap().is_allowed());
+
+    let k = KeyedLimiter::with_clock(TokenBucket::new(q), 4, ManualClock::new());
+    let f = k.fingerprint_of(&7u64);
+    let x0 = k
+        .acquire_fingerprint_at(f, t0, 1)
+        .unwrap()
+        .admission
+        .unwrap();
+    let x1 = k
+        .acquire_fingerprint_at(f, t0, 1)
+        .unwrap()
+        .admission
+        .unwrap();
+    k.refund_fingerprint_at(f, &x0, t0);
+    assert!(k.check_fingerprint_at(f, t3, 1).unwrap().is_allowed());
+    k.refund_fingerprint_at(f, &x1, t4);
+    assert!(!k.peek_fingerprint_at(f, t4, 2).unwrap().is_allowed());
+}

@@ -13,9 +13,10 @@
 //!
 //! 1. **Nothing since.** While the state word still holds exactly what `X`'s own update
 //!    wrote ([`Admission::undo`]), the word goes back to what `X` found: `A` is `B`
-//!    again, exactly. (A word that came back to that value through other requests and
-//!    their refunds is, for every algorithm here, a state those requests left no trace
-//!    in: units are interchangeable.)
+//!    again, exactly. Checks only move a word forward, so the same word means no check
+//!    since — unless a refund moved it back meanwhile: then a later check can write
+//!    the very word `X` wrote (a bug an outside review found), so the undo also needs
+//!    the limiter's count of refunds unchanged since `X` wrote (see rule 2).
 //! 2. **Something since.** Each algorithm gives back what can still be `X`'s
 //!    ([`Algorithm::refund`]):
 //!    - a schedule (GCRA, token bucket, leaky meter: the state is the instant the
@@ -25,7 +26,10 @@
 //!      paid off, so what lies ahead is still owed to `X`. **Shortfall:** at most the
 //!      time between `X`'s admission and the refund (the part of `X`'s debt that
 //!      drained meanwhile while later requests were queued behind it); none when the
-//!      refund comes at `X`'s own time. And nothing while a booking's turn is still
+//!      refund comes at `X`'s own time. Nothing but the undo when another refund has
+//!      moved the word since `X` (it shifted `X`'s debt by an amount one word does not
+//!      keep; each limiter counts such refunds, and `X` notes the count when it
+//!      writes). And nothing while a booking's turn is still
 //!      ahead (the word more than `B·T` past the refund's time, which no check can
 //!      leave): a waiter booked behind `X` was told its instant, and the slot `X`
 //!      freed before it cannot be handed to anyone without letting a start squeeze in
@@ -73,7 +77,16 @@ pub struct Admission {
     cost: u64,
     /// The state word the admission found and the one it wrote, when known.
     word: Option<(u64, u64)>,
+    /// How many refunds had moved the limiter's word before this admission wrote
+    /// (see [`RefundCount`]); [`MOVED`] when that is not known, or when the refund
+    /// rule found another refund moved the word since (so where this admission's debt
+    /// ends is no longer what it wrote). One word, not two: an admission travels
+    /// inside every check's answer.
+    epoch: u64,
 }
+
+/// The epoch of an admission whose debt may have moved: a count never reaches it.
+const MOVED: u64 = u64::MAX;
 
 impl Admission {
     /// An admission known only by its time and cost (a store of your own that keeps
@@ -83,16 +96,26 @@ impl Admission {
             at,
             cost,
             word: None,
+            epoch: MOVED,
         }
     }
 
-    /// An admission at `at` of `cost` units that turned the word `before` into `after`.
-    pub(crate) const fn wrote(at: u64, cost: u64, before: u64, after: u64) -> Self {
+    /// An admission at `at` of `cost` units that turned the word `before` into `after`,
+    /// after `epoch` refunds had moved it.
+    pub(crate) const fn wrote(at: u64, cost: u64, before: u64, after: u64, epoch: u64) -> Self {
         Self {
             at,
             cost,
             word: Some((before, after)),
+            epoch,
         }
+    }
+
+    /// Whether another refund may have moved the word since this admission wrote it
+    /// (always, when that is not known): then where its debt ends is no longer what it
+    /// wrote, and a schedule gives back nothing but the exact undo.
+    pub const fn others_given_back(&self) -> bool {
+        self.epoch == MOVED
     }
 
     /// When the units were taken (ns, on the limiter's axis; for the exact log, the
@@ -122,8 +145,10 @@ impl Admission {
         }
     }
 
-    /// The word to restore if `state` still holds what this admission wrote (nothing
-    /// happened since): the word it found.
+    /// The word to restore if `state` still holds what this admission wrote: the word
+    /// it found. Checks only ever move a word forward, so the same word means no check
+    /// happened since; a refund that moved it (other than by an undo) can make the same
+    /// word come back, which is why the limiters' own refunds also ask their count.
     pub const fn undo(&self, state: u64) -> Option<u64> {
         match self.word {
             Some((before, after)) if after == state => Some(before),
@@ -135,14 +160,77 @@ impl Admission {
     /// [module docs](self) for the rule): the undo while nothing happened since,
     /// otherwise the algorithm's own [`refund`](Algorithm::refund). `None` if the
     /// algorithm gives nothing back at all.
+    ///
+    /// Without the limiter's [`RefundCount`] this cannot tell whether another refund
+    /// moved the word since, so it assumes one did (the limiters here count theirs):
+    /// no undo, and a schedule gives nothing back. Less back, never more.
     pub fn give_back<A: Algorithm + ?Sized>(
         &self,
         algorithm: &A,
         state: u64,
         now: u64,
     ) -> Option<u64> {
-        let late = algorithm.refund(state, self, now.max(self.at))?;
-        Some(self.undo(state).unwrap_or(late))
+        self.give_back_counted(algorithm, state, now, None)
+    }
+
+    /// [`give_back`](Self::give_back), knowing how many refunds have moved the word
+    /// now (`refunds`, read after `state` was loaded).
+    pub(crate) fn give_back_counted<A: Algorithm + ?Sized>(
+        &self,
+        algorithm: &A,
+        state: u64,
+        now: u64,
+        refunds: Option<u64>,
+    ) -> Option<u64> {
+        let mut seen = *self;
+        if refunds != Some(self.epoch) {
+            seen.epoch = MOVED;
+        }
+        let late = algorithm.refund(state, &seen, now.max(self.at))?;
+        Some(seen.exact_undo(state).unwrap_or(late))
+    }
+
+    /// Whether giving back at `state` with `refunds` counted is an exact undo (one
+    /// that moves nothing the count must note).
+    pub(crate) fn undoes(&self, state: u64, refunds: u64) -> bool {
+        refunds == self.epoch && self.exact_undo(state).is_some()
+    }
+
+    /// The undo, but only while no refund moved the word since (counted): an earlier
+    /// admission's refund and a later admission can put back the very word this one
+    /// wrote, and undoing then would give back the later one's units.
+    fn exact_undo(&self, state: u64) -> Option<u64> {
+        if self.others_given_back() {
+            return None;
+        }
+        self.undo(state)
+    }
+}
+
+/// How many refunds have moved a limiter's word other than by an exact undo: each
+/// admission notes the count before it writes, and a refund that finds it changed
+/// knows that the debt it would give back may have moved (the instant the admission
+/// wrote is then no longer where its debt ends), so a schedule gives back only an
+/// exact undo. Refunds are rare next to checks, and checks never touch the count.
+#[derive(Debug)]
+pub(crate) struct RefundCount(crate::sync::AtomicU64);
+
+impl RefundCount {
+    /// No refund yet.
+    pub(crate) fn new() -> Self {
+        Self(crate::sync::AtomicU64::new(0))
+    }
+
+    /// The count now (read before an admission writes, and after a refund loads).
+    #[inline]
+    pub(crate) fn now(&self) -> u64 {
+        self.0.load(crate::sync::Ordering::Acquire)
+    }
+
+    /// Counts a refund that is about to move the word other than by an exact undo
+    /// (before its compare-and-swap, so whoever sees its word sees the count too).
+    pub(crate) fn moving(&self) {
+        self.0.fetch_add(1, crate::sync::Ordering::AcqRel);
     }
 }
 
@@ -161,7 +249,10 @@ pub struct Acquired {
 /// below `now` (a word below `now` admits what one at `now` does, and less is all a
 /// refund can lose by that).
 ///
-/// Nothing while the word lies more than `span` after `now`: only a booking (a
+/// Nothing when another refund moved the word since the admission (an earlier
+/// admission's refund shifts this one's debt earlier by what it gave back, so the
+/// instant this one wrote overstates what is still ahead), and nothing while the word
+/// lies more than `span` after `now`: only a booking (a
 /// reservation, a wait) leaves that much debt, and one whose turn is still ahead has
 /// been told its instant, placed after the admission's slot. The slot freed before it
 /// could only be used by starts that squeeze in before that turn, which one word
@@ -174,7 +265,8 @@ pub(crate) fn schedule_refund(
     increment: u64,
     span: u64,
 ) -> u64 {
-    if state.saturating_sub(now) > span {
+    // Another refund moved the debt since: where this admission's ends is unknown.
+    if admission.others_given_back() || state.saturating_sub(now) > span {
         return state;
     }
     // The instant the admission's own debt ended; without the word, the earliest it
@@ -205,13 +297,13 @@ mod tests {
         // 2 per second, burst 2 (T = 500 ms): X at 0, Y at 500 ms, X given back.
         let g = Gcra::new(Quota::per_second(2).unwrap());
         let x = g.decide(0, 0, 1).unwrap();
-        let adm = Admission::wrote(0, 1, 0, x.next.unwrap());
+        let adm = Admission::wrote(0, 1, 0, x.next.unwrap(), 0);
         let y = g
             .decide(x.next.unwrap(), 500 * MS, 1)
             .unwrap()
             .next
             .unwrap();
-        let refunded = adm.give_back(&g, y, 500 * MS).unwrap();
+        let refunded = adm.give_back_counted(&g, y, 500 * MS, Some(0)).unwrap();
         // The twin that never saw X: Y alone, at 500 ms.
         let twin = g.decide(0, 500 * MS, 1).unwrap().next.unwrap();
         assert!(refunded >= twin, "{refunded} < {twin}");
@@ -231,8 +323,11 @@ mod tests {
     fn nothing_since_is_an_exact_undo() {
         let g = Gcra::new(Quota::per_second(2).unwrap());
         let x = g.decide(7, 100, 2).unwrap().next.unwrap();
-        let adm = Admission::wrote(100, 2, 7, x);
-        assert_eq!(adm.give_back(&g, x, 5_000 * MS), Some(7));
+        let adm = Admission::wrote(100, 2, 7, x, 0);
+        assert_eq!(adm.give_back_counted(&g, x, 5_000 * MS, Some(0)), Some(7));
         assert_eq!(adm.undo(x + 1), None);
+        // A refund counted since, or no count at all: the same word proves nothing.
+        assert_ne!(adm.give_back_counted(&g, x, 5_000 * MS, Some(1)), Some(7));
+        assert_ne!(adm.give_back(&g, x, 5_000 * MS), Some(7));
     }
 }

@@ -2,7 +2,7 @@
 
 use crossbeam_utils::CachePadded;
 
-use crate::admission::{Acquired, Admission};
+use crate::admission::{Acquired, Admission, RefundCount};
 use crate::word::AtomicWord;
 pub use crate::word::Transition;
 use crate::{CheckError, Clock, Decision, DefaultClock, Gcra, Quota, TokenBucket};
@@ -81,6 +81,8 @@ pub struct RateLimiter<A, C = DefaultClock> {
     pub(crate) state: CachePadded<AtomicWord>,
     algorithm: A,
     clock: C,
+    // Refunds that moved the word (see `RefundCount`), not its state.
+    refunds: RefundCount,
     // Waiters in line for this limiter (`until_ready`), not its state.
     #[cfg(feature = "tokio")]
     pub(crate) line: crate::wait::WaitLine,
@@ -114,6 +116,7 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
             state: CachePadded::new(AtomicWord::new(algorithm.initial_state())),
             algorithm,
             clock,
+            refunds: RefundCount::new(),
             #[cfg(feature = "tokio")]
             line: crate::wait::WaitLine::default(),
         }
@@ -125,6 +128,7 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
             state: self.state,
             algorithm: self.algorithm,
             clock,
+            refunds: self.refunds,
             #[cfg(feature = "tokio")]
             line: self.line,
         }
@@ -173,6 +177,7 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
     /// [`check_at`](Self::check_at), and when it admits, the [`Admission`] that gives
     /// its units back ([`refund`](Self::refund)).
     pub fn acquire_at(&self, now: u64, cost: u64) -> Result<Acquired, CheckError> {
+        let epoch = self.refunds.now();
         let mut wrote = None;
         let decision = self.state.apply(|state| {
             let t = self.algorithm.decide(state, now, cost)?;
@@ -183,7 +188,7 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
         // excess-counting window also writes its rejections); an algorithm that
         // admits without writing leaves an admission known by its time and cost.
         let admission = (decision.is_allowed() && cost > 0).then(|| match wrote {
-            Some((before, after)) => Admission::wrote(now, cost, before, after),
+            Some((before, after)) => Admission::wrote(now, cost, before, after, epoch),
             None => Admission::new(now, cost),
         });
         Ok(Acquired {
@@ -216,11 +221,21 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
         let mut done = None;
         self.state.update(|state| {
             let now = now.unwrap_or_else(|| self.clock.now());
-            let next = admission.give_back(&self.algorithm, state, now);
+            let refunds = self.refunds.now();
+            let next = admission.give_back_counted(&self.algorithm, state, now, Some(refunds));
             done = next.map(|next| (state, next));
-            next.filter(|&next| next != state)
+            let moves = next.filter(|&next| next != state);
+            if moves.is_some() && !admission.undoes(state, refunds) {
+                self.refunds.moving();
+            }
+            moves
         });
         done
+    }
+
+    /// How many refunds have moved the word (for bookings, which note it).
+    pub(crate) fn refunds_now(&self) -> u64 {
+        self.refunds.now()
     }
 
     /// Forgets everything admitted: the limiter is as new.

@@ -133,11 +133,12 @@ impl<C: Clock> RateLimiter<Gcra, C> {
         max_wait: Duration,
     ) -> Result<Reservation<'static, C>, ReserveError> {
         let now = self.clock().now();
+        let epoch = self.refunds_now();
         let (ready_at, before, after) = self.book(now, cost, max_wait)?;
         Ok(Reservation {
             limiter: Handle::Shared(self.clone()),
             ready_at,
-            admission: Admission::wrote(now, cost, before, after),
+            admission: Admission::wrote(now, cost, before, after, epoch),
             ready_now: ready_at <= now,
             done: false,
         })
@@ -175,11 +176,12 @@ impl<C: Clock> RateLimiter<Gcra, C> {
         cost: u64,
         max_wait: Duration,
     ) -> Result<Reservation<'_, C>, ReserveError> {
+        let epoch = self.refunds_now();
         let (ready_at, before, after) = self.book(now, cost, max_wait)?;
         Ok(Reservation {
             limiter: Handle::Borrowed(self),
             ready_at,
-            admission: Admission::wrote(now, cost, before, after),
+            admission: Admission::wrote(now, cost, before, after, epoch),
             ready_now: ready_at <= now,
             done: false,
         })

@@ -154,6 +154,7 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
             return Some(Err(WaitError::Keyed(e.into())));
         }
         a.book(fresh, now, cost)?;
+        let epoch = self.refunds.now();
         let p = self.table.probe(self.fingerprint(key));
         loop {
             let booked = self.table.update_with(p, |state| {
@@ -180,7 +181,8 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
                     Err(e) => return Some(Err(WaitError::Keyed(e))),
                 },
             };
-            let admission = wrote.map(|(before, after)| Admission::wrote(now, cost, before, after));
+            let admission =
+                wrote.map(|(before, after)| Admission::wrote(now, cost, before, after, epoch));
             return Some(Ok(KeyedReservation {
                 limiter: self,
                 tag: p.tag(),
@@ -225,9 +227,10 @@ impl<K: ?Sized, A: Algorithm + Copy, C: Clock> KeyedReservation<'_, K, A, C> {
         };
         let a = self.limiter.algorithm.load();
         let clock = &self.limiter.clock;
+        let refunds = &self.limiter.refunds;
         self.limiter
             .table
-            .refund(&a, self.tag, &admission, || clock.now())
+            .refund(&a, self.tag, &admission, || clock.now(), refunds)
             .is_some_and(|(state, next)| next != state)
     }
 }

@@ -64,7 +64,7 @@ use core::marker::PhantomData;
 
 use crate::sync::ConfigCell;
 
-use crate::admission::{Acquired, Admission};
+use crate::admission::{Acquired, Admission, RefundCount};
 use crate::{Algorithm, CheckError, Clock, Decision, DefaultClock, KeyedError};
 use table::{Table, Taken};
 
@@ -103,6 +103,10 @@ pub enum Overflow {
 /// ```
 pub struct KeyedLimiter<K: ?Sized, A: Copy, C = DefaultClock> {
     table: Table,
+    // Refunds that moved a key's word other than by an exact undo (see
+    // `RefundCount`: one count for the table, so any such refund makes the later
+    // refunds of admissions before it give back only their exact undo).
+    pub(crate) refunds: RefundCount,
     algorithm: ConfigCell<A>,
     hasher: RandomState,
     clock: C,
@@ -157,6 +161,7 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
     ) -> Result<Self, alloc::collections::TryReserveError> {
         Ok(Self {
             table: Table::try_new(max_keys)?,
+            refunds: RefundCount::new(),
             algorithm: ConfigCell::new(algorithm),
             hasher,
             clock,
@@ -343,6 +348,7 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
     ) -> Result<Acquired, KeyedError> {
         let algorithm = self.algorithm.load();
         let tag = fingerprint.to_bits();
+        let epoch = self.refunds.now();
         let probe = self.table.probe(tag);
         // As the check's hot path does: the bucket lines load while the hints are read.
         self.table.prefetch(probe);
@@ -355,7 +361,7 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
         };
         let admission = match wrote {
             Some((before, after)) if decision.is_allowed() && cost > 0 => {
-                Some(Admission::wrote(now, cost, before, after))
+                Some(Admission::wrote(now, cost, before, after, epoch))
             }
             _ => None,
         };
@@ -537,8 +543,9 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
     /// that charged several limits gives back when a later one refuses.
     pub fn refund_fingerprint(&self, fingerprint: Fingerprint, admission: &Admission) {
         let a = self.algorithm.load();
+        let tag = fingerprint.to_bits();
         self.table
-            .refund(&a, fingerprint.to_bits(), admission, || self.clock.now());
+            .refund(&a, tag, admission, || self.clock.now(), &self.refunds);
     }
 
     /// [`refund_fingerprint`](Self::refund_fingerprint) at `now` on the caller's axis
@@ -546,8 +553,8 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
     /// [`admission`](crate::admission) module for what an earlier one costs).
     pub fn refund_fingerprint_at(&self, fingerprint: Fingerprint, admission: &Admission, now: u64) {
         let a = self.algorithm.load();
-        self.table
-            .refund(&a, fingerprint.to_bits(), admission, || now);
+        let tag = fingerprint.to_bits();
+        self.table.refund(&a, tag, admission, || now, &self.refunds);
     }
 
     /// [`peek_at`](Self::peek_at) for the key `fingerprint` identifies.

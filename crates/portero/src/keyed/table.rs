@@ -17,7 +17,7 @@ use alloc::vec::Vec;
 use super::locks::BucketLocks;
 use super::slot::{pack, unpack, Slot};
 use super::Overflow;
-use crate::admission::Admission;
+use crate::admission::{Admission, RefundCount};
 use crate::sync::{AtomicU64, AtomicUsize, Ordering, Prefetcher, SpinLock, COMPACT, LOOM};
 use crate::{Algorithm, Decision, KeyedError, Transition};
 
@@ -424,12 +424,20 @@ impl Table {
         tag: u64,
         admission: &Admission,
         now: impl Fn() -> u64,
+        refunds: &RefundCount,
     ) -> Option<(u64, u64)> {
         let p = self.probe(tag);
         while let Some((i, w)) = self.find(p) {
             let state = unpack(w).1;
-            let next = admission.give_back(a, state, now())?;
-            if next == state || self.slots[i].cas(w, pack(tag, next)).is_ok() {
+            let counted = refunds.now();
+            let next = admission.give_back_counted(a, state, now(), Some(counted))?;
+            if next == state {
+                return Some((state, next));
+            }
+            if !admission.undoes(state, counted) {
+                refunds.moving();
+            }
+            if self.slots[i].cas(w, pack(tag, next)).is_ok() {
                 return Some((state, next));
             }
         }
