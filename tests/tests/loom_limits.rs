@@ -49,6 +49,38 @@ fn refunds_never_let_more_through_than_each_limit_allows() {
     });
 }
 
+/// A refund of x1 and a check, and a refund of x2, race on one limiter (1 per 60 ns,
+/// burst 5) that admitted x1 (4 units) at 0 and x2 (2) at 200. Once x1's refund moved
+/// the word, x2's debt no longer ends where x2 wrote it: in every order the limiter
+/// must still refuse 5 units at 350, as its twin that saw only the check at 320 does
+/// (the count each refund reads after its load is what tells it; the check can run
+/// between).
+#[test]
+fn refunds_racing_a_check_never_invent_units() {
+    loom::model(|| {
+        let q = Quota::from_nanos(1, 60).unwrap().with_burst(5).unwrap();
+        let lim = Arc::new(RateLimiter::with_algorithm_and_clock(
+            Gcra::new(q),
+            ManualClock::new(),
+        ));
+        let x1 = lim.acquire_at(0, 4).unwrap().admission.unwrap();
+        let x2 = lim.acquire_at(200, 2).unwrap().admission.unwrap();
+        let l = lim.clone();
+        let first = thread::spawn(move || {
+            l.refund_at(&x1, 200);
+            l.check_at(320, 1).unwrap().is_allowed()
+        });
+        let l = lim.clone();
+        let second = thread::spawn(move || l.refund_at(&x2, 330));
+        assert!(second.join().unwrap());
+        assert!(first.join().unwrap(), "x1 given back left room for one");
+        assert!(
+            !lim.peek_at(350, 5).unwrap().is_allowed(),
+            "5 units at 350 after one at 320 with a burst of 5"
+        );
+    });
+}
+
 /// Three threads take permits from a limit of 2 and release them: never more than 2
 /// held at once, and all are back at the end.
 #[test]
