@@ -161,7 +161,7 @@ impl Admission {
     /// otherwise the algorithm's own [`refund`](Algorithm::refund). `None` if the
     /// algorithm gives nothing back at all.
     ///
-    /// Without the limiter's [`RefundCount`] this cannot tell whether another refund
+    /// Without the limiter's count of refunds this cannot tell whether another refund
     /// moved the word since, so it assumes one did (the limiters here count theirs):
     /// no undo, and a schedule gives nothing back. Less back, never more.
     pub fn give_back<A: Algorithm + ?Sized>(
