@@ -420,6 +420,13 @@ mod with_waits {
         >,
     }
 
+    /// Keeps a booked turn (to cancel later by its handle): its instant and handle.
+    fn keep<R>(turns: &std::cell::RefCell<Vec<Option<R>>>, at: u64, r: R) -> Option<(u64, usize)> {
+        let mut turns = turns.borrow_mut();
+        turns.push(Some(r));
+        Some((at, turns.len() - 1))
+    }
+
     impl Waits for Direct {
         fn clock(&self) -> &ManualClock {
             self.limiter.clock()
@@ -432,10 +439,7 @@ mod with_waits {
                 .limiter
                 .reserve(cost, Duration::from_secs(3_600))
                 .ok()?;
-            let mut turns = self.turns.borrow_mut();
-            turns.push(Some(r));
-            let at = turns.last().unwrap().as_ref().unwrap().ready_at();
-            Some((at, turns.len() - 1))
+            keep(&self.turns, r.ready_at(), r)
         }
         fn cancel(&self, handle: usize) {
             if let Some(r) = self.turns.borrow_mut()[handle].take() {
@@ -464,10 +468,7 @@ mod with_waits {
                 .limiter
                 .reserve_key(&7, cost, Duration::from_secs(3_600))
                 .ok()?;
-            let mut turns = self.turns.borrow_mut();
-            turns.push(Some(r));
-            let at = turns.last().unwrap().as_ref().unwrap().ready_at();
-            Some((at, turns.len() - 1))
+            keep(&self.turns, r.ready_at(), r)
         }
         fn cancel(&self, handle: usize) {
             if let Some(r) = self.turns.borrow_mut()[handle].take() {
