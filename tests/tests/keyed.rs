@@ -5,9 +5,11 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use portero::keyed::stack;
+
 use portero::{
-    stack, CalendarQuota, FixedWindow, Gcra, KeyedError, KeyedLimiter, ManualClock, Overflow,
-    Quota, RateLimiter, SlidingWindowCounter, TokenBucket,
+    CalendarQuota, FixedWindow, Gcra, KeyedError, KeyedLimiter, ManualClock, Overflow, Quota,
+    RateLimiter, SlidingWindowCounter, TokenBucket,
 };
 use proptest::prelude::*;
 

@@ -6,10 +6,11 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Barrier};
 
+use portero::keyed::stack;
 use portero::keyed::RandomState;
 use portero::{
-    stack, Acquired, Admission, CheckError, Decision, KeyedError, KeyedLog, KeyedLogError,
-    ManualClock, Quota, RateLimiter, MAX_LOG_ENTRIES, MAX_SPAN_NANOS, MAX_TIME_NANOS,
+    Acquired, Admission, CheckError, Decision, KeyedError, KeyedLog, KeyedLogError, ManualClock,
+    Quota, RateLimiter, MAX_LOG_ENTRIES, MAX_SPAN_NANOS, MAX_TIME_NANOS,
 };
 use proptest::prelude::*;
 

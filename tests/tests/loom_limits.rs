@@ -4,9 +4,8 @@
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::sync::Arc;
 use loom::thread;
-use portero::{
-    stack, ConcurrencyLimit, Gcra, KeyedLimiter, ManualClock, Quota, RateLimiter, SlotHint,
-};
+use portero::keyed::stack;
+use portero::{ConcurrencyLimit, Gcra, KeyedLimiter, ManualClock, Quota, RateLimiter, SlotHint};
 
 const T: u64 = 10;
 

@@ -1,6 +1,8 @@
 //! Calendar quotas: per-day and per-month counts that reset exactly at UTC boundaries.
 
-use portero::{stack, CalendarQuota, Gcra, ManualClock, Period, Quota, RateLimiter};
+use portero::keyed::stack;
+
+use portero::{CalendarQuota, Gcra, ManualClock, Period, Quota, RateLimiter};
 use proptest::prelude::*;
 
 const S: u64 = 1_000_000_000;

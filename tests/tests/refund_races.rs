@@ -6,7 +6,9 @@
 
 use std::sync::Arc;
 
-use portero::{stack, Clock, Gcra, KeyedLimiter, KeyedLog, ManualClock, Quota, RateLimiter};
+use portero::keyed::stack;
+
+use portero::{Clock, Gcra, KeyedLimiter, KeyedLog, ManualClock, Quota, RateLimiter};
 
 mod support {
     pub mod quota;

@@ -410,21 +410,51 @@ mod with_waits {
     // reservations, which borrow it, can be kept beside it.
     struct Direct {
         limiter: &'static RateLimiter<Gcra, ManualClock>,
-        turns: std::cell::RefCell<Vec<Option<portero::Reservation<'static, ManualClock>>>>,
+        turns: Turns<portero::Reservation<'static, ManualClock>>,
     }
 
     struct Keyed {
         limiter: &'static KeyedLimiter<u64, Gcra, ManualClock>,
-        turns: std::cell::RefCell<
-            Vec<Option<portero::KeyedReservation<'static, u64, Gcra, ManualClock>>>,
-        >,
+        turns: Turns<portero::KeyedReservation<'static, u64, Gcra, ManualClock>>,
     }
 
-    /// Keeps a booked turn (to cancel later by its handle): its instant and handle.
-    fn keep<R>(turns: &std::cell::RefCell<Vec<Option<R>>>, at: u64, r: R) -> Option<(u64, usize)> {
-        let mut turns = turns.borrow_mut();
-        turns.push(Some(r));
-        Some((at, turns.len() - 1))
+    /// The booked turns of a subject, to cancel later by their handle.
+    struct Turns<R>(std::cell::RefCell<Vec<Option<R>>>);
+
+    /// A booked turn that can be cancelled.
+    trait Turn {
+        fn cancel(self);
+    }
+
+    impl Turn for portero::Reservation<'static, ManualClock> {
+        fn cancel(self) {
+            portero::Reservation::cancel(self);
+        }
+    }
+
+    impl Turn for portero::KeyedReservation<'static, u64, Gcra, ManualClock> {
+        fn cancel(self) {
+            portero::KeyedReservation::cancel(self);
+        }
+    }
+
+    impl<R: Turn> Turns<R> {
+        fn new() -> Self {
+            Self(std::cell::RefCell::new(Vec::new()))
+        }
+
+        /// Keeps a booked turn: its instant and handle.
+        fn keep(&self, at: u64, r: R) -> Option<(u64, usize)> {
+            let mut turns = self.0.borrow_mut();
+            turns.push(Some(r));
+            Some((at, turns.len() - 1))
+        }
+
+        fn cancel(&self, handle: usize) {
+            if let Some(r) = self.0.borrow_mut()[handle].take() {
+                r.cancel();
+            }
+        }
     }
 
     impl Waits for Direct {
@@ -439,12 +469,10 @@ mod with_waits {
                 .limiter
                 .reserve(cost, Duration::from_secs(3_600))
                 .ok()?;
-            keep(&self.turns, r.ready_at(), r)
+            self.turns.keep(r.ready_at(), r)
         }
         fn cancel(&self, handle: usize) {
-            if let Some(r) = self.turns.borrow_mut()[handle].take() {
-                r.cancel();
-            }
+            self.turns.cancel(handle);
         }
         fn refund(&self, admission: &Admission) {
             self.limiter.refund(admission);
@@ -468,12 +496,10 @@ mod with_waits {
                 .limiter
                 .reserve_key(&7, cost, Duration::from_secs(3_600))
                 .ok()?;
-            keep(&self.turns, r.ready_at(), r)
+            self.turns.keep(r.ready_at(), r)
         }
         fn cancel(&self, handle: usize) {
-            if let Some(r) = self.turns.borrow_mut()[handle].take() {
-                r.cancel();
-            }
+            self.turns.cancel(handle);
         }
         fn refund(&self, admission: &Admission) {
             self.limiter.refund(&7, admission);
@@ -561,12 +587,12 @@ mod with_waits {
             (q, step) in quota(), steps in steps(),
         ) {
             let limiter: &'static _ = Box::leak(Box::new(RateLimiter::gcra(q).with_clock(ManualClock::new())));
-            let direct = Direct { limiter, turns: Default::default() };
+            let direct = Direct { limiter, turns: Turns::new() };
             run(&direct, q, step, &steps)?;
             let table: &'static _ = Box::leak(Box::new(KeyedLimiter::with_hasher(
                 Gcra::new(q), 4, ManualClock::new(), RandomState::with_seeds(1, 2, 3, 4),
             )));
-            let keyed = Keyed { limiter: table, turns: Default::default() };
+            let keyed = Keyed { limiter: table, turns: Turns::new() };
             run(&keyed, q, step, &steps)?;
         }
     }

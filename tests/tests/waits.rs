@@ -9,7 +9,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures_core::Stream;
-use portero::stream::{NeverFits, Throttled};
+use portero::wait::stream::{NeverFits, Throttled};
 use portero::{CheckError, Clock, Gcra, RateLimiter, ReserveError, TokenBucket, WaitError};
 use tokio::time::Instant;
 

@@ -5,6 +5,7 @@ use std::env;
 use std::path::{Path, PathBuf};
 use std::process::{exit, Command};
 
+mod layers;
 mod publish;
 
 const HELP: &str = "\
@@ -13,6 +14,8 @@ cargo xtask <command>
   test         everything CI runs: fmt, clippy, tests + doc tests, loom models,
                the no_std wasm32 build, the tests on wasm32-wasip1, the wasm
                package (Node and workerd tests)
+  layout       the layout's rules: imports name the defining module and flow one
+               way (core layers, no circles), no file over 800 lines
   loom         the loom models (LOOM_MAX_PREEMPTIONS=2); `loom --deep` is unbounded
   wasm         build wasm/pkg: cargo (nightly, build-std), wasm-bindgen, wasm-opt,
                and check the size budget
@@ -38,6 +41,7 @@ fn main() {
     env::set_current_dir(&root).expect("cd to the workspace root");
     let result = match args.first().map(String::as_str) {
         Some("test") => test_all(),
+        Some("layout") => layers::check(&root),
         Some("loom") => loom(args.iter().any(|a| a == "--deep")),
         Some("setup") => setup(),
         Some("wasm") => setup().and_then(|()| wasm()),
@@ -361,6 +365,7 @@ fn charts() -> Step {
 fn test_all() -> Step {
     setup()?;
     run("cargo", &["fmt", "--all", "--", "--check"], &[])?;
+    layers::check(Path::new("."))?;
     run(
         "cargo",
         &[

@@ -55,6 +55,21 @@ impl fmt::Display for KeyError {
 
 impl std::error::Error for KeyError {}
 
+// The client's address as a key function: here, beside the key functions, so that
+// the client module (who the client is) never imports the keys that use it.
+impl crate::client::ClientIp {
+    /// The client of a request, from the peer address the server recorded in its
+    /// extensions (a `SocketAddr`, or with the `axum` feature axum's
+    /// `ConnectInfo<SocketAddr>` or `MockConnectInfo`'s). No recorded peer is
+    /// [`KeyError::NoPeerAddress`] — a server
+    /// set-up fault that the rate-limit layer answers 500 and logs, never one bucket
+    /// for every client.
+    pub fn key<B>(&self, request: &Request<B>) -> Result<crate::client::ClientAddr, KeyError> {
+        let peer = crate::client::peer_of(request).ok_or(KeyError::NoPeerAddress)?;
+        Ok(self.resolve(peer, request.headers()))
+    }
+}
+
 /// What a key function may return: `Option<K>` (`None`: the client sent no key) or
 /// `Result<K, KeyError>` / [`KeyLookup<K>`] when the server itself may be unable to tell.
 pub trait IntoKey {
@@ -218,10 +233,11 @@ pub enum Either<X, Y> {
 /// req.extensions_mut().insert(client);
 /// assert_eq!(key(&req), Ok(client));
 /// ```
-pub fn client_addr<B>() -> impl Fn(&Request<B>) -> Result<crate::ClientAddr, KeyError> + Clone {
+pub fn client_addr<B>(
+) -> impl Fn(&Request<B>) -> Result<crate::client::ClientAddr, KeyError> + Clone {
     |req| {
         req.extensions()
-            .get::<crate::ClientAddr>()
+            .get::<crate::client::ClientAddr>()
             .copied()
             .ok_or(KeyError::MissingExtension("ClientAddr"))
     }
@@ -267,7 +283,7 @@ mod tests {
         assert!(limits.check_at(&k, 0, 1).unwrap().is_allowed());
         assert!(!limits.check_at(&k, 0, 1).unwrap().is_allowed());
         // An API key if sent, else the peer address.
-        let client = crate::ClientIp::new(crate::TrustedProxies::none());
+        let client = crate::client::ClientIp::new(crate::client::TrustedProxies::none());
         let key = either(
             header::<()>(HeaderName::from_static("x-api-key")),
             move |r| client.key(r),

@@ -19,7 +19,7 @@
 //! (which names the fix).
 
 use crate::headers::Policy;
-use crate::limit::Source;
+use crate::limit::store::Source;
 
 /// What the layer did with a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,13 +134,10 @@ pub(crate) fn fallback(policy: &Policy) {
 
 /// Counts and logs a request answered 500 because its limit could not be checked.
 pub(crate) fn failed(cause: &'static str, error: &dyn std::error::Error) {
-    #[cfg(feature = "metrics")]
-    described();
-    #[cfg(feature = "metrics")]
-    metrics::counter!("portero_limit_failures_total", "cause" => cause).increment(1);
+    count_failure(cause);
     #[cfg(feature = "tracing")]
     tracing::error!(cause, error = %error, "rate limit could not be checked; answered 500");
-    let _ = (cause, error);
+    let _ = error;
 }
 
 /// Counts a shadow limit that could not be checked (its key, its store): the request
@@ -152,13 +149,19 @@ pub(crate) fn failed_in_shadow(cause: &'static str, error: &dyn std::error::Erro
         "key" => "shadow_key",
         _ => "shadow_store",
     };
+    count_failure(cause);
+    #[cfg(feature = "tracing")]
+    tracing::warn!(cause, error = %error, "a shadow rate limit could not be checked; let through");
+    let _ = error;
+}
+
+/// One more on `portero_limit_failures_total` for `cause`.
+fn count_failure(cause: &'static str) {
     #[cfg(feature = "metrics")]
     described();
     #[cfg(feature = "metrics")]
     metrics::counter!("portero_limit_failures_total", "cause" => cause).increment(1);
-    #[cfg(feature = "tracing")]
-    tracing::warn!(cause, error = %error, "a shadow rate limit could not be checked; let through");
-    let _ = (cause, error);
+    let _ = cause;
 }
 
 /// Counts a request an overload layer answered without calling the inner service.

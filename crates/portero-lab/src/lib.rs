@@ -17,3 +17,6 @@ pub mod race;
 pub mod scenario;
 pub mod sim;
 pub mod svg;
+
+/// What the lab's commands return: their figures, or an error to print.
+pub type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;

@@ -11,6 +11,8 @@ use portero_lab::{arrivals, svg};
 
 mod overload_report;
 use overload_report as overload;
+use overload_report::{Drawn, Seeded};
+use portero_lab::Result;
 
 #[derive(Parser)]
 #[command(version, about = "Rate-limiting experiments with portero's limiters")]
@@ -58,23 +60,6 @@ enum Command {
         /// Where to write them (`cargo xtask charts` writes into `docs/`).
         dir: PathBuf,
     },
-}
-
-#[derive(Args)]
-struct Seeded {
-    /// Seed of the random arrivals (and jitter).
-    #[arg(long, default_value_t = portero_lab::overload::DEFAULT_SEED)]
-    seed: u64,
-    /// Also draw the experiment, and its curve, as an SVG chart to this file.
-    #[arg(long, value_name = "FILE")]
-    svg: Option<PathBuf>,
-}
-
-#[derive(Args)]
-struct Drawn {
-    /// Also draw the experiment's curves as an SVG chart to this file.
-    #[arg(long, value_name = "FILE")]
-    svg: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -154,8 +139,6 @@ fn main() -> ExitCode {
         }
     }
 }
-
-type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
@@ -422,7 +405,7 @@ fn contention(args: ContentionArgs) -> Result<()> {
     } else {
         println!(
             "machine: {machine}; {} cores; threads {}; {} runs of {} ms after a warm-up; {} latency samples a thread",
-            threads::cores(),
+            contention::study::cores(),
             if pinned { "pinned to cores" } else { "NOT pinned (the OS does not let this process choose cores)" },
             study.runs,
             args.duration_ms,

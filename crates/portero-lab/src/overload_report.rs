@@ -2,14 +2,32 @@
 //! same run with the one parameter that decides it swept, a few points of it; the
 //! chart, `--svg FILE`, draws every point).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use portero_lab::charts;
 use portero_lab::overload::{
     breaker as brk, goodput as gp, little as lt, priority as pr, storm as st, tenants as tn, SEC,
 };
 
-use crate::{Drawn, Result, Seeded};
+use clap::Args;
+use portero_lab::Result;
+
+#[derive(Args)]
+pub struct Seeded {
+    /// Seed of the random arrivals (and jitter).
+    #[arg(long, default_value_t = portero_lab::overload::DEFAULT_SEED)]
+    pub seed: u64,
+    /// Also draw the experiment, and its curve, as an SVG chart to this file.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct Drawn {
+    /// Also draw the experiment's curves as an SVG chart to this file.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+}
 
 /// Writes `svg` to `path`, if one was asked for.
 fn write_chart(path: Option<&Path>, svg: impl FnOnce() -> String) -> Result<()> {

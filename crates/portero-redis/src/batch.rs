@@ -12,8 +12,9 @@
 
 use redis::{ErrorKind, RedisError};
 
-use crate::limiter::{Call, Mode};
-use crate::{RedisCheckError, RedisLimiter, ServedBy, Verdict};
+use crate::call::{Call, Mode};
+use crate::limiter::RedisLimiter;
+use crate::outcome::{RedisCheckError, ServedBy, Verdict};
 
 /// One limit's check, ready to be sent with others.
 pub(crate) struct Part {

@@ -14,8 +14,9 @@ use portero::Decision;
 use tokio::sync::futures::OwnedNotified;
 use tokio::sync::Notify;
 
-use crate::limiter::Mode;
-use crate::{RedisCheckError, RedisLimiter, ServedBy, Verdict};
+use crate::call::Mode;
+use crate::limiter::RedisLimiter;
+use crate::outcome::{RedisCheckError, ServedBy, Verdict};
 
 /// A [`RedisLimiter`] that leases up to `batch` units per key in one script call and
 /// spends them locally. Pick it for hot keys with large limits.

@@ -83,11 +83,15 @@ mod algorithm;
 mod batch;
 mod breakers;
 mod cache;
+mod call;
 mod clock;
+mod connection;
+mod fallback;
 mod lease;
 mod limiter;
 mod local;
 mod outcome;
+mod round_trip;
 mod scripts;
 mod stack;
 #[cfg(feature = "tower")]

@@ -1,48 +1,45 @@
-//! [`RedisLimiter`]: connect, check, peek, stack, reset.
+//! [`RedisLimiter`]: connect, options, and the public checks (check, peek, stack,
+//! reset). One round trip to the script is `round_trip.rs`; what answers when Redis
+//! cannot is `fallback.rs`; the connection is `connection.rs`.
 
 use core::fmt;
-use core::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use portero::{CheckError, Decision};
-use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
-use redis::cluster_async::ClusterConnection;
-use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
-use redis::{Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Script, Value};
+use redis::{ErrorKind, RedisError, Script};
 
 use crate::algorithm::{redis_keys, user_keys, RedisAlgorithm, RedisQuotaError};
 use crate::breakers::Breakers;
 use crate::cache::{BlockedKeys, Sent};
+use crate::call::{Call, Mode};
 use crate::clock::RedisClock;
-use crate::outcome::{is_migrating, is_outage, is_stale};
+use crate::connection::{check_server, establish, Connection, Link, CONNECT_TIMEOUT};
+use crate::outcome::{RedisCheckError, ServedBy, Verdict, WhenDown};
+use crate::scripts;
 use crate::stack::{StackVerdict, StackedLimit};
-use crate::{scripts, RedisCheckError, ServedBy, Verdict, WhenDown};
 
-/// The oldest Redis the script runs on.
-const MIN_REDIS_MAJOR: u64 = 5;
 const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// A limit whose state lives in Redis, shared by every instance that uses the same
 /// key prefix and algorithm. Cloning is cheap and shares the connection.
 #[derive(Clone)]
 pub struct RedisLimiter {
-    link: Link,
-    algorithm: RedisAlgorithm,
+    pub(crate) link: Link,
+    pub(crate) algorithm: RedisAlgorithm,
     // The algorithm's part of every Redis key, written once.
-    suffix: Arc<str>,
-    script: Arc<Script>,
-    prefix: Arc<str>,
-    timeout: Duration,
-    when_down: WhenDown,
-    clock: Arc<RedisClock>,
-    errors: Arc<AtomicU64>,
-    round_trips: Arc<AtomicU64>,
-    cache: Option<Arc<BlockedKeys>>,
-    breakers: Option<Arc<Breakers>>,
+    pub(crate) suffix: Arc<str>,
+    pub(crate) script: Arc<Script>,
+    pub(crate) prefix: Arc<str>,
+    pub(crate) timeout: Duration,
+    pub(crate) when_down: WhenDown,
+    pub(crate) clock: Arc<RedisClock>,
+    pub(crate) errors: Arc<AtomicU64>,
+    pub(crate) round_trips: Arc<AtomicU64>,
+    pub(crate) cache: Option<Arc<BlockedKeys>>,
+    pub(crate) breakers: Option<Arc<Breakers>>,
 }
 
 impl fmt::Debug for RedisLimiter {
@@ -55,143 +52,6 @@ impl fmt::Debug for RedisLimiter {
             .field("breaker", &self.breakers.is_some())
             .finish_non_exhaustive()
     }
-}
-
-/// One server (reconnecting in the background) or a Cluster (following its slots:
-/// `MOVED` and `ASK` are handled by redis-rs's cluster connection).
-#[derive(Clone)]
-enum Connection {
-    Single(ConnectionManager),
-    Cluster(ClusterConnection),
-}
-
-impl ConnectionLike for Connection {
-    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        match self {
-            Self::Single(c) => c.req_packed_command(cmd),
-            Self::Cluster(c) => c.req_packed_command(cmd),
-        }
-    }
-
-    fn req_packed_commands<'a>(
-        &'a mut self,
-        cmd: &'a Pipeline,
-        offset: usize,
-        count: usize,
-    ) -> RedisFuture<'a, Vec<Value>> {
-        match self {
-            Self::Single(c) => c.req_packed_commands(cmd, offset, count),
-            Self::Cluster(c) => c.req_packed_commands(cmd, offset, count),
-        }
-    }
-
-    fn get_db(&self) -> i64 {
-        match self {
-            Self::Single(c) => c.get_db(),
-            Self::Cluster(c) => c.get_db(),
-        }
-    }
-}
-
-/// The connection: made at once ([`RedisLimiter::connect`]), or on first use and again
-/// after every failed attempt ([`RedisLimiter::connect_lazy`]).
-#[derive(Clone)]
-struct Link {
-    ready: Arc<tokio::sync::OnceCell<Connection>>,
-    // How to make it, for a lazy limiter.
-    client: Option<redis::Client>,
-    // A Cluster runs one script only on keys of one slot, and has a breaker per node.
-    cluster: bool,
-}
-
-impl Link {
-    /// The connection, making it within `budget` if it is not made yet; `None` if it
-    /// cannot be had in time (Redis down at start-up: the outage policy answers).
-    async fn get(&self, budget: Duration, clock: &RedisClock) -> Option<Connection> {
-        if let Some(c) = self.ready.get() {
-            return Some(c.clone());
-        }
-        let client = self.client.clone()?;
-        let made = self.ready.get_or_try_init(|| establish(client, clock));
-        match tokio::time::timeout(budget, made).await {
-            Ok(Ok(c)) => Some(c.clone()),
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "portero-redis: cannot connect yet; the outage policy answers");
-                None
-            }
-            Err(_) => None,
-        }
-    }
-}
-
-/// Connects to one server and checks it: Redis 5 or newer, and its clock.
-async fn establish(client: redis::Client, clock: &RedisClock) -> Result<Connection, RedisError> {
-    // No response timeout on the connection: each check bounds its own wait
-    // (`timeout`), so a caller who allows more time gets it.
-    let config = ConnectionManagerConfig::new()
-        .set_connection_timeout(CONNECT_TIMEOUT)
-        .set_number_of_retries(1);
-    let connection = ConnectionManager::new_with_config(client, config).await?;
-    let mut connection = Connection::Single(connection);
-    check_server(&mut connection, clock).await?;
-    Ok(connection)
-}
-
-/// Refuses a server older than Redis 5, and reads its clock once.
-async fn check_server(connection: &mut Connection, clock: &RedisClock) -> Result<(), RedisError> {
-    let info: String = connection
-        .ask_one_node(redis::cmd("INFO").arg("server"))
-        .await?;
-    check_version(&info)?;
-    let sent = clock.local_us();
-    let (secs, micros): (u64, u64) = connection.ask_one_node(&redis::cmd("TIME")).await?;
-    clock.observe(sent, secs * 1_000_000 + micros);
-    Ok(())
-}
-
-impl Connection {
-    /// A command that concerns no key, on one node (any node of a Cluster).
-    async fn ask_one_node<T: redis::FromRedisValue>(&mut self, cmd: &Cmd) -> Result<T, RedisError> {
-        match self {
-            Self::Single(c) => cmd.query_async(c).await,
-            Self::Cluster(c) => {
-                let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
-                redis::from_redis_value(&c.route_command(cmd, route).await?)
-            }
-        }
-    }
-}
-
-/// One limit as the script sees it: its algorithm, its two keys, its cost.
-pub(crate) struct Call {
-    pub(crate) algorithm: RedisAlgorithm,
-    pub(crate) keys: [String; 2],
-    pub(crate) cost: u64,
-    /// Where the user key's text lies in `keys[0]`, for the outage policy (`None`:
-    /// the shared no-key bucket).
-    pub(crate) user: Option<Range<usize>>,
-}
-
-impl Call {
-    /// The user key's text (`None`: the shared no-key bucket).
-    pub(crate) fn user_key(&self) -> Option<&str> {
-        self.keys[0].get(self.user.clone()?)
-    }
-}
-
-/// What the script decided, per limit: the decision in the limit's own terms, and
-/// the units it took.
-type Decided = Vec<(Decision, u64)>;
-
-/// What the script is asked to do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Mode {
-    /// Decide every limit, charge all if all admit.
-    Check = 0,
-    /// Decide, charge nothing.
-    Peek = 1,
-    /// One limit: take the most units that fit, up to the cost.
-    Lease = 2,
 }
 
 impl RedisLimiter {
@@ -718,336 +578,5 @@ impl RedisLimiter {
             cost,
             user: Some(user),
         })
-    }
-
-    /// Runs the script; `None` when Redis did not decide in time (the caller's outage
-    /// policy decides).
-    pub(crate) async fn run(
-        &self,
-        calls: &[Call],
-        mode: Mode,
-        at_us: u64,
-    ) -> Result<Option<Decided>, RedisCheckError> {
-        self.run_within(calls, mode, at_us, self.timeout).await
-    }
-
-    /// [`run`](Self::run) with `budget` instead of the limiter's timeout (a caller
-    /// that already spent part of it).
-    pub(crate) async fn run_within(
-        &self,
-        calls: &[Call],
-        mode: Mode,
-        at_us: u64,
-        budget: Duration,
-    ) -> Result<Option<Decided>, RedisCheckError> {
-        let mut invocation = self.script.prepare_invoke();
-        for call in calls {
-            invocation.key(&call.keys[0]);
-            if call.algorithm.uses_second_key() {
-                invocation.key(&call.keys[1]);
-            }
-        }
-        // An open breaker: Redis (on a Cluster, the node of these keys) kept timing
-        // out, so the outage policy answers now.
-        let mut guard = match &self.breakers {
-            Some(breakers) => {
-                let key = calls.first().map_or("", |c| c.keys[0].as_str());
-                let (breaker, read_map) = breakers.of(key);
-                if read_map.is_some() {
-                    self.read_slot_map(breakers.clone());
-                }
-                match breaker.try_call_owned() {
-                    Ok(call) => BreakerGuard(Some(call)),
-                    Err(_) => return Ok(None),
-                }
-            }
-            None => BreakerGuard(None),
-        };
-        let started = tokio::time::Instant::now();
-        let Some(mut connection) = self.link.get(budget, &self.clock).await else {
-            guard.failed();
-            return Ok(None); // not connected yet: the outage policy answers
-        };
-        let budget = budget.saturating_sub(started.elapsed());
-        // The deadline on Redis's clock, once the connection is made: a lazy
-        // limiter learns that clock while connecting (before, its first check's
-        // deadline lay in Redis's past and the outage policy answered it).
-        let sent = self.clock.local_us();
-        let deadline = if at_us == 0 {
-            self.clock.redis_time_in(sent, budget)
-        } else {
-            0
-        };
-        invocation.arg(deadline).arg(at_us).arg(mode as u8);
-        for call in calls {
-            invocation
-                .arg(&call.algorithm.script_args()[..])
-                .arg(call.cost);
-        }
-        self.round_trips.fetch_add(1, Ordering::Relaxed);
-        // A slot being migrated answers TRYAGAIN (or an ASK the client could not
-        // follow) for a moment: ask again, within the same timeout and the same
-        // deadline on Redis's clock, rather than answer with the outage policy.
-        //
-        // A connection that went stale with an old server (Redis was restarted) fails
-        // at once, and the connection manager reconnects on that failure: one more
-        // try, within the same timeout, is decided by the server that is there now.
-        // Once only: a Redis that is really down fails that try at once too.
-        let attempts = async {
-            let mut pause = Duration::from_millis(2);
-            let mut stale = true;
-            loop {
-                match invocation.invoke_async::<Vec<i64>>(&mut connection).await {
-                    Err(e) if is_migrating(&e) => {
-                        tokio::time::sleep(pause).await;
-                        pause = (pause * 2).min(Duration::from_millis(50));
-                    }
-                    Err(e) if stale && is_stale(&e) => stale = false,
-                    answer => return answer,
-                }
-            }
-        };
-        let answer = tokio::time::timeout(budget, attempts).await;
-        let reply = match answer {
-            Ok(Ok(reply)) => {
-                guard.answered();
-                reply
-            }
-            Ok(Err(e)) if !is_outage(&e) => {
-                guard.answered();
-                return Err(self.error(calls, e));
-            }
-            // Timed out, or Redis unreachable, loading or failing over.
-            _ => {
-                guard.failed();
-                return Ok(None);
-            }
-        };
-        let number = |i: usize| reply.get(i).map(|&v| u64::try_from(v).unwrap_or(0));
-        let (Some(status), Some(now)) = (number(0), number(1)) else {
-            return Err(self.error(calls, bad_reply()));
-        };
-        if at_us == 0 {
-            self.clock.observe(sent, now);
-        }
-        if status == 2 {
-            return Ok(None); // too late on Redis's clock: nothing was charged
-        }
-        let mut decided = Vec::with_capacity(calls.len());
-        for (i, call) in calls.iter().enumerate() {
-            let field = |j: usize| number(2 + 5 * i + j);
-            let (Some(outcome), Some(remaining), Some(retry_us), Some(reset_us), Some(taken)) =
-                (field(0), field(1), field(2), field(3), field(4))
-            else {
-                return Err(self.error(calls, bad_reply()));
-            };
-            let decision = Decision::new(
-                outcome == 1,
-                call.algorithm.capacity(),
-                remaining,
-                1,
-                retry_us.saturating_mul(1_000),
-                reset_us.saturating_mul(1_000),
-            );
-            decided.push((decision, taken));
-        }
-        Ok(Some(decided))
-    }
-
-    /// Reads the Cluster's slot map in the background (the caller holds the read
-    /// turn of [`Breakers::of`]); without a connection yet, the turn ends unused.
-    fn read_slot_map(&self, breakers: Arc<Breakers>) {
-        let connection = self.link.ready.get().cloned();
-        tokio::spawn(async move {
-            let Breakers::PerNode(nodes) = &*breakers else {
-                return;
-            };
-            let answer = match connection {
-                Some(mut c) => {
-                    let mut slots = redis::cmd("CLUSTER");
-                    slots.arg("SLOTS");
-                    let ask = c.ask_one_node::<Value>(&slots);
-                    tokio::time::timeout(Duration::from_secs(1), ask)
-                        .await
-                        .unwrap_or_else(|_| {
-                            Err(RedisError::from((ErrorKind::IoError, "timed out")))
-                        })
-                }
-                None => Err(RedisError::from((ErrorKind::IoError, "not connected"))),
-            };
-            nodes.learn(answer);
-        });
-    }
-
-    fn error(&self, calls: &[Call], e: RedisError) -> RedisCheckError {
-        self.errors.fetch_add(1, Ordering::Relaxed);
-        let key = calls.first().map_or("", |c| c.keys[0].as_str());
-        tracing::error!(key = %key, error = %e, "portero-redis: Redis answered a check with an error");
-        RedisCheckError::Redis(e)
-    }
-
-    /// The outage policy's answer for `cost` units of `key`.
-    pub(crate) fn fallback(
-        &self,
-        key: &str,
-        cost: u64,
-        algorithm: &RedisAlgorithm,
-    ) -> Result<Verdict, RedisCheckError> {
-        self.fallback_for(Some(key), cost, algorithm)
-    }
-
-    /// [`fallback`](Self::fallback), `None` for the shared no-key bucket.
-    pub(crate) fn fallback_for(
-        &self,
-        key: Option<&str>,
-        cost: u64,
-        algorithm: &RedisAlgorithm,
-    ) -> Result<Verdict, RedisCheckError> {
-        self.fallback_taking(key, cost, algorithm).map(|(v, _)| v)
-    }
-
-    /// [`fallback_for`](Self::fallback_for), and what a local fallback took (for
-    /// [`fallback_refund`](Self::fallback_refund)).
-    pub(crate) fn fallback_taking(
-        &self,
-        key: Option<&str>,
-        cost: u64,
-        algorithm: &RedisAlgorithm,
-    ) -> Result<(Verdict, Option<portero::Admission>), RedisCheckError> {
-        let capacity = algorithm.capacity();
-        let (decision, admission) = match (&self.when_down, key) {
-            (WhenDown::FailOpen, _) => (Decision::admitted(capacity, capacity - cost, 0), None),
-            (WhenDown::FailClosed, _) => {
-                (Decision::deny_for(capacity, portero::DENY_FOR_NANOS), None)
-            }
-            (WhenDown::Local(local), key) => {
-                let fingerprint = match key {
-                    Some(key) => local.fingerprint_of(key),
-                    None => local.anonymous_fingerprint(),
-                };
-                let now = portero::Clock::now(local.clock());
-                match local.acquire_fingerprint_at(fingerprint, now, cost) {
-                    // More than the fallback's own burst, which the shared limit
-                    // could admit: refused while Redis is away, not never.
-                    Err(portero::KeyedError::Check(CheckError::CostExceedsCapacity {
-                        capacity,
-                        ..
-                    })) => (Decision::deny_for(capacity, portero::DENY_FOR_NANOS), None),
-                    other => {
-                        let taken = other?;
-                        (taken.decision, taken.admission)
-                    }
-                }
-            }
-        };
-        let verdict = Verdict {
-            decision,
-            served_by: ServedBy::Fallback,
-        };
-        Ok((verdict, admission))
-    }
-
-    /// Gives back what this limiter's local fallback took for `call` (the outage
-    /// policy admitted it, a later limit of its batch refused), and says how the key
-    /// stands; `None` for the policies that take nothing.
-    #[cfg(feature = "tower")]
-    pub(crate) fn fallback_refund(
-        &self,
-        call: &Call,
-        admission: &portero::Admission,
-    ) -> Option<Decision> {
-        let WhenDown::Local(local) = &self.when_down else {
-            return None;
-        };
-        let fingerprint = match call.user_key() {
-            Some(key) => local.fingerprint_of(key),
-            None => local.anonymous_fingerprint(),
-        };
-        local.refund_fingerprint(fingerprint, admission);
-        let now = portero::Clock::now(local.clock()).max(admission.at());
-        local.peek_fingerprint_at(fingerprint, now, 0).ok()
-    }
-
-    fn fallback_peek(&self, key: &str, cost: u64) -> Result<Verdict, RedisCheckError> {
-        if let WhenDown::Local(local) = &self.when_down {
-            let now = portero::Clock::now(local.clock());
-            return Ok(Verdict {
-                decision: local.peek_at(key, now, cost)?,
-                served_by: ServedBy::Fallback,
-            });
-        }
-        self.fallback(key, cost, &self.algorithm)
-    }
-}
-
-/// A breaker call for one script call: a reply (even an error reply) is a success,
-/// no answer in time a failure, and a caller's cancellation neither (abandoned, so a
-/// client that gives up early cannot keep a hanging Redis's breaker closed).
-struct BreakerGuard(Option<portero::BreakerCall<'static, portero::DefaultClock>>);
-
-impl BreakerGuard {
-    fn failed(&mut self) {
-        if let Some(call) = self.0.take() {
-            call.failure();
-        }
-    }
-
-    fn answered(&mut self) {
-        if let Some(call) = self.0.take() {
-            call.success();
-        }
-    }
-}
-
-impl Drop for BreakerGuard {
-    fn drop(&mut self) {
-        if let Some(call) = self.0.take() {
-            call.abandon();
-        }
-    }
-}
-
-fn bad_reply() -> RedisError {
-    RedisError::from((
-        ErrorKind::TypeError,
-        "unexpected reply from the limits script",
-    ))
-}
-
-/// Refuses servers older than Redis 5 (from `INFO server`'s `redis_version`).
-fn check_version(info: &str) -> Result<(), RedisError> {
-    let version = info
-        .lines()
-        .find_map(|l| l.strip_prefix("redis_version:"))
-        .map(str::trim)
-        .unwrap_or("");
-    let major = version
-        .split('.')
-        .next()
-        .and_then(|m| m.parse::<u64>().ok());
-    match major {
-        Some(m) if m >= MIN_REDIS_MAJOR => Ok(()),
-        _ => Err(RedisError::from((
-            ErrorKind::ClientError,
-            "portero-redis needs Redis 5.0 or newer",
-            format!("the server reports version {version:?}"),
-        ))),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn servers_before_redis_5_are_refused_by_name() {
-        let info = |v: &str| format!("# Server\r\nredis_version:{v}\r\nredis_mode:standalone\r\n");
-        assert!(check_version(&info("7.0.15")).is_ok());
-        assert!(check_version(&info("5.0.0")).is_ok());
-        for old in ["4.0.14", "3.2.12", "garbage", ""] {
-            let e = check_version(&info(old)).unwrap_err();
-            assert!(e.to_string().contains("Redis 5.0 or newer"), "{e}");
-        }
-        assert!(check_version("no version here").is_err());
     }
 }

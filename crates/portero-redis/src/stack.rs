@@ -18,8 +18,8 @@
 use portero::Decision;
 
 use crate::algorithm::{redis_keys, with_second_key, RedisAlgorithm};
-use crate::limiter::Call;
-use crate::{RedisCheckError, ServedBy};
+use crate::call::Call;
+use crate::outcome::{RedisCheckError, ServedBy};
 
 /// One limit of a stack: an algorithm and quota, the user key it counts, the cost.
 #[derive(Debug, Clone)]

@@ -15,7 +15,9 @@ use portero_http::{
 };
 
 use crate::batch::{check_parts, Part};
-use crate::{LeasedLimiter, RedisCheckError, RedisLimiter, ServedBy, Verdict};
+use crate::lease::LeasedLimiter;
+use crate::limiter::RedisLimiter;
+use crate::outcome::{RedisCheckError, ServedBy, Verdict};
 
 /// Several Redis limits of one layer on one connection travel in one call, all or
 /// none (see the `batch` module).
@@ -73,7 +75,7 @@ impl RedisLimiter {
         &self,
         key: Option<&K>,
         cost: u64,
-    ) -> Result<crate::limiter::Call, RedisCheckError> {
+    ) -> Result<crate::call::Call, RedisCheckError> {
         match key {
             Some(key) => self.call_writing(|out| key.write_key(out), cost),
             None => self.anonymous_call(cost),

@@ -18,7 +18,7 @@
 //!    the very word `X` wrote (a bug an outside review found), so the undo also needs
 //!    the limiter's count of refunds unchanged since `X` wrote (see rule 2).
 //! 2. **Something since.** Each algorithm gives back what can still be `X`'s
-//!    ([`Algorithm::refund`]):
+//!    ([`Algorithm::refund`](crate::algorithm::Algorithm::refund)):
 //!    - a schedule (GCRA, token bucket, leaky meter: the state is the instant the
 //!      debt is paid off) gives back the part of `X`'s debt that lies after the
 //!      refund's time: `min(n·T, W − now)`, where `W` is the instant `X`'s update
@@ -45,7 +45,7 @@
 //!      going backwards) count in `X`'s; neither can be made as if `X` had never come,
 //!      so such an opener gives nothing back once others came since. **Shortfall:**
 //!      at most one request's units per window.
-//!    - a queue ([`LeakyQueue`](crate::LeakyQueue)) gives back nothing: the requests
+//!    - a queue ([`LeakyQueue`](crate::algorithm::leaky_bucket::LeakyQueue)) gives back nothing: the requests
 //!      behind `X` were told when they leave, and the freed slot lies between them.
 //!
 //! # Time
@@ -56,7 +56,6 @@
 //! check since by `δ` can give back up to `δ` of time debt too much; the time used is
 //! never earlier than `X`'s own.
 
-use crate::limiter::Algorithm;
 use crate::quota::Quota;
 
 /// What one admission took and wrote, for giving it back (a stack whose later limit
@@ -156,37 +155,25 @@ impl Admission {
         }
     }
 
-    /// The state after giving this admission back to `algorithm` at `now` (see the
-    /// [module docs](self) for the rule): the undo while nothing happened since,
-    /// otherwise the algorithm's own [`refund`](Algorithm::refund). `None` if the
-    /// algorithm gives nothing back at all.
+    /// The state after giving this admission back at `now` (see the [module
+    /// docs](self)), the algorithm's own refund being `refund`: the undo while nothing
+    /// happened since, otherwise `refund` of what the limiter knows (an admission
+    /// whose refund count no longer matches `refunds` reads as one whose debt moved).
+    /// What [`Admission::give_back`] runs, beside the [`Algorithm`] trait.
     ///
-    /// Without the limiter's count of refunds this cannot tell whether another refund
-    /// moved the word since, so it assumes one did (the limiters here count theirs):
-    /// no undo, and a schedule gives nothing back. Less back, never more.
-    pub fn give_back<A: Algorithm + ?Sized>(
+    /// [`Algorithm`]: crate::algorithm::Algorithm
+    pub(crate) fn give_back_with(
         &self,
-        algorithm: &A,
-        state: u64,
-        now: u64,
-    ) -> Option<u64> {
-        self.give_back_counted(algorithm, state, now, None)
-    }
-
-    /// [`give_back`](Self::give_back), knowing how many refunds have moved the word
-    /// now (`refunds`, read after `state` was loaded).
-    pub(crate) fn give_back_counted<A: Algorithm + ?Sized>(
-        &self,
-        algorithm: &A,
         state: u64,
         now: u64,
         refunds: Option<u64>,
+        refund: impl FnOnce(&Admission, u64) -> Option<u64>,
     ) -> Option<u64> {
         let mut seen = *self;
         if refunds != Some(self.epoch) {
             seen.epoch = MOVED;
         }
-        let late = algorithm.refund(state, &seen, now.max(self.at))?;
+        let late = refund(&seen, now.max(self.at))?;
         Some(seen.exact_undo(state).unwrap_or(late))
     }
 
@@ -238,7 +225,7 @@ impl RefundCount {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Acquired {
     /// The answer.
-    pub decision: crate::Decision,
+    pub decision: crate::decision::Decision,
     /// `Some` when units were taken (an admission of a positive cost).
     pub admission: Option<Admission>,
 }
@@ -283,51 +270,4 @@ pub(crate) fn schedule_refund(
 pub(crate) fn quota_refund(quota: &Quota, state: u64, admission: &Admission, now: u64) -> u64 {
     let increment = admission.cost().saturating_mul(quota.interval_nanos());
     schedule_refund(state, admission, now, increment, quota.capacity_nanos())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::{Gcra, Quota};
-
-    const MS: u64 = 1_000_000;
-
-    #[test]
-    fn a_refund_after_the_debt_drained_gives_back_only_what_lies_ahead() {
-        // 2 per second, burst 2 (T = 500 ms): X at 0, Y at 500 ms, X given back.
-        let g = Gcra::new(Quota::per_second(2).unwrap());
-        let x = g.decide(0, 0, 1).unwrap();
-        let adm = Admission::wrote(0, 1, 0, x.next.unwrap(), 0);
-        let y = g
-            .decide(x.next.unwrap(), 500 * MS, 1)
-            .unwrap()
-            .next
-            .unwrap();
-        let refunded = adm.give_back_counted(&g, y, 500 * MS, Some(0)).unwrap();
-        // The twin that never saw X: Y alone, at 500 ms.
-        let twin = g.decide(0, 500 * MS, 1).unwrap().next.unwrap();
-        assert!(refunded >= twin, "{refunded} < {twin}");
-        assert!(!g
-            .decide(refunded, 500 * MS, 2)
-            .unwrap()
-            .decision
-            .is_allowed());
-        assert!(g
-            .decide(refunded, 500 * MS, 1)
-            .unwrap()
-            .decision
-            .is_allowed());
-    }
-
-    #[test]
-    fn nothing_since_is_an_exact_undo() {
-        let g = Gcra::new(Quota::per_second(2).unwrap());
-        let x = g.decide(7, 100, 2).unwrap().next.unwrap();
-        let adm = Admission::wrote(100, 2, 7, x, 0);
-        assert_eq!(adm.give_back_counted(&g, x, 5_000 * MS, Some(0)), Some(7));
-        assert_eq!(adm.undo(x + 1), None);
-        // A refund counted since, or no count at all: the same word proves nothing.
-        assert_ne!(adm.give_back_counted(&g, x, 5_000 * MS, Some(1)), Some(7));
-        assert_ne!(adm.give_back(&g, x, 5_000 * MS), Some(7));
-    }
 }

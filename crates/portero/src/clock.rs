@@ -7,7 +7,7 @@
 //!
 //! Invariant shared by every implementation here: readings start near 0 when the clock
 //! is created and never decrease (monotonic), so a process would need to run for
-//! [`MAX_TIME_NANOS`](crate::MAX_TIME_NANOS) (about 292 years) before a reading leaves the
+//! [`MAX_TIME_NANOS`](crate::quota::MAX_TIME_NANOS) (about 292 years) before a reading leaves the
 //! range the limiters accept.
 //!
 //! | clock | resolution | cost on the reference VM | notes |
@@ -38,17 +38,17 @@ impl<C: Clock + ?Sized> Clock for alloc::sync::Arc<C> {
     }
 }
 
-/// The clock [`RateLimiter::new`](crate::RateLimiter::new) uses.
+/// The clock [`RateLimiter::new`](crate::algorithm::limiter::RateLimiter::new) uses.
 ///
 /// [`QuantaClock`] when the `quanta` feature is on (the default): the cheapest
 /// nanosecond-resolution clock measured (see `BENCHMARKS.md`). [`StdClock`] with `std`
 /// alone, and [`ManualClock`] without `std`, where time must come from the caller.
 #[cfg(feature = "quanta")]
 pub type DefaultClock = QuantaClock;
-/// The clock [`RateLimiter::new`](crate::RateLimiter::new) uses (`std` without `quanta`).
+/// The clock [`RateLimiter::new`](crate::algorithm::limiter::RateLimiter::new) uses (`std` without `quanta`).
 #[cfg(all(feature = "std", not(feature = "quanta")))]
 pub type DefaultClock = StdClock;
-/// The clock [`RateLimiter::new`](crate::RateLimiter::new) uses (`no_std`: time comes
+/// The clock [`RateLimiter::new`](crate::algorithm::limiter::RateLimiter::new) uses (`no_std`: time comes
 /// from the caller, through `check_at` or [`ManualClock::set`]).
 #[cfg(not(feature = "std"))]
 pub type DefaultClock = ManualClock;

@@ -104,7 +104,7 @@ impl Decision {
     }
 
     /// The same decision for a shaper: an admitted request must wait `delay_nanos`
-    /// before it goes (see [`LeakyQueue`](crate::LeakyQueue)).
+    /// before it goes (see [`LeakyQueue`](crate::algorithm::leaky_bucket::LeakyQueue)).
     pub const fn with_delay(self, delay_nanos: u64) -> Self {
         Self {
             delay: delay_nanos,
@@ -112,7 +112,7 @@ impl Decision {
         }
     }
 
-    /// For shapers ([`LeakyQueue`](crate::LeakyQueue)): how long an admitted request
+    /// For shapers ([`LeakyQueue`](crate::algorithm::leaky_bucket::LeakyQueue)): how long an admitted request
     /// waits before it may go. Zero for every limiter that admits at once.
     pub const fn delay(&self) -> Duration {
         Duration::from_nanos(self.delay)
@@ -191,7 +191,7 @@ pub enum CheckError {
         /// The most the limiter can admit at once.
         capacity: u64,
     },
-    /// The time given is past [`MAX_TIME_NANOS`](crate::MAX_TIME_NANOS).
+    /// The time given is past [`MAX_TIME_NANOS`](crate::quota::MAX_TIME_NANOS).
     TimeOutOfRange {
         /// The time given, in nanoseconds.
         now: u64,
@@ -215,7 +215,7 @@ impl fmt::Display for CheckError {
 
 impl core::error::Error for CheckError {}
 
-/// Why a check of a keyed limit (a [`KeyedLimiter`](crate::KeyedLimiter), a stack
+/// Why a check of a keyed limit (a [`KeyedLimiter`](crate::keyed::limiter::KeyedLimiter), a stack
 /// that may hold one) could not be decided. Nothing was consumed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -251,10 +251,10 @@ impl fmt::Display for KeyedError {
 impl core::error::Error for KeyedError {}
 
 /// The range checks every algorithm makes before deciding: `now` within
-/// [`MAX_TIME_NANOS`](crate::MAX_TIME_NANOS), `cost` within the capacity.
+/// [`MAX_TIME_NANOS`](crate::quota::MAX_TIME_NANOS), `cost` within the capacity.
 #[inline]
 pub(crate) fn check_range(now: u64, cost: u64, capacity: u64) -> Result<(), CheckError> {
-    if now > crate::MAX_TIME_NANOS {
+    if now > crate::quota::MAX_TIME_NANOS {
         return Err(CheckError::TimeOutOfRange { now });
     }
     if cost > capacity {

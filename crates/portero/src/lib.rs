@@ -44,7 +44,7 @@
 //!   name).
 //! - [`SlidingLog`]: exact, up to `L` timestamps behind a mutex.
 //! - [`KeyedLimiter`]: a limiter per key in a fixed-size table; [`Policies`] maps
-//!   operations to keyed limits; [`stack::check_all`] checks several limits all or none
+//!   operations to keyed limits; [`keyed::stack::check_all`] checks several limits all or none
 //!   with refunds; [`ConcurrencyLimit`] counts requests in flight, [`PriorityLimit`] refuses
 //!   lower priorities first, [`AdaptiveConcurrency`] finds the limit from latency; [`CircuitBreaker`]
 //!   stops calling a failing dependency; [`Striped`] spreads
@@ -75,84 +75,66 @@
 #[cfg(feature = "alloc")]
 extern crate alloc;
 
-#[cfg(feature = "alloc")]
-mod adaptive;
+// The foundations: everything else stands on these, and they import nothing above.
 pub mod admission;
-mod any;
-mod breaker;
-pub mod calendar;
 pub mod clock;
-mod concurrency;
 mod decision;
-pub mod fixed_window;
-pub mod from_quota;
-pub mod gcra;
-#[cfg(feature = "alloc")]
-pub mod keyed;
-#[cfg(feature = "alloc")]
-pub mod keyed_log;
-pub mod leaky_bucket;
-mod limiter;
-#[cfg(feature = "std")]
-pub mod policies;
-#[cfg(feature = "alloc")]
-mod priority;
 mod quota;
-pub mod reserve;
-pub mod sliding_counter;
-#[cfg(feature = "std")]
-pub mod sliding_log;
-pub mod stack;
-#[cfg(feature = "tokio")]
-pub mod stream;
-#[cfg(feature = "std")]
-pub mod striped;
 mod sync;
-pub mod token_bucket;
 #[cfg(feature = "tokio")]
-pub mod wait;
+mod wait_line;
 mod window;
 mod word;
 
-#[cfg(feature = "alloc")]
-pub use adaptive::{AdaptiveConcurrency, AdaptiveConfig, AdaptiveConfigError, AdaptivePermit};
+// The layers, each importing only from the ones listed before it.
+pub mod algorithm;
+pub mod keyed;
+pub mod overload;
+pub mod wait;
+
 pub use admission::{Acquired, Admission};
-pub use any::{AlgorithmName, AnyAlgorithm, AnyAlgorithmError};
-pub use breaker::{BreakerCall, BreakerError, BreakerOpen, CircuitBreaker, Trip, MAX_RATE_WINDOW};
-pub use calendar::{CalendarQuota, Period};
+pub use algorithm::any::{AlgorithmName, AnyAlgorithm, AnyAlgorithmError};
+pub use algorithm::calendar::{CalendarQuota, Period};
+pub use algorithm::fixed_window::{FixedWindow, Placement};
+pub use algorithm::gcra::Gcra;
+pub use algorithm::leaky_bucket::{LeakyMeter, LeakyQueue};
+pub use algorithm::limiter::RateLimiter;
+pub use algorithm::sliding_counter::SlidingWindowCounter;
+#[cfg(feature = "std")]
+pub use algorithm::sliding_log::SlidingLog;
+pub use algorithm::token_bucket::TokenBucket;
+pub use algorithm::Algorithm;
 pub use clock::{Clock, DefaultClock, ManualClock};
 #[cfg(feature = "std")]
 pub use clock::{CoarseClock, StdClock, UnixClock};
 #[cfg(feature = "quanta")]
 pub use clock::{QuantaClock, RecentClock, UpkeepGuard};
-#[cfg(feature = "alloc")]
-pub use concurrency::OwnedPermit;
-pub use concurrency::{ConcurrencyLimit, Permit};
 pub use decision::{CheckError, Decision, KeyedError, DENY_FOR_NANOS};
-pub use fixed_window::{FixedWindow, Placement};
-pub use gcra::Gcra;
 #[cfg(feature = "alloc")]
-pub use keyed::{
-    Fingerprint, KeyedLimit, KeyedLimiter, KeyedReservation, Overflow, SlotHint, WaitError,
+pub use keyed::log::{KeyedLog, KeyedLogError, KeyedLogLimit, MAX_LOG_ENTRIES};
+#[cfg(feature = "std")]
+pub use keyed::policies::{Policies, PolicyError};
+#[cfg(feature = "std")]
+pub use keyed::striped::Striped;
+#[cfg(feature = "alloc")]
+pub use keyed::{Fingerprint, KeyedLimit, KeyedLimiter, Overflow, SlotHint};
+#[cfg(feature = "alloc")]
+pub use overload::OwnedPermit;
+#[cfg(feature = "alloc")]
+pub use overload::{AdaptiveConcurrency, AdaptiveConfig, AdaptiveConfigError, AdaptivePermit};
+pub use overload::{
+    BreakerCall, BreakerError, BreakerOpen, CircuitBreaker, ConcurrencyLimit, Permit, Trip,
+    MAX_RATE_WINDOW,
 };
 #[cfg(feature = "alloc")]
-pub use keyed_log::{KeyedLog, KeyedLogError, KeyedLogLimit, MAX_LOG_ENTRIES};
-pub use leaky_bucket::{LeakyMeter, LeakyQueue};
-pub use limiter::{Algorithm, RateLimiter, Transition};
-#[cfg(feature = "std")]
-pub use policies::{Policies, PolicyError};
-#[cfg(feature = "alloc")]
-pub use priority::{Priority, PriorityError, PriorityLimit, MAX_CLASSES};
+pub use overload::{Priority, PriorityError, PriorityLimit, MAX_CLASSES};
 pub use quota::{Quota, QuotaError, MAX_SPAN_NANOS, MAX_TIME_NANOS};
 #[cfg(feature = "tokio")]
-pub use reserve::Ready;
-pub use reserve::{Reservation, ReserveError};
-pub use sliding_counter::SlidingWindowCounter;
-#[cfg(feature = "std")]
-pub use sliding_log::SlidingLog;
-#[cfg(feature = "std")]
-pub use striped::Striped;
-pub use token_bucket::TokenBucket;
+pub use wait::reserve::Ready;
+pub use wait::reserve::{Reservation, ReserveError};
+#[cfg(feature = "alloc")]
+pub use wait::{KeyedReservation, WaitError};
+pub use word::Transition;
 
 // The crate's README (its crates.io page) is checked as a doc test too.
 #[cfg(doctest)]

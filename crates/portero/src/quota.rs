@@ -11,7 +11,7 @@ pub const MAX_SPAN_NANOS: u64 = 1 << 62;
 
 /// The latest instant (nanoseconds on the caller's axis) a limiter accepts: `2^63 − 1`
 /// ns, about 292 years after the clock's epoch. Later readings get
-/// [`CheckError::TimeOutOfRange`](crate::CheckError::TimeOutOfRange), never a wrap.
+/// [`CheckError::TimeOutOfRange`](crate::decision::CheckError::TimeOutOfRange), never a wrap.
 pub const MAX_TIME_NANOS: u64 = (1 << 63) - 1;
 
 /// A rate (`limit` per `period`) and a burst (how many may pass at once).

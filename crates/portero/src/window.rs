@@ -2,7 +2,7 @@
 //!
 //! Invariant: a state word stores the **whole** window (or period) index
 //! `⌊now / unit⌋`, never one truncated to fewer bits, for every `now` up to
-//! [`MAX_TIME_NANOS`](crate::MAX_TIME_NANOS). Each layout gives the index the bits
+//! [`MAX_TIME_NANOS`](crate::quota::MAX_TIME_NANOS). Each layout gives the index the bits
 //! [`index_bits`] says it needs and the counts what is left, so no idle gap in the
 //! supported range can make an old window look current, or ahead of now: a stored
 //! index ahead of now means only that time really went backwards.
@@ -10,7 +10,7 @@
 /// Bits that hold `⌊now / unit⌋` for every `now ≤ MAX_TIME_NANOS` (`unit ≥ 1`).
 #[inline]
 pub(crate) const fn index_bits(unit: u64) -> u32 {
-    64 - (crate::MAX_TIME_NANOS / unit).leading_zeros()
+    64 - (crate::quota::MAX_TIME_NANOS / unit).leading_zeros()
 }
 
 /// `current − stored` for two whole indices (both below `2^63`, so it cannot overflow).
@@ -35,7 +35,7 @@ mod tests {
         assert_eq!(index_bits(1), 63);
         assert_eq!(index_bits(1_000_000_000), 34);
         for unit in [1, 2, 3, 1_000, 999_999_937, 1 << 40, 1 << 62] {
-            let top = crate::MAX_TIME_NANOS / unit;
+            let top = crate::quota::MAX_TIME_NANOS / unit;
             assert!(top <= mask(index_bits(unit)), "{unit}");
             assert!(
                 top > mask(index_bits(unit) - 1) || index_bits(unit) == 1,
@@ -43,6 +43,6 @@ mod tests {
             );
         }
         assert_eq!(index_delta(5, 7), -2);
-        assert_eq!(index_delta(crate::MAX_TIME_NANOS, 0), i64::MAX);
+        assert_eq!(index_delta(crate::quota::MAX_TIME_NANOS, 0), i64::MAX);
     }
 }

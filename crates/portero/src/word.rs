@@ -13,7 +13,7 @@
 
 use crate::sync::{AtomicU64, Ordering};
 
-use crate::Decision;
+use crate::decision::Decision;
 
 /// What a pure transition returns: the decision (for algorithms, a [`Decision`];
 /// for updates that decide nothing, `()`), and the state to publish if any.

@@ -10,7 +10,7 @@ use http::header::CONTENT_TYPE;
 use http::request::Parts;
 use http::{HeaderValue, StatusCode};
 
-use crate::ClientAddr;
+use crate::client::ClientAddr;
 
 /// The body of the 500 a handler answers when it extracts [`ClientAddr`] but no
 /// [`ClientAddrLayer`](super::ClientAddrLayer) ran before it.

@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use tower_layer::Layer;
 
-use super::ClientAddrService;
-use crate::ClientIp;
+use super::service::ClientAddrService;
+use crate::client::ClientIp;
 
 /// Resolves each request's [`ClientAddr`](crate::ClientAddr) once, with
 /// [`ClientIp::key`], and puts it in the request's extensions, where the

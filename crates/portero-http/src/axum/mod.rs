@@ -61,10 +61,10 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-mod extract;
-mod future;
-mod layer;
-mod service;
+pub(crate) mod extract;
+pub(crate) mod future;
+pub(crate) mod layer;
+pub(crate) mod service;
 
 pub use extract::{MissingClientAddr, MISSING_CLIENT_ADDR_BODY};
 pub use future::ClientAddrFuture;

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use http::{Request, Response};
 use tower_service::Service;
 
-use super::ClientAddrFuture;
+use super::future::ClientAddrFuture;
 use crate::answer::limit_failed;
+use crate::client::ClientIp;
 use crate::observe::failed;
-use crate::ClientIp;
 
 /// The service [`ClientAddrLayer`](super::ClientAddrLayer) builds.
 #[derive(Debug, Clone)]

@@ -11,8 +11,8 @@ use pin_project_lite::pin_project;
 use portero::{BreakerCall, BreakerOpen, Clock};
 use tokio::time::Sleep;
 
+use super::error::BreakerCallError;
 use super::layer::FailureFn;
-use super::BreakerCallError;
 
 pin_project! {
     /// The response of a [`CircuitBreakerService`](super::CircuitBreakerService).

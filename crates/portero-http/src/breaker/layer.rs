@@ -7,9 +7,6 @@ use std::time::Duration;
 
 use http::Response;
 use portero::{BreakerOpen, CircuitBreaker, Clock, DefaultClock};
-use tower_layer::Layer;
-
-use super::CircuitBreakerService;
 
 /// Decides whether a response counts as a failure.
 pub type FailureFn<B> = Arc<dyn Fn(&Response<B>) -> bool + Send + Sync>;
@@ -119,19 +116,5 @@ impl<B, C: fmt::Debug> fmt::Debug for CircuitBreakerLayer<B, C> {
             .field("fallback", &self.fallback.is_some())
             .field("timeout", &self.timeout)
             .finish_non_exhaustive()
-    }
-}
-
-impl<S, B, C> Layer<S> for CircuitBreakerLayer<B, C> {
-    type Service = CircuitBreakerService<S, B, C>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        CircuitBreakerService {
-            inner,
-            inner_ready: false,
-            ready_deadline: None,
-            ready_timed_out: false,
-            layer: self.clone(),
-        }
     }
 }

@@ -2,10 +2,10 @@
 //! calling a failing dependency, answers with a fallback, and probes for recovery. The
 //! layer, the service, its future and the error, each in its own file.
 
-mod error;
-mod future;
-mod layer;
-mod service;
+pub(crate) mod error;
+pub(crate) mod future;
+pub(crate) mod layer;
+pub(crate) mod service;
 
 pub use error::BreakerCallError;
 pub use future::CircuitBreakerFuture;

@@ -5,14 +5,16 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
+use tower_layer::Layer;
 
 use http::Response;
 use portero::{BreakerOpen, Clock};
 use tokio::time::Sleep;
 use tower_service::Service;
 
+use super::error::BreakerCallError;
 use super::future::{CircuitBreakerFuture, State};
-use super::{BreakerCallError, CircuitBreakerLayer};
+use super::layer::CircuitBreakerLayer;
 use crate::observe::shed;
 
 /// The service [`CircuitBreakerLayer`] builds.
@@ -26,6 +28,22 @@ pub struct CircuitBreakerService<S, B, C> {
     pub(super) ready_deadline: Option<Pin<Box<Sleep>>>,
     pub(super) ready_timed_out: bool,
     pub(super) layer: CircuitBreakerLayer<B, C>,
+}
+
+// The layer builds this service; the impl lives here so that the layer (its
+// options) never imports the service it builds.
+impl<S, B, C> Layer<S> for CircuitBreakerLayer<B, C> {
+    type Service = CircuitBreakerService<S, B, C>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        CircuitBreakerService {
+            inner,
+            inner_ready: false,
+            ready_deadline: None,
+            ready_timed_out: false,
+            layer: self.clone(),
+        }
+    }
 }
 
 impl<S: Clone, B, C> Clone for CircuitBreakerService<S, B, C> {

@@ -18,8 +18,6 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use http::HeaderMap;
 
-use super::ForwardedField;
-
 /// The most bytes of forwarding fields read from the right; reading stops there.
 pub const MAX_FORWARDED_BYTES: usize = 2_048;
 /// The most hops read from the right; reading stops there.
@@ -32,6 +30,16 @@ pub(super) enum Hop {
     Addr(IpAddr),
     /// Malformed, hidden, or past the limits: reading stops here.
     Unreadable,
+}
+
+/// Which forwarding field a trusted proxy writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ForwardedField {
+    /// `X-Forwarded-For: client, proxy1, proxy2` (the default).
+    #[default]
+    XForwardedFor,
+    /// `Forwarded: for=client, for=proxy1` (RFC 7239).
+    Forwarded,
 }
 
 /// The hops of `field` in `headers`, newest first, ending with at most one

@@ -37,8 +37,9 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use http::{HeaderMap, Request};
 
-mod forwarded;
+pub(crate) mod forwarded;
 
+pub use forwarded::ForwardedField;
 use forwarded::{hops_from_right, Hop};
 pub use forwarded::{MAX_FORWARDED_BYTES, MAX_HOPS};
 
@@ -241,16 +242,6 @@ impl TrustedProxies {
     }
 }
 
-/// Which forwarding field a trusted proxy writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ForwardedField {
-    /// `X-Forwarded-For: client, proxy1, proxy2` (the default).
-    #[default]
-    XForwardedFor,
-    /// `Forwarded: for=client, for=proxy1` (RFC 7239).
-    Forwarded,
-}
-
 /// Finds the address a request should be limited under. See the [module](self) docs.
 ///
 /// ```
@@ -298,17 +289,6 @@ impl ClientIp {
         }
     }
 
-    /// The client of a request, from the peer address the server recorded in its
-    /// extensions (a `SocketAddr`, or with the `axum` feature axum's
-    /// `ConnectInfo<SocketAddr>` or `MockConnectInfo`'s). No recorded peer is
-    /// [`KeyError::NoPeerAddress`](crate::keys::KeyError::NoPeerAddress) — a server
-    /// set-up fault that the rate-limit layer answers 500 and logs, never one bucket
-    /// for every client.
-    pub fn key<B>(&self, request: &Request<B>) -> Result<ClientAddr, crate::keys::KeyError> {
-        let peer = peer_of(request).ok_or(crate::keys::KeyError::NoPeerAddress)?;
-        Ok(self.resolve(peer, request.headers()))
-    }
-
     /// The client's address, or `None` for an unreadable chain (unidentified).
     fn client_of(&self, peer: IpAddr, headers: &HeaderMap) -> Option<IpAddr> {
         if !self.trusted.contains(peer) {
@@ -333,7 +313,7 @@ impl ClientIp {
 }
 
 /// The peer address a server put in the request's extensions.
-fn peer_of<B>(request: &Request<B>) -> Option<IpAddr> {
+pub(crate) fn peer_of<B>(request: &Request<B>) -> Option<IpAddr> {
     let ext = request.extensions();
     #[cfg(feature = "axum")]
     if let Some(info) = ext.get::<axum::extract::ConnectInfo<SocketAddr>>() {

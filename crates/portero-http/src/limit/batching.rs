@@ -4,38 +4,12 @@
 //! Never a shadow limit: a batch is all or none, and a limit that only watches must
 //! not stop the others being charged.
 
-use core::future::Future;
-use core::pin::Pin;
-use core::task::{Context, Poll};
-
 use http::Request;
 
+use super::awaiting::Awaiting;
 use super::entry::{Entry, Prep};
 use super::plan::{Flow, Plan, Run};
-use super::store::{Batch, BatchPending, Checked, Pending as Answer, StoreError};
-
-/// What a request waits for.
-pub(crate) enum Awaiting {
-    /// One remote limit's answer.
-    One(Answer),
-    /// A batch's answers, one per limit sent.
-    Many(BatchPending),
-}
-
-/// What came back.
-pub(crate) enum Answers {
-    One(Result<Checked, StoreError>),
-    Many(Vec<Result<Checked, StoreError>>),
-}
-
-impl Awaiting {
-    pub(crate) fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Answers> {
-        match self {
-            Self::One(one) => one.as_mut().poll(cx).map(Answers::One),
-            Self::Many(many) => Pin::new(many).poll(cx).map(Answers::Many),
-        }
-    }
-}
+use super::store::Batch;
 
 impl<B> Plan<B> {
     /// The batch entry `at` can be sent in (none when the whole layer is shadow).

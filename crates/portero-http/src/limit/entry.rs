@@ -178,8 +178,18 @@ pub(crate) enum Prep {
 /// share one pipeline.
 pub(crate) trait Entry<B>: Send + Sync {
     fn applies(&self, request: &Request<B>) -> bool;
-    fn check(&self, request: &Request<B>, cost: u64, no_key: crate::WhenNoKey) -> Step;
-    fn prepare(&self, request: &Request<B>, cost: u64, no_key: crate::WhenNoKey) -> Prep;
+    fn check(
+        &self,
+        request: &Request<B>,
+        cost: u64,
+        no_key: crate::limit::options::WhenNoKey,
+    ) -> Step;
+    fn prepare(
+        &self,
+        request: &Request<B>,
+        cost: u64,
+        no_key: crate::limit::options::WhenNoKey,
+    ) -> Prep;
     /// What `request` costs in this limit: its own cost, or the layer's `cost`.
     fn cost_of(&self, request: &Request<B>, cost: u64) -> u64;
     /// Whether this limit has a cost of its own.
@@ -188,7 +198,7 @@ pub(crate) trait Entry<B>: Send + Sync {
     fn refund(&self, ticket: Ticket) -> Option<Decision>;
     fn capacity(&self) -> Option<u64>;
     /// Whether `request` has no key and this limit lets it through unlimited.
-    fn lets_through(&self, request: &Request<B>, no_key: crate::WhenNoKey) -> bool;
+    fn lets_through(&self, request: &Request<B>, no_key: crate::limit::options::WhenNoKey) -> bool;
     fn policy(&self) -> &Arc<Policy>;
     fn is_shadow(&self) -> bool;
     fn is_remote(&self) -> bool;
@@ -207,7 +217,12 @@ where
     }
 
     #[inline]
-    fn check(&self, request: &Request<B>, cost: u64, no_key: crate::WhenNoKey) -> Step {
+    fn check(
+        &self,
+        request: &Request<B>,
+        cost: u64,
+        no_key: crate::limit::options::WhenNoKey,
+    ) -> Step {
         match self.key_of(request, no_key) {
             Ok(key) => Step::Checked(self.store.check(key, self.cost_of(request, cost))),
             Err(step) => step,
@@ -227,7 +242,12 @@ where
         self.cost.is_some()
     }
 
-    fn prepare(&self, request: &Request<B>, cost: u64, no_key: crate::WhenNoKey) -> Prep {
+    fn prepare(
+        &self,
+        request: &Request<B>,
+        cost: u64,
+        no_key: crate::limit::options::WhenNoKey,
+    ) -> Prep {
         let cost = self.cost_of(request, cost);
         match self.key_of(request, no_key) {
             Ok(key) => match self.store.prepare(key, cost) {
@@ -250,7 +270,7 @@ where
         self.store.capacity()
     }
 
-    fn lets_through(&self, request: &Request<B>, no_key: crate::WhenNoKey) -> bool {
+    fn lets_through(&self, request: &Request<B>, no_key: crate::limit::options::WhenNoKey) -> bool {
         matches!(self.key_of(request, no_key), Err(Step::Unlimited))
     }
 
@@ -274,7 +294,7 @@ impl<St, F, R> Limit<St, F, R> {
     fn key_of<B, KR: IntoKey>(
         &self,
         request: &Request<B>,
-        no_key: crate::WhenNoKey,
+        no_key: crate::limit::options::WhenNoKey,
     ) -> Result<Option<KR::Key>, Step>
     where
         F: Fn(&Request<B>) -> KR,
@@ -282,9 +302,9 @@ impl<St, F, R> Limit<St, F, R> {
         match (self.key)(request).into_key() {
             Ok(Some(key)) => Ok(Some(key)),
             Ok(None) => match self.when_no_key.unwrap_or(no_key) {
-                crate::WhenNoKey::SharedBucket => Ok(None),
-                crate::WhenNoKey::Allow => Err(Step::Unlimited),
-                crate::WhenNoKey::Reject => Err(Step::Refused),
+                crate::limit::options::WhenNoKey::SharedBucket => Ok(None),
+                crate::limit::options::WhenNoKey::Allow => Err(Step::Unlimited),
+                crate::limit::options::WhenNoKey::Reject => Err(Step::Refused),
             },
             Err(e) => Err(Step::KeyFailed(e)),
         }

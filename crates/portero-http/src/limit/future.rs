@@ -11,7 +11,7 @@ use http::{Request, Response};
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
-use super::batching::Awaiting;
+use super::awaiting::Awaiting;
 use super::plan::{AppliedList, Flow, Pending as Waiting, Plan, Run};
 use super::respond::{refuse, write_fields};
 

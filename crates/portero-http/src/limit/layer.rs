@@ -10,8 +10,8 @@ use tower_layer::Layer;
 use super::entry::{Entry, Limit, Route};
 use super::options::{Charge, OutageAnswer, RefusalFn, WhenNoKey, WhenUnavailable};
 use super::plan::Plan;
+use super::service::LimitService;
 use super::store::{Batch, Store};
-use super::LimitService;
 use crate::headers::Policy;
 use crate::keys::IntoKey;
 

@@ -21,7 +21,7 @@ mod tests {
 
     use super::super::store::{Checking, Source, Store, StoreError};
 
-    fn done(c: Checking) -> Result<super::Checked, StoreError> {
+    fn done(c: Checking) -> Result<crate::limit::store::Checked, StoreError> {
         match c {
             Checking::Done(d) => d,
             Checking::Pending(_) => panic!("a memory store answers at once"),

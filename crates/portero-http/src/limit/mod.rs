@@ -4,17 +4,18 @@
 //! each in its own file; the decision procedure is `plan.rs` (limits that travel in
 //! one call: `batching.rs`), the response writing `respond.rs`.
 
-mod batching;
-mod entry;
-mod future;
-mod layer;
-mod log_store;
-mod options;
-mod plan;
-mod respond;
-mod service;
-mod store;
-mod store_key;
+pub(crate) mod awaiting;
+pub(crate) mod batching;
+pub(crate) mod entry;
+pub(crate) mod future;
+pub(crate) mod layer;
+pub(crate) mod log_store;
+pub(crate) mod options;
+pub(crate) mod plan;
+pub(crate) mod respond;
+pub(crate) mod service;
+pub(crate) mod store;
+pub(crate) mod store_key;
 
 pub use entry::{AllRoutes, Limit, NoRoutes, Route};
 pub use future::LimitFuture;

@@ -16,11 +16,11 @@ use std::sync::Arc;
 use http::Request;
 use portero::Decision;
 
-use super::batching::{Answers, Awaiting};
+use super::awaiting::{Answers, Awaiting};
 use super::entry::{Entry, Step};
 use super::options::{Charge, OutageAnswer, RefusalFn};
+use super::options::{WhenNoKey, WhenUnavailable};
 use super::store::{Checked, Checking, Source, StoreError};
-use super::{WhenNoKey, WhenUnavailable};
 use crate::headers::Policy;
 use crate::keys::KeyError;
 use crate::observe::{self, Outcome};

@@ -199,7 +199,7 @@ mod tests {
         request
             .extensions_mut()
             .insert(std::net::SocketAddr::new(addr, 4000));
-        let client = crate::ClientIp::new(crate::TrustedProxies::none())
+        let client = crate::client::ClientIp::new(crate::client::TrustedProxies::none())
             .key(&request)
             .unwrap();
         assert_eq!(client.ip(), addr);

@@ -4,13 +4,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::{HeaderName, HeaderValue};
-use tower_layer::Layer;
 
 use super::gate::Gate;
 use super::order::Order;
-use super::DeadlineQueueService;
 use crate::headers::retry_after_value;
-use crate::limit::NoRoutes;
+use crate::limit::entry::NoRoutes;
 
 /// At most `C` requests run; up to `Q` more wait for a slot, each until its deadline,
 /// and the rest are answered 503 at once.
@@ -153,16 +151,5 @@ impl<X> DeadlineQueueLayer<X> {
             .and_then(|v| v.parse::<u64>().ok())
             .map(Duration::from_millis);
         asked.map_or(self.client_timeout, |t| t.min(self.client_timeout))
-    }
-}
-
-impl<S, X: Clone> Layer<S> for DeadlineQueueLayer<X> {
-    type Service = DeadlineQueueService<S, X>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        DeadlineQueueService {
-            inner,
-            layer: self.clone(),
-        }
     }
 }

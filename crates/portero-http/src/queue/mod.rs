@@ -2,10 +2,10 @@
 //! fixed number of running requests — the line itself ([`order`]), the slots and the
 //! lock around them, the layer and the service, each in its own file.
 
-mod gate;
-mod layer;
+pub(crate) mod gate;
+pub(crate) mod layer;
 pub mod order;
-mod service;
+pub(crate) mod service;
 
 pub use layer::DeadlineQueueLayer;
 pub use order::{DeadlineQueue, Order};

@@ -3,6 +3,7 @@
 use core::future::Future;
 use core::pin::Pin;
 use core::task::{Context, Poll};
+use tower_layer::Layer;
 
 use std::time::Duration;
 
@@ -11,9 +12,9 @@ use tokio::time::Instant;
 use tower_service::Service;
 
 use super::gate::Entry;
-use super::DeadlineQueueLayer;
+use super::layer::DeadlineQueueLayer;
 use crate::answer::service_unavailable;
-use crate::limit::{NoRoutes, Route};
+use crate::limit::entry::{NoRoutes, Route};
 use crate::observe::shed;
 
 /// The response future of a [`DeadlineQueueService`]: boxed, because it waits in line
@@ -26,6 +27,19 @@ pub type DeadlineQueueFuture<R, E> = Pin<Box<dyn Future<Output = Result<R, E>> +
 pub struct DeadlineQueueService<S, X = NoRoutes> {
     pub(super) inner: S,
     pub(super) layer: DeadlineQueueLayer<X>,
+}
+
+// The layer builds this service; the impl lives here so that the layer (its
+// options) never imports the service it builds.
+impl<S, X: Clone> Layer<S> for DeadlineQueueLayer<X> {
+    type Service = DeadlineQueueService<S, X>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        DeadlineQueueService {
+            inner,
+            layer: self.clone(),
+        }
+    }
 }
 
 impl<S, X, ReqB, ResB> Service<Request<ReqB>> for DeadlineQueueService<S, X>

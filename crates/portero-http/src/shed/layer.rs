@@ -5,13 +5,11 @@ use std::time::Duration;
 
 use http::{HeaderValue, Request};
 use portero::{AdaptiveConcurrency, ConcurrencyLimit, Priority, PriorityLimit};
-use tower_layer::Layer;
 
 use super::admission::{ByPriority, ByTenant};
-use super::LoadShedService;
 use crate::fair::FairShare;
 use crate::headers::retry_after_value;
-use crate::limit::NoRoutes;
+use crate::limit::entry::NoRoutes;
 
 /// Sheds before the inner service runs (before the body is read, before any handler
 /// or dependency): a refused request is answered 503 Service Unavailable with a
@@ -147,16 +145,5 @@ impl<F> LoadShedLayer<ByTenant<F>> {
         F: Fn(&Request<B>) -> Option<K>,
     {
         Self::with_admission(ByTenant { share, tenant }, retry_after)
-    }
-}
-
-impl<S, A: Clone, X: Clone> Layer<S> for LoadShedLayer<A, X> {
-    type Service = LoadShedService<S, A, X>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        LoadShedService {
-            inner,
-            layer: self.clone(),
-        }
     }
 }

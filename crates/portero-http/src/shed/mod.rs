@@ -3,9 +3,9 @@
 //! that decide (fixed, by priority, by tenant, adaptive), each in its own file.
 
 pub mod admission;
-mod future;
-mod layer;
-mod service;
+pub(crate) mod future;
+pub(crate) mod layer;
+pub(crate) mod service;
 
 pub use future::LoadShedFuture;
 pub use layer::LoadShedLayer;

@@ -1,15 +1,16 @@
 //! The service: takes a slot or sheds, before the inner service is called.
 
 use core::task::{Context, Poll};
+use tower_layer::Layer;
 
 use http::{Request, Response};
 use tower_service::Service;
 
 use super::admission::Admission;
 use super::future::{LoadShedFuture, State};
-use super::LoadShedLayer;
+use super::layer::LoadShedLayer;
 use crate::answer::service_unavailable;
-use crate::limit::{NoRoutes, Route};
+use crate::limit::entry::{NoRoutes, Route};
 use crate::observe::shed;
 
 /// The service [`LoadShedLayer`] builds.
@@ -17,6 +18,19 @@ use crate::observe::shed;
 pub struct LoadShedService<S, A, X = NoRoutes> {
     pub(super) inner: S,
     pub(super) layer: LoadShedLayer<A, X>,
+}
+
+// The layer builds this service; the impl lives here so that the layer (its
+// options) never imports the service it builds.
+impl<S, A: Clone, X: Clone> Layer<S> for LoadShedLayer<A, X> {
+    type Service = LoadShedService<S, A, X>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        LoadShedService {
+            inner,
+            layer: self.clone(),
+        }
+    }
 }
 
 impl<S, A, X, ReqB, ResB> Service<Request<ReqB>> for LoadShedService<S, A, X>

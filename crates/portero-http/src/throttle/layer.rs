@@ -5,9 +5,6 @@ use std::time::Duration;
 
 use portero::wait::Waitable;
 use portero::{DefaultClock, Gcra, Quota, QuotaError, RateLimiter, SlidingLog, StdClock};
-use tower_layer::Layer;
-
-use super::ThrottleService;
 
 /// Wraps a client service so that each call waits in line for its units of a shared
 /// limit ([`portero::wait`]: first come, first served, each call checked at the instant
@@ -145,17 +142,6 @@ impl<L, F: Clone> Clone for ThrottleLayer<L, F> {
             limiter: self.limiter.clone(),
             max_wait: self.max_wait,
             cost: self.cost.clone(),
-        }
-    }
-}
-
-impl<S, L, F: Clone> Layer<S> for ThrottleLayer<L, F> {
-    type Service = ThrottleService<S, L, F>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        ThrottleService {
-            inner,
-            layer: self.clone(),
         }
     }
 }

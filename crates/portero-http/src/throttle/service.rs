@@ -5,12 +5,14 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
+use tower_layer::Layer;
 
 use portero::wait::Waitable;
 use portero::ReserveError;
 use tower_service::Service;
 
-use super::{CallCost, OnePerCall, ThrottleError, ThrottleLayer};
+use super::error::ThrottleError;
+use super::layer::{CallCost, OnePerCall, ThrottleLayer};
 
 /// The response future of a [`ThrottleService`]: boxed, because it waits for its slot
 /// and then drives a clone of the inner service.
@@ -20,6 +22,19 @@ pub type ThrottleFuture<R, E> = Pin<Box<dyn Future<Output = Result<R, ThrottleEr
 pub struct ThrottleService<S, L, F = OnePerCall> {
     pub(super) inner: S,
     pub(super) layer: ThrottleLayer<L, F>,
+}
+
+// The layer builds this service; the impl lives here so that the layer (its
+// options) never imports the service it builds.
+impl<S, L, F: Clone> Layer<S> for ThrottleLayer<L, F> {
+    type Service = ThrottleService<S, L, F>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        ThrottleService {
+            inner,
+            layer: self.clone(),
+        }
+    }
 }
 
 impl<S: Clone, L, F: Clone> Clone for ThrottleService<S, L, F> {

@@ -2,7 +2,8 @@
 
 use serde_json::{json, Value};
 
-use super::{Row, Study, Subject};
+use super::study::{Row, Study};
+use super::subjects::Subject;
 use crate::svg::{self, Panel, Series};
 
 /// The table: one line per (subject, threads).
@@ -47,7 +48,7 @@ pub fn table(rows: &[Row]) -> String {
 pub fn json(study: &Study, rows: &[Row], machine: &str, pinned: bool) -> Value {
     json!({
         "machine": machine,
-        "cores": super::threads::cores(),
+        "cores": super::study::cores(),
         "pinned": pinned,
         "runs": study.runs,
         "duration_ms": study.duration.as_millis() as u64,

@@ -8,16 +8,12 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
+use super::study::{Audit, Study};
+use super::subjects::Subject;
 use super::subjects::{fresh, AnyChecker};
-use super::{Audit, Study, Subject};
 
 /// Checks between two looks at the clock.
 const BATCH: usize = 1_024;
-
-/// The cores this process may use.
-pub fn cores() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
-}
 
 /// Whether measuring threads are pinned to cores: `core_affinity` lists them and a
 /// thread can be moved to one (not on every OS or in every container).

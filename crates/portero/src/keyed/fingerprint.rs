@@ -5,7 +5,7 @@
 //! the limiter that made it, and a hint is compared with the slot's fingerprint before
 //! the slot's state is used, so a wrong value costs time, never a wrong decision.
 
-/// A key's 64-bit fingerprint under one [`KeyedLimiter`](super::KeyedLimiter)'s seed
+/// A key's 64-bit fingerprint under one [`KeyedLimiter`](super::limiter::KeyedLimiter)'s seed
 /// (never 0, which marks an empty slot). Keep it to check the same key again without
 /// hashing it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -33,8 +33,8 @@ impl Fingerprint {
     }
 }
 
-/// Where a key was last found in a [`KeyedLimiter`](super::KeyedLimiter)'s table, for
-/// [`check_hinted_at`](super::KeyedLimiter::check_hinted_at). Keys move (evicted,
+/// Where a key was last found in a [`KeyedLimiter`](super::limiter::KeyedLimiter)'s table, for
+/// [`check_hinted_at`](super::limiter::KeyedLimiter::check_hinted_at). Keys move (evicted,
 /// reset, inserted again elsewhere), so it is only ever a place to look first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct SlotHint(u32);

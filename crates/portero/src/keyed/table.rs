@@ -1,4 +1,4 @@
-//! The table behind a [`KeyedLimiter`](super::KeyedLimiter): buckets of slots, their
+//! The table behind a [`KeyedLimiter`](super::limiter::KeyedLimiter): buckets of slots, their
 //! hint words, lookup, insert, eviction and sweep.
 //!
 //! Invariants:
@@ -16,10 +16,26 @@ use alloc::vec::Vec;
 
 use super::locks::BucketLocks;
 use super::slot::{pack, unpack, Slot};
-use super::Overflow;
 use crate::admission::{Admission, RefundCount};
+use crate::algorithm::Algorithm;
+use crate::decision::{Decision, KeyedError};
 use crate::sync::{AtomicU64, AtomicUsize, Ordering, Prefetcher, SpinLock, COMPACT, LOOM};
-use crate::{Algorithm, Decision, KeyedError, Transition};
+use crate::word::Transition;
+
+/// What a new key gets when all `max_keys` keys are still active.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Overflow {
+    /// Refuse the new key with [`KeyedError::KeyTableFull`]: existing keys keep their
+    /// exact state, so a flood of new keys cannot evict the users already tracked.
+    /// The caller chooses what a refusal means (deny, or fail open).
+    #[default]
+    RejectNewKeys,
+    /// Evict, among the new key's candidate slots, the key that would be full again
+    /// soonest, and track the new key in its place. The evicted key returns as new, so
+    /// it may get up to the units it had used back (at most its burst) — the price of
+    /// always tracking new keys.
+    EvictSoonestFull,
+}
 
 /// Slots per bucket (two cache lines; small under loom, to keep models tractable).
 pub(crate) const BUCKET: usize = if LOOM { 2 } else { 8 };
@@ -562,7 +578,8 @@ fn is_idle<A: Algorithm>(a: &A, state: u64, now: u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Gcra, Quota};
+    use crate::algorithm::gcra::Gcra;
+    use crate::quota::Quota;
 
     /// A table of 10,000 keys (0..10,000 hashed by `hasher`), each inserted, and their
     /// probes.

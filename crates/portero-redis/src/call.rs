@@ -1,0 +1,40 @@
+//! What one limit asks of the script ([`Call`]), what the script is asked to do
+//! ([`Mode`]), and what it answers ([`Decided`]).
+
+use core::ops::Range;
+
+use portero::Decision;
+
+use crate::algorithm::RedisAlgorithm;
+
+/// One limit as the script sees it: its algorithm, its two keys, its cost.
+pub(crate) struct Call {
+    pub(crate) algorithm: RedisAlgorithm,
+    pub(crate) keys: [String; 2],
+    pub(crate) cost: u64,
+    /// Where the user key's text lies in `keys[0]`, for the outage policy (`None`:
+    /// the shared no-key bucket).
+    pub(crate) user: Option<Range<usize>>,
+}
+
+impl Call {
+    /// The user key's text (`None`: the shared no-key bucket).
+    pub(crate) fn user_key(&self) -> Option<&str> {
+        self.keys[0].get(self.user.clone()?)
+    }
+}
+
+/// What the script decided, per limit: the decision in the limit's own terms, and
+/// the units it took.
+pub(crate) type Decided = Vec<(Decision, u64)>;
+
+/// What the script is asked to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// Decide every limit, charge all if all admit.
+    Check = 0,
+    /// Decide, charge nothing.
+    Peek = 1,
+    /// One limit: take the most units that fit, up to the cost.
+    Lease = 2,
+}

@@ -1,0 +1,212 @@
+//! [`RateLimiter`]: one algorithm, one atomic word, one clock.
+
+use crossbeam_utils::CachePadded;
+
+use crate::admission::{Acquired, Admission, RefundCount};
+use crate::algorithm::Algorithm;
+use crate::clock::{Clock, DefaultClock};
+use crate::decision::{CheckError, Decision};
+use crate::word::AtomicWord;
+pub use crate::word::Transition;
+
+/// A lock-free limiter: algorithm `A` over one cache-padded atomic word, timed by `C`.
+///
+/// Share it between threads by reference or in an `Arc`; every method takes `&self`.
+///
+/// ```
+/// use portero::{ManualClock, Quota, RateLimiter};
+/// let clock = ManualClock::new();
+/// let limiter = RateLimiter::gcra(Quota::per_second(10)?).with_clock(&clock);
+/// for _ in 0..10 {
+///     assert!(limiter.check().is_allowed());
+/// }
+/// assert!(!limiter.check().is_allowed());
+/// clock.advance(100_000_000); // 100 ms: one request's worth
+/// assert!(limiter.check().is_allowed());
+/// # Ok::<(), portero::QuotaError>(())
+/// ```
+#[derive(Debug)]
+pub struct RateLimiter<A, C = DefaultClock> {
+    pub(crate) state: CachePadded<AtomicWord>,
+    algorithm: A,
+    clock: C,
+    // Refunds that moved the word (see `RefundCount`), not its state.
+    refunds: RefundCount,
+    // Waiters in line for this limiter (`until_ready`), not its state.
+    #[cfg(feature = "tokio")]
+    pub(crate) line: crate::wait_line::WaitLine,
+}
+
+impl<A: Algorithm> RateLimiter<A, DefaultClock> {
+    /// A limiter running `algorithm` on the [`DefaultClock`].
+    pub fn new(algorithm: A) -> Self {
+        Self::with_algorithm_and_clock(algorithm, DefaultClock::default())
+    }
+}
+
+impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
+    /// A limiter running `algorithm` on `clock`.
+    pub fn with_algorithm_and_clock(algorithm: A, clock: C) -> Self {
+        Self {
+            state: CachePadded::new(AtomicWord::new(algorithm.initial_state())),
+            algorithm,
+            clock,
+            refunds: RefundCount::new(),
+            #[cfg(feature = "tokio")]
+            line: crate::wait_line::WaitLine::default(),
+        }
+    }
+
+    /// The same limiter (and state) on another clock.
+    pub fn with_clock<C2: Clock>(self, clock: C2) -> RateLimiter<A, C2> {
+        RateLimiter {
+            state: self.state,
+            algorithm: self.algorithm,
+            clock,
+            refunds: self.refunds,
+            #[cfg(feature = "tokio")]
+            line: self.line,
+        }
+    }
+
+    /// Checks one unit now, consuming it if admitted.
+    ///
+    /// Cannot fail: the cost (1) always fits, and the clocks start at 0, so the time
+    /// stays in range for 292 years; should it ever not, the request is denied
+    /// (`retry_after` = `u64::MAX` ns) rather than admitted.
+    #[inline]
+    pub fn check(&self) -> Decision {
+        self.check_at(self.clock.now(), 1)
+            .unwrap_or_else(|_| self.denied())
+    }
+
+    /// Checks `cost` units now: admitted whole or not at all.
+    #[inline]
+    pub fn check_n(&self, cost: u64) -> Result<Decision, CheckError> {
+        self.check_at(self.clock.now(), cost)
+    }
+
+    /// Checks `cost` units at `now` (nanoseconds on the caller's own axis).
+    ///
+    /// Time may go backwards between calls: an earlier `now` never admits more than
+    /// the later one would have (it sees less refill), and never panics.
+    #[inline]
+    pub fn check_at(&self, now: u64, cost: u64) -> Result<Decision, CheckError> {
+        self.state
+            .apply(|state| self.algorithm.decide(state, now, cost))
+    }
+
+    /// What [`check`](Self::check) would answer now, consuming nothing.
+    pub fn peek(&self) -> Decision {
+        self.peek_at(self.clock.now(), 1)
+            .unwrap_or_else(|_| self.denied())
+    }
+
+    /// What [`check_at`](Self::check_at) would answer, consuming nothing.
+    pub fn peek_at(&self, now: u64, cost: u64) -> Result<Decision, CheckError> {
+        self.algorithm
+            .decide(self.state.load(), now, cost)
+            .map(|t| t.decision)
+    }
+
+    /// [`check_at`](Self::check_at), and when it admits, the [`Admission`] that gives
+    /// its units back ([`refund`](Self::refund)).
+    pub fn acquire_at(&self, now: u64, cost: u64) -> Result<Acquired, CheckError> {
+        let epoch = self.refunds.now();
+        let mut wrote = None;
+        let decision = self.state.apply(|state| {
+            let t = self.algorithm.decide(state, now, cost)?;
+            wrote = t.next.map(|next| (state, next));
+            Ok::<_, CheckError>(t)
+        })?;
+        // A positive cost admitted is the one write that took units (an
+        // excess-counting window also writes its rejections); an algorithm that
+        // admits without writing leaves an admission known by its time and cost.
+        let admission = (decision.is_allowed() && cost > 0).then(|| match wrote {
+            Some((before, after)) => Admission::wrote(now, cost, before, after, epoch),
+            None => Admission::new(now, cost),
+        });
+        Ok(Acquired {
+            decision,
+            admission,
+        })
+    }
+
+    /// Gives back what `admission` took (see [`Admission::give_back`] for the rule),
+    /// at the limiter's own time, read after the word is loaded so that every check
+    /// it sees is no later. Returns whether the algorithm gives units back at all.
+    pub fn refund(&self, admission: &Admission) -> bool {
+        self.refund_with(admission, None).is_some()
+    }
+
+    /// [`refund`](Self::refund) at `now` on the caller's axis (no earlier than any
+    /// check applied since the admission: see the [`admission`](crate::admission)
+    /// module for what an earlier one costs).
+    pub fn refund_at(&self, admission: &Admission, now: u64) -> bool {
+        self.refund_with(admission, Some(now)).is_some()
+    }
+
+    /// The refund's compare-and-swap, at `now` or the clock's time read after each
+    /// load: the word it changed and what it wrote (`None`: no refunds here).
+    pub(crate) fn refund_with(
+        &self,
+        admission: &Admission,
+        now: Option<u64>,
+    ) -> Option<(u64, u64)> {
+        let mut done = None;
+        self.state.update(|state| {
+            let now = now.unwrap_or_else(|| self.clock.now());
+            let refunds = self.refunds.now();
+            let next = admission.give_back_counted(&self.algorithm, state, now, Some(refunds));
+            done = next.map(|next| (state, next));
+            let moves = next.filter(|&next| next != state);
+            if moves.is_some() && !admission.undoes(state, refunds) {
+                self.refunds.moving();
+            }
+            moves
+        });
+        done
+    }
+
+    /// How many refunds have moved the word (for bookings, which note it).
+    pub(crate) fn refunds_now(&self) -> u64 {
+        self.refunds.now()
+    }
+
+    /// Forgets everything admitted: the limiter is as new.
+    pub fn reset(&self) {
+        self.state.store(self.algorithm.initial_state());
+    }
+
+    /// The algorithm and its configuration.
+    pub fn algorithm(&self) -> &A {
+        &self.algorithm
+    }
+
+    /// The clock.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    /// The raw state word, as the algorithm's documentation lays it out (feature
+    /// `testing`: for tests and models, not a stable API).
+    #[cfg(feature = "testing")]
+    pub fn raw_state(&self) -> u64 {
+        self.state_word()
+    }
+
+    /// The state word, for algorithm-specific readers.
+    pub(crate) fn state_word(&self) -> u64 {
+        self.state.load()
+    }
+
+    /// Overwrites the raw state word (used by algorithm-specific setters).
+    pub(crate) fn store_state(&self, state: u64) {
+        self.state.store(state)
+    }
+
+    fn denied(&self) -> Decision {
+        let limit = self.algorithm.capacity();
+        Decision::never(limit)
+    }
+}
