@@ -170,52 +170,46 @@ fn wait_admitted(c: &mut Criterion) {
         b.iter(|| rt.block_on(governor.until_ready()))
     });
     // The same awaits inside one task, so the runtime's entry cost is not in them.
+    let (p, gov, rt) = (&portero, &governor, &rt);
     g.bench_function("portero_reserve_ready_in_task", |b| {
-        b.iter_custom(|iters| {
-            rt.block_on(async {
-                let start = std::time::Instant::now();
-                for _ in 0..iters {
-                    portero.reserve(1, forever).expect("room").ready().await;
-                }
-                start.elapsed()
+        b.iter_custom(|n| {
+            in_task(rt, n, || async move {
+                p.reserve(1, forever).expect("room").ready().await
             })
         })
     });
     g.bench_function("portero_until_ready_in_task", |b| {
-        b.iter_custom(|iters| {
-            rt.block_on(async {
-                let start = std::time::Instant::now();
-                for _ in 0..iters {
-                    portero.until_ready().await.expect("room");
-                }
-                start.elapsed()
-            })
+        b.iter_custom(|n| {
+            in_task(
+                rt,
+                n,
+                || async move { p.until_ready().await.expect("room") },
+            )
         })
     });
     // The floor: a check, and a future that is ready at once.
     g.bench_function("floor_check_ready_in_task", |b| {
-        b.iter_custom(|iters| {
-            rt.block_on(async {
-                let start = std::time::Instant::now();
-                for _ in 0..iters {
-                    black_box(std::future::ready(portero.check().is_allowed()).await);
-                }
-                start.elapsed()
-            })
-        })
+        b.iter_custom(|n| in_task(rt, n, || std::future::ready(p.check().is_allowed())))
     });
     g.bench_function("governor_until_ready_in_task", |b| {
-        b.iter_custom(|iters| {
-            rt.block_on(async {
-                let start = std::time::Instant::now();
-                for _ in 0..iters {
-                    governor.until_ready().await;
-                }
-                start.elapsed()
-            })
-        })
+        b.iter_custom(|n| in_task(rt, n, || gov.until_ready()))
     });
     g.finish();
+}
+
+/// The time of `iters` awaits of `one()`, one after another inside one task on `rt`.
+fn in_task<F: std::future::Future>(
+    rt: &tokio::runtime::Runtime,
+    iters: u64,
+    mut one: impl FnMut() -> F,
+) -> std::time::Duration {
+    rt.block_on(async {
+        let start = std::time::Instant::now();
+        for _ in 0..iters {
+            black_box(one().await);
+        }
+        start.elapsed()
+    })
 }
 
 criterion_group!(benches, clocks, admit, reject, wait_admitted);

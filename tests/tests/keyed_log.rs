@@ -511,3 +511,36 @@ fn free_running_threads_leave_consistent_logs() {
         assert!(d.remaining() <= 3);
     }
 }
+
+// The log's own edges: an entry exactly `W` old, and keys deleted from its index.
+#[test]
+fn entry_exactly_w_old_has_expired() {
+    let l = log(1, 100, 4);
+    assert!(l.check_at(&1, 0, 1).unwrap().is_allowed());
+    assert!(!l.check_at(&1, 99, 1).unwrap().is_allowed());
+    assert!(l.check_at(&1, 100, 1).unwrap().is_allowed());
+}
+
+#[test]
+fn index_deletion_keeps_every_other_key_findable() {
+    // One shard; many keys in and out, so probe runs form and break.
+    let l = log(2, 1_000, 64);
+    for round in 0..20u64 {
+        for k in 0..64 {
+            assert!(l.check_at(&(round * 1000 + k), round * 10, 1).is_ok());
+        }
+        for k in (0..64).step_by(3) {
+            l.reset(&(round * 1000 + k));
+        }
+        for k in 0..64 {
+            let held = l.peek_at(&(round * 1000 + k), round * 10, 0).unwrap();
+            let want = if k % 3 == 0 { 2 } else { 1 };
+            assert_eq!(held.remaining(), want, "round {round} key {k}");
+        }
+        // Expire everything: the next round's keys reclaim the slots.
+        for k in 0..64 {
+            l.reset(&(round * 1000 + k));
+        }
+        assert_eq!(l.len(), 0);
+    }
+}

@@ -26,6 +26,15 @@ fn gcra(per_second: u64, burst: u64) -> Arc<RateLimiter<Gcra, TokioClock>> {
     Arc::new(RateLimiter::gcra(quota(per_second, burst)).with_clock(TokioClock::new()))
 }
 
+/// 10 per second with a burst of 1 (T = 100 ms), its burst spent now: the limiter
+/// and the instant.
+async fn burst_spent() -> (Arc<RateLimiter<Gcra, TokioClock>>, Instant) {
+    let l = gcra(10, 1);
+    let start = Instant::now();
+    l.until_ready().await.unwrap();
+    (l, start)
+}
+
 /// No more than `B + t / T` admissions in any closed interval `t` of the sorted
 /// instants (ns): the limiter's own bound, checked pairwise.
 fn assert_never_over(at: &[u64], burst: u64, t: u64) {
@@ -325,9 +334,7 @@ async fn a_throttled_stream_yields_each_item_at_its_turn() {
 /// next caller waited behind nineteen dead turns.
 #[tokio::test(start_paused = true)]
 async fn twenty_timed_out_waits_leave_no_dead_turn() {
-    let l = gcra(10, 1); // T = 100 ms
-    let start = Instant::now();
-    l.until_ready().await.unwrap(); // the burst
+    let (l, start) = burst_spent().await;
     let waits: Vec<_> = (0..20)
         .map(|_| {
             let l = l.clone();
@@ -353,9 +360,7 @@ async fn twenty_timed_out_waits_leave_no_dead_turn() {
 /// while the head held the line through it).
 #[tokio::test(start_paused = true)]
 async fn a_waiters_jitter_does_not_delay_the_next_turn() {
-    let l = gcra(10, 1); // T = 100 ms
-    let start = Instant::now();
-    l.until_ready().await.unwrap(); // the burst
+    let (l, start) = burst_spent().await;
     let jittered = {
         let l = l.clone();
         tokio::spawn(async move { l.until_ready_with_jitter(1, Duration::from_secs(10)).await })

@@ -131,7 +131,7 @@ fn algorithm_for(name: &str, q: Quota) -> Result<AnyAlgorithm, JsError> {
 
 /// The last decision, in a buffer of linear memory the JS wrapper reads through a
 /// `Float64Array` right after each call: `[limit, remaining, retry-after ms,
-/// reset-after ms, outcome]` (`DECISION_*` below; the outcome one of the `OUTCOME_*`
+/// reset-after ms, outcome]` (`Field` below; the outcome one of the `OUTCOME_*`
 /// codes), each an `f64`'s bits. No objects are built, no getter is called (four calls
 /// into wasm cost more than the check itself), and no exception is thrown through wasm
 /// (which would skip the glue that frees a key string). The view must be made again
@@ -149,26 +149,25 @@ static DECISION: [AtomicU64; 5] = [
     AtomicU64::new(0),
 ];
 
-const DECISION_LIMIT: usize = 0;
-const DECISION_REMAINING: usize = 1;
-const DECISION_RETRY_AFTER_MS: usize = 2;
-const DECISION_RESET_AFTER_MS: usize = 3;
-const DECISION_OUTCOME: usize = 4;
+/// The fields of the decision buffer, in its order.
+#[derive(Clone, Copy)]
+enum Field {
+    Limit,
+    Remaining,
+    RetryAfterMs,
+    ResetAfterMs,
+    Outcome,
+}
 
 /// Where the decision buffer lies in linear memory: its byte offset (8-aligned), then
 /// the number of `f64`s in it, then the indices of limit, remaining, retry-after ms,
 /// reset-after ms and outcome (the JS wrapper's view and indices come from here).
 #[wasm_bindgen(js_name = decisionLayout)]
 pub fn decision_layout() -> Vec<u32> {
-    vec![
-        DECISION.as_ptr() as usize as u32,
-        DECISION.len() as u32,
-        DECISION_LIMIT as u32,
-        DECISION_REMAINING as u32,
-        DECISION_RETRY_AFTER_MS as u32,
-        DECISION_RESET_AFTER_MS as u32,
-        DECISION_OUTCOME as u32,
-    ]
+    use Field::*;
+    let fields = [Limit, Remaining, RetryAfterMs, ResetAfterMs, Outcome].map(|f| f as usize);
+    let buffer = [DECISION.as_ptr() as usize, DECISION.len()];
+    buffer.into_iter().chain(fields).map(|n| n as u32).collect()
 }
 
 const OUTCOME_DECIDED: f64 = 0.0;
@@ -218,15 +217,15 @@ fn ceil_ms(ns: u64) -> f64 {
     }
 }
 
-fn put(i: usize, v: f64) {
-    DECISION[i].store(v.to_bits(), Ordering::Relaxed);
+fn put(field: Field, v: f64) {
+    DECISION[field as usize].store(v.to_bits(), Ordering::Relaxed);
 }
 
 // Limit and outcome always (a refusal's error message names the limit); the rest only
 // for a decision object.
 fn publish(d: &Decision, outcome: f64, detail: bool) {
-    put(DECISION_LIMIT, d.limit() as f64);
-    put(DECISION_OUTCOME, outcome);
+    put(Field::Limit, d.limit() as f64);
+    put(Field::Outcome, outcome);
     if detail {
         let (slack, unit) = d.remaining_fraction();
         publish_detail(slack, unit, d.retry_after_nanos(), d.reset_after_nanos());
@@ -234,9 +233,9 @@ fn publish(d: &Decision, outcome: f64, detail: bool) {
 }
 
 fn publish_detail(slack: u64, unit: u64, retry_after: u64, reset_after: u64) {
-    put(DECISION_REMAINING, remaining(slack, unit));
-    put(DECISION_RETRY_AFTER_MS, ceil_ms(retry_after));
-    put(DECISION_RESET_AFTER_MS, ceil_ms(reset_after));
+    put(Field::Remaining, remaining(slack, unit));
+    put(Field::RetryAfterMs, ceil_ms(retry_after));
+    put(Field::ResetAfterMs, ceil_ms(reset_after));
 }
 
 /// A check's decision and outcome code: a refusal that is an error becomes a denial
@@ -312,13 +311,26 @@ impl Limiter {
     }
 }
 
-/// The state word the last [`Rule::decide`] left (its input if nothing changed).
-static LAST_STATE: AtomicU64 = AtomicU64::new(0);
+// What a call leaves for the JS wrapper to read right after it, as the decision
+// buffer does: a static each, and its getter (single-threaded, so `Relaxed`).
+macro_rules! left_for_js {
+    ($($(#[$doc:meta])* $js:ident: fn $getter:ident() -> $t:ty = $cell:ident: $atomic:ty;)*) => {$(
+        static $cell: $atomic = <$atomic>::new(0);
 
-/// The state after the last `Rule.decide` (a BigInt): what to store for the key.
-#[wasm_bindgen(js_name = lastState)]
-pub fn last_state() -> u64 {
-    LAST_STATE.load(Ordering::Relaxed)
+        $(#[$doc])*
+        #[wasm_bindgen(js_name = $js)]
+        pub fn $getter() -> $t {
+            $cell.load(Ordering::Relaxed)
+        }
+    )*};
+}
+
+left_for_js! {
+    /// The state after the last `Rule.decide` (a BigInt): what to store for the key
+    /// (its input if nothing changed).
+    lastState: fn last_state() -> u64 = LAST_STATE: AtomicU64;
+    /// The low 32 bits of the fingerprint the last `fingerprint` call returned.
+    lastFingerprintLow: fn last_fingerprint_low() -> u32 = LAST_FINGERPRINT_LOW: AtomicU32;
 }
 
 /// An algorithm and quota without state: the caller keeps each key's state word (a
@@ -374,15 +386,6 @@ fn args(now_ms: f64, cost: f64) -> Option<(u64, u64)> {
     };
     publish(&Decision::rejected(0, 0, 0, 0), bad, true);
     None
-}
-
-/// The low 32 bits of the last [`Keyed::fingerprint`].
-static LAST_FINGERPRINT_LOW: AtomicU32 = AtomicU32::new(0);
-
-/// The low 32 bits of the fingerprint the last `fingerprint` call returned.
-#[wasm_bindgen(js_name = lastFingerprintLow)]
-pub fn last_fingerprint_low() -> u32 {
-    LAST_FINGERPRINT_LOW.load(Ordering::Relaxed)
 }
 
 /// A limiter per string key (client address, API key…) in a bounded table.

@@ -157,16 +157,10 @@ pub fn global<B>() -> impl Fn(&Request<B>) -> Option<()> + Clone {
 /// pair, and has no key if either part is missing. Not a defence against a client
 /// that rotates one part (each rotation is a fresh pair): for that, stack a limit on
 /// each part.
-pub fn both<B, F, G, RF, RG>(
-    first: F,
-    second: G,
-) -> impl Fn(&Request<B>) -> KeyLookup<(RF::Key, RG::Key)> + Clone
-where
-    F: Fn(&Request<B>) -> RF + Clone,
-    G: Fn(&Request<B>) -> RG + Clone,
-    RF: IntoKey,
-    RG: IntoKey,
-{
+pub fn both<B, RF: IntoKey, RG: IntoKey>(
+    first: impl Fn(&Request<B>) -> RF + Clone,
+    second: impl Fn(&Request<B>) -> RG + Clone,
+) -> impl Fn(&Request<B>) -> KeyLookup<(RF::Key, RG::Key)> + Clone {
     move |req| {
         KeyLookup((|| {
             let Some(x) = first(req).into_key()? else {
@@ -180,16 +174,10 @@ where
 /// A key from the first function, or else from the second: an API key when the client
 /// sent one, else its address (`either(header(..), move |r| client.key(r))`). The two
 /// kinds never share a bucket. An error from either part is the answer.
-pub fn either<B, F, G, RF, RG>(
-    first: F,
-    second: G,
-) -> impl Fn(&Request<B>) -> KeyLookup<Either<RF::Key, RG::Key>> + Clone
-where
-    F: Fn(&Request<B>) -> RF + Clone,
-    G: Fn(&Request<B>) -> RG + Clone,
-    RF: IntoKey,
-    RG: IntoKey,
-{
+pub fn either<B, RF: IntoKey, RG: IntoKey>(
+    first: impl Fn(&Request<B>) -> RF + Clone,
+    second: impl Fn(&Request<B>) -> RG + Clone,
+) -> impl Fn(&Request<B>) -> KeyLookup<Either<RF::Key, RG::Key>> + Clone {
     move |req| {
         KeyLookup(match first(req).into_key() {
             Ok(Some(x)) => Ok(Some(Either::First(x))),

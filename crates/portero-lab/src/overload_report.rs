@@ -439,42 +439,57 @@ pub fn outbound(args: &Seeded) -> Result<()> {
         ob::PER_SECOND,
         args.seed
     );
-    println!(
-        "{:<18} {:>12} {:>11} {:>9} {:>9} {:>9}",
-        "strategy", "delivered/s", "over quota", "wait p50", "wait p99", "wait max"
+    table(
+        &[
+            ("strategy", 18),
+            ("delivered/s", 12),
+            ("over quota", 11),
+            ("wait p50", 9),
+            ("wait p99", 9),
+            ("wait max", 9),
+        ],
+        ob::run(args.seed).iter().map(|r| {
+            let wait = |q| format!("{:.2}s", r.wait_at(q));
+            let rate = format!("{:.1}", r.delivered_per_second);
+            vec![
+                r.strategy.name().into(),
+                rate,
+                r.over_quota.to_string(),
+                wait(0.5),
+                wait(0.99),
+                wait(1.0),
+            ]
+        }),
     );
-    for r in ob::run(args.seed) {
-        println!(
-            "{:<18} {:>12.1} {:>11} {:>8.2}s {:>8.2}s {:>8.2}s",
-            r.strategy.name(),
-            r.delivered_per_second,
-            r.over_quota,
-            r.wait_at(0.5),
-            r.wait_at(0.99),
-            r.wait_at(1.0)
-        );
-    }
     use portero_lab::overload::outbound_waits as ow;
     println!(
         "\ncallers that give up: {} tasks, a provider allowing 100/s (burst 10) for {} s, each call waiting at most 1-150 ms, then calling again",
         ow::TASKS,
         ow::RUN / portero_lab::overload::SEC
     );
-    println!(
-        "{:<22} {:>10} {:>7} {:>10} {:>15} {:>10}",
-        "waiting", "admitted", "turns", "used", "newcomer waits", "overtaken"
+    table(
+        &[
+            ("waiting", 22),
+            ("admitted", 10),
+            ("turns", 7),
+            ("used", 10),
+            ("newcomer waits", 15),
+            ("overtaken", 10),
+        ],
+        ow::patience(args.seed).iter().map(|r| {
+            let used = format!("{:.1}%", 100.0 * r.admitted as f64 / r.turns as f64);
+            let newcomer = format!("{:.3}s", r.newcomer_wait);
+            let (admitted, turns) = (r.admitted.to_string(), r.turns.to_string());
+            vec![
+                r.waiting.name().into(),
+                admitted,
+                turns,
+                used,
+                newcomer,
+                r.overtaken.to_string(),
+            ]
+        }),
     );
-    for r in ow::patience(args.seed) {
-        println!(
-            "{:<22} {:>10} {:>7} {:>9.1}% {:>14.3}s {:>10}",
-            r.waiting.name(),
-            r.admitted,
-            r.turns,
-            100.0 * r.admitted as f64 / r.turns as f64,
-            r.newcomer_wait,
-            r.overtaken
-        );
-    }
     println!("(overtaken: admitted while a call that started earlier still waited)");
     println!(
         "\na provider allowing {} in any sliding second: {} tasks x {} calls, timers firing 0-2 ms late",
@@ -482,19 +497,48 @@ pub fn outbound(args: &Seeded) -> Result<()> {
         ow::TASKS,
         ow::CALLS
     );
-    println!(
-        "{:<22} {:>9} {:>16} {:>12}",
-        "timing", "refused", "busiest second", "served/s"
+    table(
+        &[
+            ("timing", 22),
+            ("refused", 9),
+            ("busiest second", 16),
+            ("served/s", 12),
+        ],
+        ow::window(args.seed).iter().map(|r| {
+            let rate = format!("{:.1}", r.delivered_per_second);
+            vec![
+                r.timing.name().into(),
+                r.refused.to_string(),
+                r.busiest_second.to_string(),
+                rate,
+            ]
+        }),
     );
-    for r in ow::window(args.seed) {
-        println!(
-            "{:<22} {:>9} {:>16} {:>12.1}",
-            r.timing.name(),
-            r.refused,
-            r.busiest_second,
-            r.delivered_per_second
-        );
-    }
     println!("(simulated time: the same on every machine)");
     Ok(())
+}
+
+/// Prints a table: a header of `columns` (title, width), then one line per row of
+/// formatted cells, the first column left-aligned and the others right-aligned.
+fn table(columns: &[(&str, usize)], rows: impl Iterator<Item = Vec<String>>) {
+    let line = |cells: &[String]| {
+        let mut out = String::new();
+        for (i, (cell, (_, width))) in cells.iter().zip(columns).enumerate() {
+            if i == 0 {
+                out.push_str(&format!("{cell:<width$}"));
+            } else {
+                out.push_str(&format!(" {cell:>width$}"));
+            }
+        }
+        println!("{out}");
+    };
+    line(
+        &columns
+            .iter()
+            .map(|(title, _)| title.to_string())
+            .collect::<Vec<_>>(),
+    );
+    for row in rows {
+        line(&row);
+    }
 }

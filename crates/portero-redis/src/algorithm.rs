@@ -70,10 +70,7 @@ impl RedisAlgorithm {
     /// admitted request (whole microseconds, rounded up). It admits up to `2 × limit`
     /// around a window's end; prefer [`gcra`](Self::gcra) unless you need windows.
     pub fn fixed_window(limit: u64, window: Duration) -> Result<Self, RedisQuotaError> {
-        let window_us = whole_units(limit, window, 1_000)?;
-        if window_us > MAX_SPAN_US || limit > MAX_SPAN_US {
-            return Err(RedisQuotaError::TooLong);
-        }
+        let window_us = window_us(limit, window, MAX_SPAN_US)?;
         Ok(Self(Kind::FixedWindow { limit, window_us }))
     }
 
@@ -97,10 +94,7 @@ impl RedisAlgorithm {
     /// entries per key; `limit` at most 1,000,000). For the limits where one extra
     /// hurts: logins, SMS, payments.
     pub fn sliding_log(limit: u64, window: Duration) -> Result<Self, RedisQuotaError> {
-        let window_us = whole_units(limit, window, 1_000)?;
-        if limit > MAX_LOG_ENTRIES || window_us > MAX_SPAN_US {
-            return Err(RedisQuotaError::TooLong);
-        }
+        let window_us = window_us(limit, window, MAX_LOG_ENTRIES)?;
         Ok(Self(Kind::SlidingLog { limit, window_us }))
     }
 
@@ -150,6 +144,16 @@ impl RedisAlgorithm {
             | Kind::SlidingLog { limit, .. } => limit,
         }
     }
+}
+
+/// `window` in whole microseconds (rounded up) for a window limit of `limit` units,
+/// at most `max_limit`; both within what the scripts count exactly.
+fn window_us(limit: u64, window: Duration, max_limit: u64) -> Result<u64, RedisQuotaError> {
+    let window_us = whole_units(limit, window, 1_000)?;
+    if window_us > MAX_SPAN_US || limit > max_limit {
+        return Err(RedisQuotaError::TooLong);
+    }
+    Ok(window_us)
 }
 
 /// `window` in whole units of `unit_ns` (rounded up), for a `limit`: both above zero.

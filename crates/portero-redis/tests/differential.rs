@@ -46,6 +46,16 @@ fn rate_limiter<A: portero::Algorithm + 'static>(a: A) -> Model {
     })
 }
 
+/// Every case, with a limiter on `server` for its algorithm.
+async fn limiters(server: &portero_redis::LocalRedis) -> Vec<(Case, portero_redis::RedisLimiter)> {
+    let mut out = Vec::new();
+    for case in cases() {
+        let limiter = answering(server, case.algorithm).await;
+        out.push((case, limiter));
+    }
+    out
+}
+
 fn cases() -> Vec<Case> {
     let window = Duration::from_millis(500);
     vec![
@@ -113,8 +123,7 @@ fn cases() -> Vec<Case> {
 async fn the_script_decides_exactly_as_the_core_on_random_arrivals() {
     let server = start_redis();
     let mut mismatches = Vec::new();
-    for case in cases() {
-        let limiter = answering(&server, case.algorithm).await;
+    for (case, limiter) in limiters(&server).await {
         for seq in 0..20u64 {
             let mut rng = StdRng::seed_from_u64(seq);
             let model = (case.model)();
@@ -172,8 +181,7 @@ async fn the_script_decides_exactly_as_the_core_on_random_arrivals() {
 async fn remaining_is_the_largest_cost_the_script_admits() {
     let server = start_redis();
     let mut wrong = Vec::new();
-    for case in cases() {
-        let limiter = answering(&server, case.algorithm).await;
+    for (case, limiter) in limiters(&server).await {
         let capacity = case.algorithm.capacity();
         for seq in 0..10u64 {
             let mut rng = StdRng::seed_from_u64(100 + seq);

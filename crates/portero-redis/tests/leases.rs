@@ -17,7 +17,7 @@ mod support {
     // each test binary uses the helpers it needs; these tests set their own timeouts
     pub mod local;
 }
-use support::local::start_redis;
+use support::local::{instances, start_redis};
 
 /// A loopback proxy in front of Redis: replies are delayed by `delay_ms`, and held
 /// back entirely while `stalled` (Redis "not answering").
@@ -158,14 +158,7 @@ async fn no_leased_check_waits_past_the_timeout_when_redis_stalls() {
 async fn a_reset_admits_at_most_the_leased_units_on_top_of_the_limit() {
     let server = start_redis();
     let window = RedisAlgorithm::fixed_window(100, Duration::from_secs(600)).unwrap();
-    let mut instances = Vec::new();
-    for _ in 0..3 {
-        let l = RedisLimiter::connect(&server.url(), window)
-            .await
-            .unwrap()
-            .timeout(Duration::from_secs(2));
-        instances.push(LeasedLimiter::new(l, 20, Duration::from_secs(60), 100));
-    }
+    let instances = instances(&server, window, 3, 20, Duration::from_secs(60), |l| l).await;
     for l in &instances {
         assert!(l.check("k", 1).await.unwrap().decision.is_allowed());
     }
@@ -223,12 +216,11 @@ async fn no_lease_unit_is_spent_after_its_lease_expired() {
         RedisAlgorithm::sliding_log(200, Duration::from_secs(1)).expect("a sliding log");
     let lease_for = Duration::from_millis(250);
     let mut tasks = Vec::new();
-    for instance in 0..20 {
-        let limiter = RedisLimiter::connect(&server.url(), algorithm)
-            .await
-            .unwrap()
-            .timeout(Duration::from_secs(5));
-        let leased = LeasedLimiter::new(limiter, 20, lease_for, 100);
+    for (instance, leased) in instances(&server, algorithm, 20, 20, lease_for, |l| l)
+        .await
+        .into_iter()
+        .enumerate()
+    {
         tasks.push(tokio::spawn(async move {
             let mut late = Vec::new();
             let mut leased_at: Option<Instant> = None;

@@ -293,11 +293,7 @@ async fn a_hanging_redis_makes_at_most_the_tripping_checks_wait_with_the_breaker
             .when_down(WhenDown::FailClosed)
     };
     let waited = |limiter: RedisLimiter| async move {
-        let app = app(LimitLayer::new(Limit::new(
-            limiter,
-            Policy::for_quota("p", &quota).unwrap(),
-            x_client(),
-        )));
+        let app = behind(limiter, quota);
         let mut slow = 0;
         for _ in 0..20 {
             let started = Instant::now();

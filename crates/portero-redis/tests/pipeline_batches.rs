@@ -41,11 +41,7 @@ async fn cancelled_checks_neither_close_nor_hold_the_breaker() {
         .when_down(WhenDown::FailClosed)
         .breaker(3, open_for)
         .unwrap();
-    let app = app(LimitLayer::new(Limit::new(
-        limiter,
-        Policy::for_quota("p", &quota).unwrap(),
-        x_client(),
-    )));
+    let app = behind(limiter, quota);
     let mut patient_waits = 0;
     for _ in 0..20 {
         let impatient = app.clone().oneshot(request(Some("alice")));
@@ -300,22 +296,14 @@ async fn a_limit_declared_between_two_batched_ones_does_not_split_them() {
         Duration::from_secs(60),
         100,
     );
-    let layer = LimitLayer::new(Limit::new(
-        user.clone(),
-        policy("user", per_minute(5)),
-        x_client(),
-    ))
-    .limit(Limit::new(audit, policy("audit", per_minute(1_000)), x_client()).shadow(true))
-    .limit(Limit::new(
-        leased,
-        policy("leased", per_minute(1_000)),
-        x_client(),
-    ))
-    .limit(Limit::new(
-        tenant,
-        policy("tenant", per_minute(3)),
-        x_tenant(),
-    ));
+    let layer = LimitLayer::new(per_client(user.clone(), "user", 5))
+        .limit(per_client(audit, "audit", 1_000).shadow(true))
+        .limit(per_client(leased, "leased", 1_000))
+        .limit(Limit::new(
+            tenant,
+            policy("tenant", per_minute(3)),
+            x_tenant(),
+        ));
     let app = app(layer);
     let mut admitted = 0;
     for client in ["u1", "u2", "u3", "u1", "u2", "u3"] {
@@ -440,17 +428,9 @@ async fn a_full_fallback_table_in_a_batch_is_decided_by_when_unavailable() {
             .with_algorithm(RedisAlgorithm::gcra(per_minute(60)).unwrap())
             .when_down(WhenDown::Local(small.clone()));
         let (first, second) = if full_first { (a, b) } else { (b, a) };
-        let layer = LimitLayer::new(Limit::new(
-            first,
-            policy("first", per_minute(10)),
-            x_client(),
-        ))
-        .limit(Limit::new(
-            second,
-            policy("second", per_minute(60)),
-            x_client(),
-        ))
-        .when_unavailable(WhenUnavailable::Allow);
+        let layer = LimitLayer::new(per_client(first, "first", 10))
+            .limit(per_client(second, "second", 60))
+            .when_unavailable(WhenUnavailable::Allow);
         let answers = send(&app(layer), Some("ann"), 6).await;
         let statuses: Vec<_> = answers.iter().map(Response::status).collect();
         assert_eq!(ok(&answers), 3, "full first: {full_first}: {statuses:?}");

@@ -12,7 +12,7 @@ mod support {
     #[allow(dead_code)] // each test binary uses the helpers it needs
     pub mod local;
 }
-use support::local::{admits, answering, start_redis};
+use support::local::{admits, answering, instances, start_redis};
 
 /// A hot key hammered 1,000 times against 5 per minute: with the cache, 6 round trips
 /// (5 admitted, 1 refused and cached); without, 1,000. The same 5 are admitted, every
@@ -85,16 +85,13 @@ async fn the_cache_refuses_only_while_and_what_redis_refused() {
 async fn leases_never_admit_more_than_the_limit_across_instances() {
     let server = start_redis();
     let window = RedisAlgorithm::fixed_window(50, Duration::from_secs(60)).unwrap();
-    let mut instances = Vec::new();
-    for _ in 0..3 {
-        let l = answering(&server, window).await.blocked_key_cache(100);
-        instances.push(Arc::new(LeasedLimiter::new(
-            l,
-            10,
-            Duration::from_secs(30),
-            100,
-        )));
-    }
+    let instances: Vec<_> = instances(&server, window, 3, 10, Duration::from_secs(30), |l| {
+        l.blocked_key_cache(100)
+    })
+    .await
+    .into_iter()
+    .map(Arc::new)
+    .collect();
     let plain = answering(&server, window).await;
     let tasks: Vec<_> = (0..400)
         .map(|i| {

@@ -145,27 +145,19 @@ async fn a_peek_takes_nothing_and_quotas_passed_per_call_are_separate_tiers() {
         .is_allowed());
     // A paid tier for the same key: its own quota, no new limiter.
     let paid = gcra(50);
+    let paid_admits = |cost| {
+        let (limiter, paid) = (&limiter, &paid);
+        async move {
+            let verdict = limiter.check_with("carol", cost, paid).await.unwrap();
+            verdict.decision.is_allowed()
+        }
+    };
     for _ in 0..20 {
-        assert!(limiter
-            .check_with("carol", 1, &paid)
-            .await
-            .unwrap()
-            .decision
-            .is_allowed());
+        assert!(paid_admits(1).await);
     }
-    assert!(!limiter
-        .check_with("carol", 50, &paid)
-        .await
-        .unwrap()
-        .decision
-        .is_allowed());
+    assert!(!paid_admits(50).await);
     limiter.reset_with("carol", &paid).await.unwrap();
-    assert!(limiter
-        .check_with("carol", 50, &paid)
-        .await
-        .unwrap()
-        .decision
-        .is_allowed());
+    assert!(paid_admits(50).await);
     limiter.reset("carol").await.unwrap();
     assert_eq!(
         limiter.peek("carol", 0).await.unwrap().decision.remaining(),

@@ -118,13 +118,6 @@ impl StdClock {
 }
 
 #[cfg(feature = "std")]
-impl Default for StdClock {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-#[cfg(feature = "std")]
 impl Clock for StdClock {
     fn now(&self) -> u64 {
         // u64 nanoseconds last 584 years; saturate rather than wrap.
@@ -184,13 +177,6 @@ impl RecentClock {
 }
 
 #[cfg(feature = "quanta")]
-impl Default for RecentClock {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-#[cfg(feature = "quanta")]
 impl Clock for RecentClock {
     #[inline]
     fn now(&self) -> u64 {
@@ -227,13 +213,6 @@ impl QuantaClock {
         let clock = quanta::Clock::new();
         let epoch = clock.raw();
         Self { clock, epoch }
-    }
-}
-
-#[cfg(feature = "quanta")]
-impl Default for QuantaClock {
-    fn default() -> Self {
-        Self::new()
     }
 }
 
@@ -279,13 +258,6 @@ impl CoarseClock {
 }
 
 #[cfg(feature = "std")]
-impl Default for CoarseClock {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-#[cfg(feature = "std")]
 impl Clock for CoarseClock {
     #[inline]
     fn now(&self) -> u64 {
@@ -317,6 +289,22 @@ mod coarse {
             .saturating_add(ts.tv_nsec as u64)
     }
 }
+
+// Each clock's `Default` is its `new`: its epoch is the instant it was made.
+#[cfg(feature = "std")]
+macro_rules! default_is_new {
+    ($($clock:ty),*) => {$(
+        impl Default for $clock {
+            fn default() -> Self {
+                Self::new()
+            }
+        }
+    )*};
+}
+#[cfg(feature = "std")]
+default_is_new!(StdClock, CoarseClock);
+#[cfg(feature = "quanta")]
+default_is_new!(RecentClock, QuantaClock);
 
 #[cfg(test)]
 mod tests {

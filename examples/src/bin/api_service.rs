@@ -47,7 +47,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let login = Quota::per_minute(5)?;
     let api = Quota::per_minute(100)?;
     let trial = Quota::per_minute(30)?;
-    let header = |name: &'static str| keys::header::<Body>(HeaderName::from_static(name));
+    // A limit `name` of `quota` per value of the request's `field` header.
+    let per_header = |name: &str, quota: Quota, field: &'static str| {
+        let key = keys::header::<Body>(HeaderName::from_static(field));
+        Ok::<_, portero_http::PolicyError>(Limit::new(
+            table(quota),
+            Policy::for_quota(name, &quota)?,
+            key,
+        ))
+    };
     let addresses = |quota: Quota| Arc::new(KeyedLimiter::new(Gcra::new(quota), 100_000));
     let limits = LimitLayer::new(Limit::new(
         addresses(per_ip),
@@ -55,26 +63,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         keys::client_addr::<Body>(),
     ))
     .limit(
-        Limit::new(
-            table(login),
-            Policy::for_quota("login", &login)?,
-            header("x-username"),
-        )
-        .route(route::post("/login"))
-        .when_no_key(WhenNoKey::Reject),
+        per_header("login", login, "x-username")?
+            .route(route::post("/login"))
+            .when_no_key(WhenNoKey::Reject),
     )
     .limit(
-        Limit::new(
-            table(api),
-            Policy::for_quota("api-key", &api)?,
-            header("x-api-key"),
-        )
-        .route(route::prefix("/api/"))
-        .when_no_key(WhenNoKey::Reject)
-        .cost(|method, uri, _| match (method, uri.path()) {
-            (&Method::POST, "/api/export") => 10,
-            _ => 1,
-        }),
+        per_header("api-key", api, "x-api-key")?
+            .route(route::prefix("/api/"))
+            .when_no_key(WhenNoKey::Reject)
+            .cost(|method, uri, _| match (method, uri.path()) {
+                (&Method::POST, "/api/export") => 10,
+                _ => 1,
+            }),
     )
     .limit(
         Limit::new(

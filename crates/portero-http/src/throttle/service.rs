@@ -1,6 +1,5 @@
 //! The service: wait in line for the call's units, then call the dependency.
 
-use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -19,6 +18,7 @@ use super::layer::{CallCost, OnePerCall, ThrottleLayer};
 pub type ThrottleFuture<R, E> = Pin<Box<dyn Future<Output = Result<R, ThrottleError<E>>> + Send>>;
 
 /// The service [`ThrottleLayer`] builds.
+#[derive(Debug)]
 pub struct ThrottleService<S, L, F = OnePerCall> {
     pub(super) inner: S,
     pub(super) layer: ThrottleLayer<L, F>,
@@ -43,15 +43,6 @@ impl<S: Clone, L, F: Clone> Clone for ThrottleService<S, L, F> {
             inner: self.inner.clone(),
             layer: self.layer.clone(),
         }
-    }
-}
-
-impl<S: fmt::Debug, L: fmt::Debug, F: fmt::Debug> fmt::Debug for ThrottleService<S, L, F> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ThrottleService")
-            .field("inner", &self.inner)
-            .field("layer", &self.layer)
-            .finish()
     }
 }
 

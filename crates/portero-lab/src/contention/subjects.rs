@@ -170,16 +170,6 @@ impl Checker for Floor {
 /// portero's direct GCRA.
 pub struct Direct(pub RateLimiter<Gcra>, pub Quota);
 
-impl Checker for Direct {
-    #[inline]
-    fn check(&self, _: usize, _: usize) -> bool {
-        self.0.check().is_allowed()
-    }
-    fn allowed(&self, elapsed: Duration) -> Option<u64> {
-        Some(gcra_allowance(&self.1, 1, elapsed))
-    }
-}
-
 /// portero's keyed table, each thread over its own key stream.
 pub struct Keyed {
     /// The table.
@@ -192,29 +182,8 @@ pub struct Keyed {
     pub quota: Quota,
 }
 
-impl Checker for Keyed {
-    #[inline]
-    fn check(&self, i: usize, thread: usize) -> bool {
-        let keys = &self.keys[thread];
-        self.table.check(&keys[i & (keys.len() - 1)]).is_allowed()
-    }
-    fn allowed(&self, elapsed: Duration) -> Option<u64> {
-        Some(gcra_allowance(&self.quota, self.distinct, elapsed))
-    }
-}
-
 /// portero's `Striped`.
 pub struct StripedLimit(pub Striped, pub Quota);
-
-impl Checker for StripedLimit {
-    #[inline]
-    fn check(&self, _: usize, _: usize) -> bool {
-        self.0.check().is_allowed()
-    }
-    fn allowed(&self, elapsed: Duration) -> Option<u64> {
-        Some(gcra_allowance(&self.1, 1, elapsed))
-    }
-}
 
 /// governor's quota for `quota` (the same rate and burst).
 fn governor_quota(quota: &Quota) -> governor::Quota {
@@ -231,16 +200,6 @@ impl GovernorDirect {
     /// Over `quota` (per second).
     pub fn new(quota: Quota) -> Self {
         Self(governor::RateLimiter::direct(governor_quota(&quota)), quota)
-    }
-}
-
-impl Checker for GovernorDirect {
-    #[inline]
-    fn check(&self, _: usize, _: usize) -> bool {
-        self.0.check().is_ok()
-    }
-    fn allowed(&self, elapsed: Duration) -> Option<u64> {
-        Some(gcra_allowance(&self.1, 1, elapsed))
     }
 }
 
@@ -265,15 +224,49 @@ impl GovernorKeyed {
     }
 }
 
-impl Checker for GovernorKeyed {
-    #[inline]
-    fn check(&self, i: usize, thread: usize) -> bool {
-        let keys = &self.keys[thread];
-        self.limiter.check_key(&keys[i & (keys.len() - 1)]).is_ok()
-    }
-    fn allowed(&self, elapsed: Duration) -> Option<u64> {
-        Some(gcra_allowance(&self.quota, self.distinct, elapsed))
-    }
+// One limit for every thread: the subject in `.0`, its quota in `.1`.
+macro_rules! one_limit {
+    ($($subject:ty: $l:ident => $admits:expr;)*) => {$(
+        impl Checker for $subject {
+            #[inline]
+            fn check(&self, _: usize, _: usize) -> bool {
+                let $l = &self.0;
+                $admits
+            }
+            fn allowed(&self, elapsed: Duration) -> Option<u64> {
+                Some(gcra_allowance(&self.1, 1, elapsed))
+            }
+        }
+    )*};
+}
+
+one_limit! {
+    Direct: l => l.check().is_allowed();
+    StripedLimit: l => l.check().is_allowed();
+    GovernorDirect: l => l.check().is_ok();
+}
+
+// A limit per key: each thread checks its own stream of `keys`, `distinct` keys in
+// play, each with `quota`.
+macro_rules! per_key {
+    ($($subject:ty: $table:ident, $l:ident, $k:ident => $admits:expr;)*) => {$(
+        impl Checker for $subject {
+            #[inline]
+            fn check(&self, i: usize, thread: usize) -> bool {
+                let keys = &self.keys[thread];
+                let ($l, $k) = (&self.$table, &keys[i & (keys.len() - 1)]);
+                $admits
+            }
+            fn allowed(&self, elapsed: Duration) -> Option<u64> {
+                Some(gcra_allowance(&self.quota, self.distinct, elapsed))
+            }
+        }
+    )*};
+}
+
+per_key! {
+    Keyed: table, t, k => t.check(k).is_allowed();
+    GovernorKeyed: limiter, l, k => l.check_key(k).is_ok();
 }
 
 /// The token bucket a user writes first: tokens and a timestamp behind a mutex.

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use portero_redis::{LocalRedis, RedisAlgorithm, RedisLimiter};
+use portero_redis::{LeasedLimiter, LocalRedis, RedisAlgorithm, RedisLimiter};
 
 /// How long the tests that expect Redis to answer let it take (a loaded CI machine).
 pub const ANSWER: Duration = Duration::from_secs(5);
@@ -39,4 +39,23 @@ pub async fn query<T: redis::FromRedisValue>(server: &LocalRedis, command: &[&st
         .query_async(&mut c)
         .await
         .unwrap()
+}
+
+/// `n` instances leasing `batch` units of `algorithm` at a time for `lease_for`, each
+/// on its own connection to `server` set up by `each` (a fallback table of 100 keys).
+#[allow(dead_code)] // each test binary uses the helpers it needs
+pub async fn instances(
+    server: &LocalRedis,
+    algorithm: RedisAlgorithm,
+    n: usize,
+    batch: u64,
+    lease_for: Duration,
+    each: impl Fn(RedisLimiter) -> RedisLimiter,
+) -> Vec<LeasedLimiter> {
+    let mut instances = Vec::new();
+    for _ in 0..n {
+        let limiter = each(answering(server, algorithm).await);
+        instances.push(LeasedLimiter::new(limiter, batch, lease_for, 100));
+    }
+    instances
 }

@@ -229,3 +229,21 @@ pub fn hanging_redis() -> String {
     });
     url
 }
+
+/// An app behind one limit: `store` keyed by `x-client`, advertised as `p` of `quota`.
+pub fn behind(store: RedisLimiter, quota: Quota) -> Router {
+    app(LimitLayer::new(Limit::new(
+        store,
+        Policy::for_quota("p", &quota).unwrap(),
+        x_client(),
+    )))
+}
+
+/// `store` as a limit of `n` per minute named `name`, keyed by `x-client`.
+pub fn per_client<St>(
+    store: St,
+    name: &str,
+    n: u64,
+) -> Limit<St, impl Fn(&Request<Body>) -> Option<HeaderValue> + Clone + Send + Sync> {
+    Limit::new(store, policy(name, per_minute(n)), x_client())
+}

@@ -30,8 +30,32 @@ use crate::decision::{CheckError, Decision};
 use crate::quota::Quota;
 use crate::word::Transition;
 
-fn validate(q: &Quota, now: u64, cost: u64) -> Result<(), CheckError> {
-    crate::decision::check_range(now, cost, q.burst())
+/// Pours `cost` units into a bucket of `q` whose content drains by `empty_at` (in
+/// units × `T`, drained lazily): admitted while it does not overflow `B·T`, the new
+/// empty instant written; refused otherwise, writing nothing. The one transition of
+/// both leaky buckets (the queue's tail is the meter's level).
+#[inline]
+fn pour(q: &Quota, empty_at: u64, now: u64, cost: u64) -> Result<Transition, CheckError> {
+    crate::decision::check_range(now, cost, q.burst())?;
+    let (t, full) = (q.interval_nanos(), q.capacity_nanos());
+    let level = empty_at.saturating_sub(now); // drained lazily, in units × T
+    let poured = level.saturating_add(cost * t);
+    if cost > 0 && poured > full {
+        let d = Decision::new(
+            false,
+            q.burst(),
+            full.saturating_sub(level),
+            t,
+            poured - full,
+            level,
+        );
+        return Ok(Transition::keep(d));
+    }
+    let d = Decision::new(true, q.burst(), full - poured, t, 0, poured);
+    if cost == 0 {
+        return Ok(Transition::keep(d));
+    }
+    Ok(Transition::write(d, now + poured))
 }
 
 /// The leaky bucket as a meter: capacity = the quota's burst, drained at its rate.
@@ -65,27 +89,7 @@ impl Algorithm for LeakyMeter {
 
     #[inline]
     fn decide(&self, empty_at: u64, now: u64, cost: u64) -> Result<Transition, CheckError> {
-        let q = &self.quota;
-        validate(q, now, cost)?;
-        let (t, full) = (q.interval_nanos(), q.capacity_nanos());
-        let level = empty_at.saturating_sub(now); // drained lazily, in units × T
-        let poured = level.saturating_add(cost * t);
-        if cost > 0 && poured > full {
-            let d = Decision::new(
-                false,
-                q.burst(),
-                full.saturating_sub(level),
-                t,
-                poured - full,
-                level,
-            );
-            return Ok(Transition::keep(d));
-        }
-        let d = Decision::new(true, q.burst(), full - poured, t, 0, poured);
-        if cost == 0 {
-            return Ok(Transition::keep(d));
-        }
-        Ok(Transition::write(d, now + poured))
+        pour(&self.quota, empty_at, now, cost)
     }
 }
 
@@ -137,27 +141,15 @@ impl Algorithm for LeakyQueue {
 
     #[inline]
     fn decide(&self, tail: u64, now: u64, cost: u64) -> Result<Transition, CheckError> {
-        let q = &self.quota;
-        validate(q, now, cost)?;
-        let (t, full) = (q.interval_nanos(), q.capacity_nanos());
-        let ahead = tail.saturating_sub(now); // time until the queue is empty
-        let leaves = ahead.saturating_add(cost * t); // this request's delay
-        if cost > 0 && leaves > full {
-            let d = Decision::new(
-                false,
-                q.burst(),
-                full.saturating_sub(ahead),
-                t,
-                leaves - full,
-                ahead,
-            );
-            return Ok(Transition::keep(d));
-        }
-        let d = Decision::new(true, q.burst(), full - leaves, t, 0, leaves).with_delay(leaves);
-        if cost == 0 {
-            return Ok(Transition::keep(d.with_delay(0)));
-        }
-        Ok(Transition::write(d, now + leaves))
+        // The meter's pour: the queue's tail is the meter's level. What differs is that
+        // an admitted request waits for its turn, the time until it leaves the queue.
+        let poured = pour(&self.quota, tail, now, cost)?;
+        Ok(match poured.next {
+            Some(leaves_at) => {
+                Transition::write(poured.decision.with_delay(leaves_at - now), leaves_at)
+            }
+            None => poured,
+        })
     }
 }
 

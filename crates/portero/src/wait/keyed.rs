@@ -199,20 +199,7 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
 }
 
 impl<K: ?Sized, A: Algorithm + Copy, C: Clock> KeyedReservation<'_, K, A, C> {
-    /// When the units may be used (ns on the limiter's clock).
-    pub fn ready_at(&self) -> u64 {
-        self.ready_at
-    }
-
-    /// How long from `now` (ns) until the units may be used (zero if they may now).
-    pub fn wait_from(&self, now: u64) -> Duration {
-        Duration::from_nanos(self.ready_at.saturating_sub(now))
-    }
-
-    /// Uses the units (at or after [`ready_at`](Self::ready_at)).
-    pub fn commit(mut self) {
-        self.done = true;
-    }
+    turn_accessors!();
 
     /// Gives the units back by the rule every refund follows
     /// ([`admission`](crate::admission)), at the limiter's own time: all of them while

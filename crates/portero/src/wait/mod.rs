@@ -38,6 +38,28 @@
 //! Only algorithms that cannot book (see [`Algorithm::book`](crate::algorithm::Algorithm::book)) use retries for keyed
 //! waits; keyed GCRA waits book their key's turn (see `KeyedLimiter::until_key_ready`).
 
+// What every booked turn (a reservation, a keyed reservation) answers, defined once:
+// a type with `ready_at: u64` and `done: bool` (a turn not done is cancelled on drop).
+macro_rules! turn_accessors {
+    () => {
+        /// When the units may be used (ns on the limiter's clock).
+        pub fn ready_at(&self) -> u64 {
+            self.ready_at
+        }
+
+        /// How long from `now` (ns) until the units may be used (zero if they may now).
+        pub fn wait_from(&self, now: u64) -> core::time::Duration {
+            core::time::Duration::from_nanos(self.ready_at.saturating_sub(now))
+        }
+
+        /// Uses the units (at or after [`ready_at`](Self::ready_at): the booking says
+        /// when, the caller keeps to it).
+        pub fn commit(mut self) {
+            self.done = true;
+        }
+    };
+}
+
 #[cfg(feature = "tokio")]
 mod in_line;
 #[cfg(feature = "alloc")]

@@ -219,21 +219,7 @@ pub(crate) fn wait_cap(max_wait: Duration) -> u64 {
 }
 
 impl<'a, C: Clock> Reservation<'a, C> {
-    /// When the units may be used (ns on the limiter's clock).
-    pub fn ready_at(&self) -> u64 {
-        self.ready_at
-    }
-
-    /// How long from `now` (ns) until the units may be used (zero if they may now).
-    pub fn wait_from(&self, now: u64) -> Duration {
-        Duration::from_nanos(self.ready_at.saturating_sub(now))
-    }
-
-    /// Uses the units (at or after [`ready_at`](Self::ready_at); the reservation
-    /// only says when, the caller keeps to it).
-    pub fn commit(mut self) {
-        self.done = true;
-    }
+    turn_accessors!();
 
     /// Gives the units back (see the [module docs](self)), at the limiter's own time;
     /// returns whether anything was given back (nothing, when the whole slot already
