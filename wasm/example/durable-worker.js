@@ -11,6 +11,8 @@ export { PorteroShard };
 
 let limiter = null;
 let perSecond = null;
+let leased = null;
+let exact = null;
 
 export default {
   async fetch(request, env) {
@@ -22,8 +24,23 @@ export default {
     // Cloudflare sets CF-Connecting-IP; never trust X-Forwarded-For from the client.
     const client = request.headers.get("CF-Connecting-IP") ?? "unknown";
     const path = new URL(request.url).pathname;
+    // The same hourly rule (and state), answered from leases of LEASE_BATCH units (1 on
+    // /leased-exact) that this isolate spends for a minute without calling the object.
+    leased ??= new EdgeLimiter({
+      namespace: env.LIMITER,
+      rule: { perHour: Number(env.RATE_PER_HOUR ?? 50) },
+      shards: Number(env.SHARDS ?? 16),
+      lease: { batch: Number(env.LEASE_BATCH ?? 10), lifetimeMs: 60_000 },
+    });
+    exact ??= new EdgeLimiter({
+      namespace: env.LIMITER,
+      rule: { perHour: Number(env.RATE_PER_HOUR ?? 50) },
+      shards: Number(env.SHARDS ?? 16),
+      lease: { batch: 1, lifetimeMs: 60_000 },
+    });
     if (path === "/__stats") {
-      return Response.json({ ...(await limiter.shardStats(client)), calls: limiter.calls });
+      const calls = { calls: limiter.calls, leasedCalls: leased.calls, leasedUnits: leased.leasedUnits(client) };
+      return Response.json({ ...(await limiter.shardStats(client)), ...calls });
     }
     // A second rule on the same keys (its own state): 1 at a time, 10 per second, idle
     // keys swept every 200 ms.
@@ -33,7 +50,8 @@ export default {
       shards: Number(env.SHARDS ?? 16),
       sweepMs: 200,
     });
-    const decision = await (path === "/burst" ? perSecond : limiter).check(client, Date.now());
+    const chosen = { "/burst": perSecond, "/leased": leased, "/leased-exact": exact }[path] ?? limiter;
+    const decision = await chosen.check(client, Date.now());
     const headers = { ...limiter.headers(decision, "per-ip"), "X-Served-By": decision.servedBy };
     if (!decision.allowed) {
       return new Response(JSON.stringify({ error: "rate limit exceeded" }), {

@@ -28,18 +28,39 @@ export interface ShardOptions extends ShardSettings {
   shards?: number;
 }
 
+/**
+ * Leases: a check that reaches a shard borrows up to `batch` units of its key (charged
+ * there at once), and this isolate admits later checks of the key from them without a
+ * call until they run out or `lifetimeMs` after the call was sent. Each isolate holds
+ * at most `batch - 1` unspent units of a key, so across `I` isolates no span of time
+ * admits more than the rule does in it plus `I × (batch - 1)`, nor more than the rule
+ * does in it lengthened by `lifetimeMs`; a batch of 1 is exact. Unspent units are not
+ * given back: an isolate that ends mid-lease loses at most `batch - 1` per key.
+ */
+export interface LeaseOptions {
+  /** Units a lease takes at most: a whole number from 1 to the rule's capacity. */
+  batch: number;
+  /** How long (ms) a lease may be spent, from when its call was sent: above 0, at most a day. */
+  lifetimeMs: number;
+}
+
 /** The options of `new EdgeLimiter(...)`. */
 export interface EdgeLimiterOptions extends ShardSettings {
   namespace: ShardNamespace;
   rule: RuleOptions;
   /** Shards the keys are spread over: a whole number from 1 to 1024. Default 16; one count per rule. */
   shards?: number;
-  /** Keys this isolate's own count holds (it evicts). Default 10,000. */
+  /** Keys this isolate's own count holds (it evicts); also the most keys it holds leases for. Default 10,000. */
   localKeys?: number;
+  /** Answer from leased units (see `LeaseOptions`); off by default (every admission is a call). */
+  lease?: LeaseOptions;
 }
 
-/** `[key, cost]`; the cost defaults to 1. */
-export type Check = readonly [key: string, cost?: number];
+/**
+ * `[key, cost, lease]`; the cost defaults to 1, `lease` (the most units to take when the
+ * cost is admitted: a lease request) to the cost.
+ */
+export type Check = readonly [key: string, cost?: number, lease?: number];
 
 export interface ShardStats {
   checks: number;
@@ -51,13 +72,19 @@ export interface ShardStats {
 export declare class PorteroShard {
   constructor(ctx: unknown, env: unknown);
   /** Decides the checks in order; throws (deciding none) if any is bad. */
-  checkMany(options: ShardOptions, checks: readonly Check[]): Promise<(Decision & { tableFull?: boolean })[]>;
+  checkMany(options: ShardOptions, checks: readonly Check[]): Promise<(Decision & { tableFull?: boolean; granted?: number })[]>;
   alarm(): Promise<void>;
   stats(): Promise<ShardStats>;
 }
 
-/** A decision from `EdgeLimiter`, and who gave it. */
-export type EdgeDecision = Decision & { tableFull?: boolean; servedBy: "local" | "shard" };
+/**
+ * A decision from `EdgeLimiter`, and who gave it: `"shard"` (the object decided),
+ * `"local"` (a refusal this isolate knew the object would give) or `"lease"` (admitted
+ * from this isolate's lease: `remaining` is what the lease still holds, `resetAfterMs`
+ * when the object said the key is full again, `retryAfterMs` 0). A shard's admission
+ * that granted a lease counts the units this isolate now holds in `remaining`.
+ */
+export type EdgeDecision = Decision & { tableFull?: boolean; servedBy: "local" | "shard" | "lease" };
 
 /** The Worker-side client: exact limits through `PorteroShard`, local refusals first. */
 export declare class EdgeLimiter {
@@ -69,4 +96,6 @@ export declare class EdgeLimiter {
   checkMany(checks: readonly Check[], now?: number): Promise<EdgeDecision[]>;
   headers(decision: Decision, policy?: string): Headers;
   shardStats(key: string): Promise<ShardStats>;
+  /** Units of `key` this isolate's lease still holds at `now` (0 without one). */
+  leasedUnits(key: string, now?: number): number;
 }

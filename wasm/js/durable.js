@@ -77,10 +77,12 @@ export class PorteroShard extends DurableObject {
   }
 
   /**
-   * Decides a batch of `[key, cost]` checks under one rule, in order, on this object's
-   * clock. Returns one decision per check (`tableFull` when the shard holds `maxKeys`
-   * keys, none of those the clock hand looks at is idle, and the key is new). The batch
-   * is checked whole first: a bad check throws and nothing of the batch is taken.
+   * Decides a batch of `[key, cost, lease]` checks under one rule, in order, on this
+   * object's clock. Returns one decision per check (`tableFull` when the shard holds
+   * `maxKeys` keys, none of those the clock hand looks at is idle, and the key is new).
+   * A check with `lease` above its cost (a lease request) takes, when the cost is
+   * admitted, the most units that fit up to `lease`, and says how many in `granted`.
+   * The batch is checked whole first: a bad check throws and nothing of it is taken.
    */
   async checkMany(options, checks) {
     if (options === null || typeof options !== "object") fail("options must be an object");
@@ -92,19 +94,19 @@ export class PorteroShard extends DurableObject {
     // refuses to decide (negative, above capacity) throws with nothing changed.
     const pending = new Map();
     let added = 0;
-    const out = batch.map(([key, cost]) => {
+    const out = batch.map(([key, cost, lease]) => {
       const slot = `${id}:${keyOf(key)}`;
       const state = pending.get(slot) ?? this.#states.get(slot);
       if (state === undefined && this.#states.size + added >= maxKeys && !this.#reclaim(now, pending)) {
         return { allowed: false, tableFull: true, limit: 0, remaining: 0, retryAfterMs: 1000, resetAfterMs: 0 };
       }
       const before = state ?? rule.initialState;
-      const [decision, next] = rule.decide(before, now, cost);
+      const [decision, next, took] = leased(rule, before, now, cost, lease);
       if (next !== before) {
         if (state === undefined) added += 1;
         pending.set(slot, next);
       }
-      return decision;
+      return lease > cost ? { ...decision, granted: decision.allowed ? took : 0 } : decision;
     });
     const changed = {};
     for (const [slot, next] of pending) {
@@ -182,6 +184,24 @@ export class PorteroShard extends DurableObject {
   }
 }
 
+// A check of `cost` that asks for up to `lease` units: the decision, the next state and
+// the units taken. It takes more than the cost only when the cost is admitted, and never
+// more than the rule admits at once (its `remaining` now); a larger take the rule would
+// refuse after all falls back to the cost alone, so leasing never refuses what a check
+// admits.
+function leased(rule, before, now, cost, lease) {
+  if (lease > cost && cost > 0) {
+    const room = rule.decide(before, now, 0, false)[0].remaining;
+    const take = Math.min(lease, room);
+    if (take > cost) {
+      const [decision, next] = rule.decide(before, now, take);
+      if (decision.allowed) return [decision, next, take];
+    }
+  }
+  const [decision, next] = rule.decide(before, now, cost);
+  return [decision, next, cost];
+}
+
 // A rule's id: its algorithm and quota, the period in nanoseconds rounded as the core
 // rounds it (to the nearest, ties to even), so periods the core cannot tell apart are one.
 function ruleId({ algorithm, limit, periodMs, burst }) {
@@ -236,14 +256,18 @@ function settingsOf({ maxKeys = 10_000, durability = "confirmed", sweepMs = SWEE
   return { maxKeys, durability, sweepMs, shards };
 }
 
-// `[key, cost]` pairs (cost 1 if left out), keys checked; costs are checked by the rule.
+// `[key, cost, lease]` checks (cost 1 if left out, lease the cost), keys and leases
+// checked; costs are checked by the rule.
 function pairsOf(checks) {
   if (!Array.isArray(checks)) fail(`checks must be an array of [key, cost] pairs, got ${typeof checks}`);
   return checks.map((check) => {
     if (!Array.isArray(check)) fail(`checks must be [key, cost] pairs, got ${typeof check}`);
-    const [key, cost = 1] = check;
+    const [key, cost = 1, lease = cost] = check;
     if (typeof key !== "string") fail(`key must be a string, got ${typeof key}`);
-    return [key, cost];
+    if (lease !== cost && !(Number.isSafeInteger(lease) && lease >= 1)) {
+      fail(`a check's lease must be a whole number of units of at least 1, got ${shown(lease)}`);
+    }
+    return [key, cost, lease];
   });
 }
 
@@ -260,12 +284,24 @@ function pairsOf(checks) {
  * Checks of different requests cannot share a call: the Workers runtime ties every
  * call and promise to the request that made it (a request waiting on another
  * request's call is cancelled as hung), so batching stops at the request.
+ *
+ * With `lease: { batch, lifetimeMs }`, a check that reaches a shard asks for up to
+ * `batch` units of its key, charged there at once; this isolate admits later checks of
+ * the key from them, without a call, until they run out or `lifetimeMs` after the call
+ * was sent. Each isolate holds at most `batch - 1` unspent units of a key (one lease
+ * at a time, the first unit its asker's), so across `I` isolates, in any span of time,
+ * no more is admitted than the rule admits in that span plus `I × (batch - 1)`, nor
+ * more than it admits in that span lengthened by `lifetimeMs`. A batch of 1 is exact.
  */
 export class EdgeLimiter {
   #namespace;
   #options;
   #shards;
   #local;
+  #lease; // { batch, lifetimeMs }, or null
+  #leases = new Map(); // key -> this isolate's lease: { left, expires, limit, resetAt }
+  #leasing = new Set(); // keys with a lease request of this isolate in flight
+  #localKeys;
   #refused = new Map(); // key -> the shard's last refusal: { cost, limit, retryAt, resetAt }
   /** Calls made to shards by this isolate (for tests and metrics). */
   calls = 0;
@@ -278,6 +314,7 @@ export class EdgeLimiter {
     durability = "confirmed",
     localKeys = 10_000,
     sweepMs = SWEEP_MS,
+    lease,
   }) {
     if (!namespace || typeof namespace.idFromName !== "function") fail("namespace must be a Durable Object namespace binding");
     const settings = settingsOf({ maxKeys, durability, sweepMs, shards });
@@ -287,6 +324,8 @@ export class EdgeLimiter {
     this.#options = { ...settings, rule: quota };
     this.#shards = shards;
     this.#local = new KeyedLimiter({ ...quota, maxKeys: localKeys, evict: true });
+    this.#localKeys = localKeys;
+    this.#lease = lease === undefined ? null : leaseOf(lease, this.#local.peek(NOW_PROBE, 0, 0).limit);
   }
 
   /** Checks `cost` units (default 1) of `key`; `now` is read once per request. */
@@ -317,11 +356,18 @@ export class EdgeLimiter {
     });
     const out = new Array(asked.length);
     const byShard = new Map();
-    asked.forEach(({ cost, slot, mine }, i) => {
-      const answer = this.#remembered(slot, at, cost) ?? (mine.allowed ? null : local(mine));
+    asked.forEach((check, i) => {
+      const { cost, slot, mine } = check;
+      // A lease's units were charged by the shard already: they come first.
+      const answer = this.#spend(slot, at, cost) ?? this.#remembered(slot, at, cost) ?? (mine.allowed ? null : local(mine));
       if (answer !== null) {
         out[i] = answer;
         return;
+      }
+      // One lease request per key in flight: a check meanwhile asks for its cost alone.
+      if (this.#lease !== null && cost >= 1 && !this.#leasing.has(slot)) {
+        this.#leasing.add(slot);
+        check.lease = Math.max(cost, this.#lease.batch);
       }
       const shard = shardOf(slot, this.#shards);
       if (!byShard.has(shard)) byShard.set(shard, []);
@@ -330,12 +376,25 @@ export class EdgeLimiter {
     await Promise.all(
       [...byShard].map(async ([shard, indices]) => {
         this.calls += 1;
-        const batch = indices.map((i) => [asked[i].key, asked[i].cost]);
-        const decisions = await this.#stub(shard).checkMany(this.#options, batch);
+        const batch = indices.map((i) => [asked[i].key, asked[i].cost, asked[i].lease ?? asked[i].cost]);
+        let decisions;
+        try {
+          decisions = await this.#stub(shard).checkMany(this.#options, batch);
+        } finally {
+          for (const i of indices) if (asked[i].lease !== undefined) this.#leasing.delete(asked[i].slot);
+        }
         decisions.forEach((d, j) => {
-          const { cost, slot } = asked[indices[j]];
-          this.#learn(slot, at, cost, d);
-          out[indices[j]] = { ...d, servedBy: "shard" };
+          const { cost, slot, lease } = asked[indices[j]];
+          const { granted, ...decision } = d;
+          // What the shard charged: a lease's units, or the cost.
+          const took = d.allowed ? (granted ?? cost) : 0;
+          this.#learn(slot, at, d.allowed ? took : cost, decision);
+          if (lease !== undefined && took > cost) {
+            this.#keep(slot, at, took - cost, decision);
+            // The key's units left now count the ones this isolate holds for it.
+            decision.remaining += took - cost;
+          }
+          out[indices[j]] = { ...decision, servedBy: "shard" };
         });
       }),
     );
@@ -354,6 +413,43 @@ export class EdgeLimiter {
 
   #stub(shard) {
     return this.#namespace.get(this.#namespace.idFromName(`portero-shard-${shard}`));
+  }
+
+  // A lease of `left` units of `slot` granted by a call sent at `sent`, replacing any
+  // this isolate held (whose units are then lost: never more than `batch - 1`).
+  #keep(slot, sent, left, decision) {
+    this.#leases.delete(slot);
+    if (this.#leases.size >= this.#localKeys) this.#leases.delete(this.#leases.keys().next().value);
+    this.#leases.set(slot, {
+      left,
+      expires: sent + this.#lease.lifetimeMs,
+      limit: decision.limit,
+      resetAt: sent + decision.resetAfterMs,
+    });
+  }
+
+  // `cost` units of this isolate's lease of `slot` at `at`, as an answer: only before the
+  // lease's end and only while it holds them (a cost of 0, a question, goes to the shard).
+  // `remaining` is what the lease still holds (the key may have more elsewhere), the
+  // reset when the shard said the key is full again (later checks only move it later).
+  #spend(slot, at, cost) {
+    const lease = this.#leases.get(slot);
+    if (lease === undefined || cost < 1) return null;
+    if (at >= lease.expires) {
+      this.#leases.delete(slot);
+      return null;
+    }
+    if (cost > lease.left) return null;
+    lease.left -= cost;
+    if (lease.left === 0) this.#leases.delete(slot);
+    const resetAfterMs = Math.max(0, lease.resetAt - at);
+    return { allowed: true, limit: lease.limit, remaining: lease.left, retryAfterMs: 0, resetAfterMs, servedBy: "lease" };
+  }
+
+  /** Units of `key` this isolate's lease still holds (0 without one; for tests and metrics). */
+  leasedUnits(key, now = Date.now()) {
+    const lease = this.#leases.get(keyOf(key));
+    return lease === undefined || now >= lease.expires ? 0 : lease.left;
   }
 
   // The shard's last refusal of `slot` as an answer at `at`, if it covers `cost`: the
@@ -387,6 +483,24 @@ export class EdgeLimiter {
       });
     }
   }
+}
+
+// The most a lease may last: a day (a unit charged then spent a day later is no
+// rate limit anyone asked for).
+const MAX_LEASE_MS = 86_400_000;
+
+// The lease settings: `batch` whole units from 1 to the rule's `capacity`, `lifetimeMs`
+// above 0 and at most a day.
+function leaseOf(lease, capacity) {
+  if (lease === null || typeof lease !== "object") fail(`lease must be { batch, lifetimeMs }, got ${shown(lease)}`);
+  const { batch, lifetimeMs } = lease;
+  if (!(Number.isSafeInteger(batch) && batch >= 1 && batch <= capacity)) {
+    fail(`lease.batch must be a whole number from 1 to the rule's capacity (${capacity}), got ${shown(batch)}`);
+  }
+  if (!(typeof lifetimeMs === "number" && lifetimeMs > 0 && lifetimeMs <= MAX_LEASE_MS)) {
+    fail(`lease.lifetimeMs must be a number of milliseconds above 0 and at most ${MAX_LEASE_MS} (a day), got ${shown(lifetimeMs)}`);
+  }
+  return { batch, lifetimeMs };
 }
 
 function local({ limit, retryAfterMs, resetAfterMs }) {

@@ -434,3 +434,124 @@ test("the object checks a whole batch before deciding any of it", async () => {
   const [z] = await shard.checkMany(options, [["z", 1]]);
   assert.equal(z.remaining, 2);
 });
+
+// Leases (`lease: { batch, lifetimeMs }`): what an isolate borrows, and the bound.
+
+const leasing = (ns, batch, extra = {}) =>
+  new EdgeLimiter({ namespace: ns, rule: { perHour: 50 }, shards: 1, lease: { batch, lifetimeMs: 60_000 }, ...extra });
+
+test("bad lease settings are portero errors, and nothing is sent", () => {
+  const ns = namespace();
+  const make = (lease, rule = { perMinute: 100 }) => () => new EdgeLimiter({ namespace: ns, rule, lease });
+  for (const batch of [0, -1, 1.5, NaN, Infinity, 101, "10", null, 2 ** 60]) {
+    assert.throws(make({ batch, lifetimeMs: 1000 }), portero(/lease\.batch must be a whole number from 1 to the rule's capacity \(100\)/), String(batch));
+  }
+  // The capacity is the rule's burst: a burst of 1 takes no batch of 2.
+  assert.throws(make({ batch: 2, lifetimeMs: 1000 }, { perSecond: 10, burst: 1 }), portero(/capacity \(1\)/));
+  for (const lifetimeMs of [0, -5, NaN, Infinity, 86_400_001, "1000", null]) {
+    assert.throws(make({ batch: 10, lifetimeMs }), portero(/lease\.lifetimeMs must be/), String(lifetimeMs));
+  }
+  for (const lease of [null, 10, "x"]) assert.throws(make(lease), portero(/lease must be/), String(lease));
+  assert.equal(ns.calls, 0);
+});
+
+test("a lease is charged by the object at once, and spent without a call", () =>
+  withClock(async (clock) => {
+    const ns = namespace();
+    const a = leasing(ns, 10);
+    const first = await a.check("k", clock.now);
+    // The object kept 40 and this isolate holds 9: 49 left for the key.
+    assert.deepEqual([first.allowed, first.servedBy, first.remaining], [true, "shard", 49]);
+    assert.equal(a.leasedUnits("k", clock.now), 9);
+    for (let i = 0; i < 9; i++) {
+      const d = await a.check("k", clock.now);
+      assert.deepEqual([d.allowed, d.servedBy, d.remaining, d.retryAfterMs], [true, "lease", 8 - i, 0]);
+      assert.deepEqual(a.headers(d)["RateLimit-Policy"], a.headers(first)["RateLimit-Policy"]);
+    }
+    assert.equal(ns.calls, 1, "ten admissions, one call");
+    // Another isolate: the object charged all ten when it leased.
+    const b = new EdgeLimiter({ namespace: ns, rule: { perHour: 50 }, shards: 1 });
+    assert.equal((await b.check("k", clock.now)).remaining, 39);
+  }));
+
+test("a lease takes only what fits, and refuses what a check would refuse", () =>
+  withClock(async (clock) => {
+    const ns = namespace();
+    const plainIsolate = new EdgeLimiter({ namespace: ns, rule: { perHour: 50 }, shards: 1 });
+    for (let i = 0; i < 45; i++) assert.ok((await plainIsolate.check("k", clock.now)).allowed);
+    const a = leasing(ns, 10);
+    const d = await a.check("k", clock.now);
+    assert.deepEqual([d.allowed, d.remaining], [true, 4], "5 fit: the request's and 4 held");
+    assert.equal(a.leasedUnits("k", clock.now), 4);
+    for (let i = 0; i < 4; i++) assert.equal((await a.check("k", clock.now)).servedBy, "lease");
+    const over = await a.check("k", clock.now);
+    assert.deepEqual([over.allowed, over.servedBy], [false, "shard"]);
+    // A cost above what is left is refused at once, leased or not.
+    const fresh = leasing(ns, 10);
+    assert.equal((await fresh.check("k2", clock.now, 51).catch((e) => e.message)).startsWith("portero:"), true);
+  }));
+
+test("an expired lease is never spent: the next check asks the object", () =>
+  withClock(async (clock) => {
+    const ns = namespace();
+    const a = leasing(ns, 10);
+    await a.check("k", clock.now);
+    clock.now += 60_000; // the lease's whole life
+    assert.equal(a.leasedUnits("k", clock.now), 0);
+    const d = await a.check("k", clock.now);
+    assert.equal(d.servedBy, "shard");
+    assert.equal(ns.calls, 2);
+  }));
+
+test("concurrent checks of one key in one isolate ask for one lease at a time", () =>
+  withClock(async (clock) => {
+    const ns = namespace();
+    const a = leasing(ns, 10);
+    const all = await Promise.all(Array.from({ length: 5 }, () => a.check("k", clock.now)));
+    assert.ok(all.every((d) => d.allowed && d.servedBy === "shard"));
+    assert.equal(a.leasedUnits("k", clock.now), 9, "one lease; the other four asked for their cost alone");
+    const b = new EdgeLimiter({ namespace: ns, rule: { perHour: 50 }, shards: 1 });
+    assert.equal((await b.check("k", clock.now)).remaining, 50 - 14 - 1);
+  }));
+
+test("across isolates and time, what leases admit stays within the stated bound; a batch of 1 within the rule's", () =>
+  withClock(async (clock) => {
+    // GCRA, 10 per second, burst 10 (T = 100 ms): at most 10 + ⌊w / 100 ms⌋ in any
+    // closed span of w. Leases of `batch` for L = 1 s in I = 3 isolates: at most that
+    // plus I·(batch − 1), and at most what the rule admits in w + L.
+    const rule = { perSecond: 10 };
+    const allowed = (w) => 10 + Math.floor(w / 100);
+    const L = 1_000;
+    const I = 3;
+    for (const batch of [1, 5, 10]) {
+      const ns = namespace();
+      const isolates = Array.from({ length: I }, () =>
+        new EdgeLimiter({ namespace: ns, rule, shards: 1, lease: { batch, lifetimeMs: L } }),
+      );
+      const rand = random(batch);
+      const start = clock.now;
+      const at = [];
+      for (let t = 0; t < 8_000; t += 10) {
+        clock.now = start + t;
+        // Light traffic first (leases fill), then a pause longer than a lease's life
+        // (units held before it must not be spent after it), then a flood.
+        if (t >= 3_000 && t < 4_500) continue;
+        for (const isolate of isolates) {
+          if (rand(t < 3_000 ? 40 : 3) !== 0) continue;
+          if ((await isolate.check("hot", clock.now)).allowed) at.push(t);
+        }
+      }
+      at.sort((x, y) => x - y);
+      for (const w of [0, 200, 1_000, 3_000]) {
+        let most = 0;
+        for (let i = 0, j = 0; i < at.length; i++) {
+          while (at[j] < at[i] - w) j++;
+          most = Math.max(most, i - j + 1);
+        }
+        const bound = Math.min(allowed(w) + I * (batch - 1), allowed(w + L));
+        assert.ok(most <= bound, `batch ${batch}: ${most} admitted in a span of ${w} ms, bound ${bound}`);
+        if (batch === 1) assert.ok(most <= allowed(w), `batch 1 is exact: ${most} in ${w} ms`);
+      }
+      assert.ok(at.length > 50, `batch ${batch}: the run admitted ${at.length}`);
+    }
+  }));

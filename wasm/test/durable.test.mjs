@@ -11,6 +11,7 @@ import { join } from "node:path";
 import { binary, freePort, packageModules, root, startWorkerd, stopWorkerd, workerdConfig } from "./support/workerd.mjs";
 
 const LIMIT = 50; // per hour: nothing comes back during the test, restarts included
+const BATCH = 10; // units a lease takes on /leased (1 on /leased-exact)
 
 let child;
 let ports;
@@ -21,24 +22,20 @@ let log = () => "";
 const modules = packageModules("example/durable-worker.js", { durable: true });
 
 function writeConfig() {
+  // What both services read: the rule, the shard count, the lease's batch.
+  const settings = [["RATE_PER_HOUR", LIMIT], ["SHARDS", 4], ["LEASE_BATCH", BATCH]]
+    .map(([name, value]) => `(name = "${name}", text = "${value}")`)
+    .join(", ");
   const main = `(
   modules = ${modules},
   durableObjectNamespaces = [ (className = "PorteroShard", uniqueKey = "portero-durable-test") ],
   durableObjectStorage = (localDisk = "do-disk"),
-  bindings = [
-    (name = "LIMITER", durableObjectNamespace = "PorteroShard"),
-    (name = "RATE_PER_HOUR", text = "${LIMIT}"),
-    (name = "SHARDS", text = "4"),
-  ],
+  bindings = [ (name = "LIMITER", durableObjectNamespace = "PorteroShard"), ${settings} ],
   compatibilityDate = "2026-11-01",
 )`;
   const other = `(
   modules = ${modules},
-  bindings = [
-    (name = "LIMITER", durableObjectNamespace = (className = "PorteroShard", serviceName = "main")),
-    (name = "RATE_PER_HOUR", text = "${LIMIT}"),
-    (name = "SHARDS", text = "4"),
-  ],
+  bindings = [ (name = "LIMITER", durableObjectNamespace = (className = "PorteroShard", serviceName = "main")), ${settings} ],
   compatibilityDate = "2026-11-01",
 )`;
   const keys = `(
@@ -65,6 +62,13 @@ async function start() {
 
 async function stop() {
   await stopWorkerd(child);
+}
+
+/** Kills workerd at once (SIGKILL by its process id): no isolate gets to finish anything. */
+async function kill() {
+  const exited = new Promise((r) => child.once("exit", r));
+  process.kill(child.pid, "SIGKILL");
+  await exited;
 }
 
 before(async () => {
@@ -202,4 +206,58 @@ test("keys with lone surrogates are their own, through RPC, storage and a restar
   for (const [i, key] of all.entries()) {
     assert.deepEqual([after[i].allowed, after[i].servedBy], [false, "shard"], `${JSON.stringify(key)} after the restart`);
   }
+});
+
+async function statuses(responses) {
+  return Promise.all(responses.map(async (r) => (await r.text(), [r.status, r.headers.get("X-Served-By")])));
+}
+
+test("leases: 400 concurrent requests through two services admit at most 50, a batch of 1 exactly 50", async () => {
+  // One window of the hourly rule: every unit spent was charged first, so never more
+  // than the limit; at most each isolate's unspent lease (batch - 1 units) is left over.
+  const leasedIp = "198.51.100.80";
+  const leased = await statuses(await Promise.all(Array.from({ length: 400 }, (_, i) => get(i % 2, leasedIp, "/leased"))));
+  const admitted = leased.filter(([s]) => s === 200).length;
+  assert.ok(admitted <= LIMIT && admitted >= LIMIT - 2 * (BATCH - 1), `${admitted} admitted\n${log()}`);
+  assert.equal(leased.filter(([s]) => s === 429).length, 400 - admitted);
+  const exactIp = "198.51.100.81";
+  const exact = await statuses(await Promise.all(Array.from({ length: 400 }, (_, i) => get(i % 2, exactIp, "/leased-exact"))));
+  assert.equal(exact.filter(([s]) => s === 200).length, LIMIT, log());
+});
+
+test("leases answer from the isolate: 30 requests in a row cost 3 calls to the object", async () => {
+  const ip = "198.51.100.82";
+  const before = (await stats(0, ip)).leasedCalls;
+  const served = [];
+  for (let i = 0; i < 30; i++) {
+    const r = await get(0, ip, "/leased");
+    await r.text();
+    assert.equal(r.status, 200);
+    served.push(r.headers.get("X-Served-By"));
+  }
+  assert.equal((await stats(0, ip)).leasedCalls - before, 30 / BATCH, "one call per batch");
+  assert.equal(served.filter((s) => s === "lease").length, 30 - 30 / BATCH);
+});
+
+test("an isolate killed mid-lease (SIGKILL) loses at most its batch, and nothing is admitted twice", async () => {
+  const ip = "198.51.100.83";
+  let before = 0;
+  for (let i = 0; i < 3; i++) {
+    const r = await get(0, ip, "/leased");
+    await r.text();
+    before += r.status === 200 ? 1 : 0;
+  }
+  const held = (await stats(0, ip)).leasedUnits;
+  assert.equal(held, BATCH - 3, "one lease, three of its units spent");
+  await kill();
+  await start();
+  let after = 0;
+  for (let i = 0; i < 2 * LIMIT; i++) {
+    const r = await get(1, ip, "/leased");
+    await r.text();
+    if (r.status !== 200) break;
+    after += 1;
+  }
+  assert.ok(before + after <= LIMIT, `${before} + ${after} admitted`);
+  assert.equal(LIMIT - (before + after), held, "exactly the killed isolate's unspent units are lost");
 });

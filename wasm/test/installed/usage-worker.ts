@@ -31,10 +31,14 @@ export default {
       sweepMs: 1_000,
       localKeys: 100,
     });
+    const leased = new EdgeLimiter({ namespace: env.LIMITER, rule: { perHour: 1_000 }, lease: { batch: 20, lifetimeMs: 5_000 } });
+    const fromLease: EdgeDecision = await leased.check(ip);
+    const servedBy: "local" | "shard" | "lease" = fromLease.servedBy;
+    const held: number = leased.leasedUnits(ip);
     const d: EdgeDecision = await exact.check(ip, Date.now(), 2);
     const both: EdgeDecision[] = await exact.checkMany([[ip], [`${ip}/login`, 3]] as const);
     const headers: Record<string, string> = exact.headers(d, "per-ip");
-    return new Response(JSON.stringify({ d, both, stats: await exact.shardStats(ip) }), {
+    return new Response(JSON.stringify({ d, both, servedBy, held, stats: await exact.shardStats(ip) }), {
       status: d.allowed ? 200 : 429,
       headers,
     });
@@ -58,6 +62,10 @@ function misuse(env: Env): Decision[] {
   new EdgeLimiter({ namespace: env.LIMITER, rule: { perHour: 1 }, durability: "slow" });
   // @ts-expect-error a namespace binding, not its name
   new EdgeLimiter({ namespace: "LIMITER", rule: { perHour: 1 } });
+  // @ts-expect-error a lease has a lifetime
+  new EdgeLimiter({ namespace: env.LIMITER, rule: { perHour: 1 }, lease: { batch: 1 } });
+  // @ts-expect-error a batch is a number of units
+  new EdgeLimiter({ namespace: env.LIMITER, rule: { perHour: 1 }, lease: { batch: "10", lifetimeMs: 1 } });
   // @ts-expect-error keys are strings
   void exact?.checkMany([[1, 1]]);
   return [decision];
