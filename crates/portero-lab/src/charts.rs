@@ -31,6 +31,7 @@ pub fn all() -> Vec<Chart> {
         chart("priority.svg", priority(seed)),
         chart("breaker.svg", breaker()),
         chart("storm.svg", storm(seed)),
+        chart("planet.svg", planet(seed)),
     ]
 }
 
@@ -324,4 +325,9 @@ pub fn storm(seed: u64) -> String {
             },
         ],
     )
+}
+
+/// The planet sweep at 4 isolates per location: over-admission and p99 latency.
+pub fn planet(seed: u64) -> String {
+    crate::planet::report::chart(&crate::planet::report::sweep_isolates(4, seed), 4)
 }

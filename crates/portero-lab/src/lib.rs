@@ -13,6 +13,7 @@ pub mod arrivals;
 pub mod charts;
 pub mod contention;
 pub mod overload;
+pub mod planet;
 pub mod race;
 pub mod scenario;
 pub mod sim;

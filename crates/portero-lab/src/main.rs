@@ -35,6 +35,10 @@ enum Command {
     Contention(ContentionArgs),
     /// The Redis race: check-then-act over-admits, one Lua script does not.
     Race(RaceArgs),
+    /// One limit for a planet of 1-300 locations x 1-16 isolates each: per-isolate
+    /// limits, the exact object, remembered refusals and leases, over-admission against
+    /// decision latency.
+    Planet(PlanetArgs),
     /// A service for 100/s offered 150/s, clients giving up after 2 s: goodput with an
     /// unbounded line, and with a bounded line, deadlines and early refusal; then over
     /// the line's length.
@@ -116,6 +120,15 @@ struct Output {
 }
 
 #[derive(Args)]
+struct PlanetArgs {
+    /// Seed of the arrivals.
+    #[arg(long, default_value_t = portero_lab::overload::DEFAULT_SEED)]
+    seed: u64,
+    #[command(flatten)]
+    out: Output,
+}
+
+#[derive(Args)]
 struct BurstArgs {
     /// Arrivals: one time in seconds per line (decimals allowed, any order).
     #[arg(long, value_name = "FILE", requires_all = ["limit", "window"])]
@@ -154,6 +167,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Quiz => quiz(),
         Command::Contention(args) => contention(args),
         Command::Race(args) => race(args),
+        Command::Planet(args) => planet(&args),
         Command::Goodput(args) => overload::goodput(&args),
         Command::Tenants(args) => overload::tenants(&args),
         Command::Priority(args) => overload::priority(&args),
@@ -426,6 +440,22 @@ fn contention(args: ContentionArgs) -> Result<()> {
                 .join(", ")
         )
         .into());
+    }
+    Ok(())
+}
+
+fn planet(args: &PlanetArgs) -> Result<()> {
+    use portero_lab::planet::report;
+    let rows = report::sweep(args.seed);
+    if args.out.json {
+        println!("{}", report::json(&rows));
+    } else {
+        println!("planet: {}", report::described(args.seed));
+        print!("{}", report::table(&rows));
+        println!("(hot key / worst key: most admitted in any minute ÷ what the rule admits in one; simulated time)");
+    }
+    if let Some(path) = &args.out.svg {
+        std::fs::write(path, report::chart(&rows, 4))?;
     }
     Ok(())
 }

@@ -401,8 +401,13 @@ impl Series {
     }
 
     /// The same line, dashed.
-    pub fn dashed(mut self) -> Self {
-        self.dashed = true;
+    pub fn dashed(self) -> Self {
+        self.dashed_if(true)
+    }
+
+    /// The same line, dashed when `reference` (the one the others are compared with).
+    pub fn dashed_if(mut self, reference: bool) -> Self {
+        self.dashed |= reference;
         self
     }
 }

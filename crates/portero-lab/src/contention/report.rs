@@ -87,12 +87,7 @@ pub fn chart(rows: &[Row], machine: &str) -> String {
                     .filter(|r| r.subject == s)
                     .map(|r| (r.threads as f64, y(r)))
                     .collect();
-                let line = Series::new(s.name(), i, points);
-                if s == Subject::FloorCas {
-                    line.dashed()
-                } else {
-                    line
-                }
+                Series::new(s.name(), i, points).dashed_if(s == Subject::FloorCas)
             })
             .collect()
     };
