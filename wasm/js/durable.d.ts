@@ -30,17 +30,18 @@ export interface ShardOptions extends ShardSettings {
 
 /**
  * Leases: a check that reaches a shard borrows up to `batch` units of its key (charged
- * there at once), and this isolate admits later checks of the key from them without a
- * call until they run out or `lifetimeMs` after the call was sent. Each isolate holds
- * at most `batch - 1` unspent units of a key, so across `I` isolates no span of time
- * admits more than the rule does in it plus `I × (batch - 1)`, nor more than the rule
- * does in it lengthened by `lifetimeMs`; a batch of 1 is exact. Unspent units are not
- * given back: an isolate that ends mid-lease loses at most `batch - 1` per key.
+ * there at once), and the limiter admits later checks of the key from them without a
+ * call until they run out or `lifetimeMs` after the call was sent. Each limiter holds
+ * at most `batch - 1` unspent units of a key, so across `I` leasing limiters of a rule
+ * (one per isolate, built once) no span of time admits more than the rule does in it
+ * plus `I × (batch - 1)`, nor more than the rule does in it lengthened by
+ * `lifetimeMs`; a batch of 1 is exact. Unspent units are not given back: a limiter that
+ * ends mid-lease loses at most `batch - 1` per key.
  */
 export interface LeaseOptions {
   /** Units a lease takes at most: a whole number from 1 to the rule's capacity. */
   batch: number;
-  /** How long (ms) a lease may be spent, from when its call was sent: above 0, at most a day. */
+  /** How long (ms) a lease may be spent, from when its call was sent (this isolate's clock): 1 ms to a day. */
   lifetimeMs: number;
 }
 
@@ -57,10 +58,13 @@ export interface EdgeLimiterOptions extends ShardSettings {
 }
 
 /**
- * `[key, cost, lease]`; the cost defaults to 1, `lease` (the most units to take when the
- * cost is admitted: a lease request) to the cost.
+ * A check sent to a shard: `[key, cost, lease]`; the cost defaults to 1, `lease` (the
+ * most units to take when the cost is admitted: a lease request) to the cost.
  */
 export type Check = readonly [key: string, cost?: number, lease?: number];
+
+/** A check of `EdgeLimiter`: `[key, cost]`, the cost 1 if left out (its leases are its own). */
+export type EdgeCheck = readonly [key: string, cost?: number];
 
 export interface ShardStats {
   checks: number;
@@ -91,9 +95,10 @@ export declare class EdgeLimiter {
   constructor(options: EdgeLimiterOptions);
   /** Calls made to shards by this isolate. */
   calls: number;
+  /** `now` (default `Date.now()`) is checked as a time; the local stages and leases run on this isolate's clock. */
   check(key: string, now?: number, cost?: number): Promise<EdgeDecision>;
   /** One call per shard needed; throws (sending nothing) if any check is bad. */
-  checkMany(checks: readonly Check[], now?: number): Promise<EdgeDecision[]>;
+  checkMany(checks: readonly EdgeCheck[], now?: number): Promise<EdgeDecision[]>;
   headers(decision: Decision, policy?: string): Headers;
   shardStats(key: string): Promise<ShardStats>;
   /** Units of `key` this isolate's lease still holds at `now` (0 without one). */

@@ -190,15 +190,16 @@ export class PorteroShard extends DurableObject {
 // refuse after all falls back to the cost alone, so leasing never refuses what a check
 // admits.
 function leased(rule, before, now, cost, lease) {
-  if (lease > cost && cost > 0) {
+  // The check itself first: it validates the cost as every check does.
+  const [decision, next] = rule.decide(before, now, cost);
+  if (decision.allowed && cost > 0 && lease > cost) {
     const room = rule.decide(before, now, 0, false)[0].remaining;
     const take = Math.min(lease, room);
     if (take > cost) {
-      const [decision, next] = rule.decide(before, now, take);
-      if (decision.allowed) return [decision, next, take];
+      const [more, after] = rule.decide(before, now, take);
+      if (more.allowed) return [more, after, take];
     }
   }
-  const [decision, next] = rule.decide(before, now, cost);
   return [decision, next, cost];
 }
 
@@ -286,12 +287,14 @@ function pairsOf(checks) {
  * request's call is cancelled as hung), so batching stops at the request.
  *
  * With `lease: { batch, lifetimeMs }`, a check that reaches a shard asks for up to
- * `batch` units of its key, charged there at once; this isolate admits later checks of
+ * `batch` units of its key, charged there at once; this limiter admits later checks of
  * the key from them, without a call, until they run out or `lifetimeMs` after the call
- * was sent. Each isolate holds at most `batch - 1` unspent units of a key (one lease
- * at a time, the first unit its asker's), so across `I` isolates, in any span of time,
- * no more is admitted than the rule admits in that span plus `I × (batch - 1)`, nor
- * more than it admits in that span lengthened by `lifetimeMs`. A batch of 1 is exact.
+ * was sent (on this isolate's clock). Each limiter holds at most `batch - 1` unspent
+ * units of a key (one lease at a time, the first unit its asker's), so across `I`
+ * leasing limiters of a rule (one per isolate, built once as in the example), in any
+ * span of time, no more is admitted than the rule admits in that span plus
+ * `I × (batch - 1)`, nor more than it admits in that span lengthened by `lifetimeMs`.
+ * A batch of 1 is exact.
  */
 export class EdgeLimiter {
   #namespace;
@@ -344,10 +347,12 @@ export class EdgeLimiter {
     // at every other entry point: a peek at `now` itself throws its error. (The later of
     // `now` and the clock below would otherwise turn a negative `now` into a valid one.)
     this.#local.peek(NOW_PROBE, now, 0);
-    // The local stages run on the later of `now` and this isolate's clock: a `now` read
-    // long before the call would make a wait look shorter, or this isolate's count look
-    // older, than the object (on its own clock) sees them.
-    const at = Math.max(now, Date.now());
+    // The local stages and leases run on this isolate's own clock, whatever `now` says:
+    // a `now` read long before the call would make a wait look shorter, or this
+    // isolate's count look older, than the object (on its own clock) sees them, and one
+    // ahead of the clock would stretch a lease, or a remembered wait, past what the
+    // object gave. Only durations cross between the two clocks.
+    const at = Date.now();
     // Every check's peek comes first: it validates the cost (and that it fits the
     // capacity) as the object would, before anything is sent.
     const asked = pairsOf(checks).map(([key, cost]) => {
@@ -389,11 +394,9 @@ export class EdgeLimiter {
           // What the shard charged: a lease's units, or the cost.
           const took = d.allowed ? (granted ?? cost) : 0;
           this.#learn(slot, at, d.allowed ? took : cost, decision);
-          if (lease !== undefined && took > cost) {
-            this.#keep(slot, at, took - cost, decision);
-            // The key's units left now count the ones this isolate holds for it.
-            decision.remaining += took - cost;
-          }
+          if (lease !== undefined && took > cost) this.#keep(slot, at, took - cost, decision);
+          // The key's units left count the ones this isolate holds for it.
+          if (d.allowed) decision.remaining += this.leasedUnits(asked[indices[j]].key, at);
           out[indices[j]] = { ...decision, servedBy: "shard" };
         });
       }),
@@ -422,6 +425,7 @@ export class EdgeLimiter {
     if (this.#leases.size >= this.#localKeys) this.#leases.delete(this.#leases.keys().next().value);
     this.#leases.set(slot, {
       left,
+      sent,
       expires: sent + this.#lease.lifetimeMs,
       limit: decision.limit,
       resetAt: sent + decision.resetAfterMs,
@@ -435,7 +439,8 @@ export class EdgeLimiter {
   #spend(slot, at, cost) {
     const lease = this.#leases.get(slot);
     if (lease === undefined || cost < 1) return null;
-    if (at >= lease.expires) {
+    // Past its life, or a clock that went back before its call: spent no more.
+    if (at >= lease.expires || at < lease.sent) {
       this.#leases.delete(slot);
       return null;
     }
@@ -449,7 +454,7 @@ export class EdgeLimiter {
   /** Units of `key` this isolate's lease still holds (0 without one; for tests and metrics). */
   leasedUnits(key, now = Date.now()) {
     const lease = this.#leases.get(keyOf(key));
-    return lease === undefined || now >= lease.expires ? 0 : lease.left;
+    return lease === undefined || now >= lease.expires || now < lease.sent ? 0 : lease.left;
   }
 
   // The shard's last refusal of `slot` as an answer at `at`, if it covers `cost`: the
@@ -459,7 +464,8 @@ export class EdgeLimiter {
   #remembered(slot, at, cost) {
     const r = this.#refused.get(slot);
     if (r === undefined) return null;
-    if (at >= r.retryAt) {
+    // Its wait is over, or the clock went back before the refusal: forgotten.
+    if (at >= r.retryAt || at < r.sent) {
       this.#refused.delete(slot);
       return null;
     }
@@ -477,6 +483,7 @@ export class EdgeLimiter {
       if (this.#refused.size >= REMEMBERED) this.#refused.clear();
       this.#refused.set(slot, {
         cost,
+        sent,
         limit: decision.limit,
         retryAt: sent + decision.retryAfterMs - 1,
         resetAt: sent + decision.resetAfterMs - 1,
@@ -490,15 +497,15 @@ export class EdgeLimiter {
 const MAX_LEASE_MS = 86_400_000;
 
 // The lease settings: `batch` whole units from 1 to the rule's `capacity`, `lifetimeMs`
-// above 0 and at most a day.
+// from 1 ms (a shorter one could never be spent: it ends within the clock's step) to a day.
 function leaseOf(lease, capacity) {
   if (lease === null || typeof lease !== "object") fail(`lease must be { batch, lifetimeMs }, got ${shown(lease)}`);
   const { batch, lifetimeMs } = lease;
   if (!(Number.isSafeInteger(batch) && batch >= 1 && batch <= capacity)) {
     fail(`lease.batch must be a whole number from 1 to the rule's capacity (${capacity}), got ${shown(batch)}`);
   }
-  if (!(typeof lifetimeMs === "number" && lifetimeMs > 0 && lifetimeMs <= MAX_LEASE_MS)) {
-    fail(`lease.lifetimeMs must be a number of milliseconds above 0 and at most ${MAX_LEASE_MS} (a day), got ${shown(lifetimeMs)}`);
+  if (!(typeof lifetimeMs === "number" && lifetimeMs >= 1 && lifetimeMs <= MAX_LEASE_MS)) {
+    fail(`lease.lifetimeMs must be a number of milliseconds from 1 to ${MAX_LEASE_MS} (a day), got ${shown(lifetimeMs)}`);
   }
   return { batch, lifetimeMs };
 }

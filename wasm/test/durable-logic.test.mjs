@@ -448,7 +448,8 @@ test("bad lease settings are portero errors, and nothing is sent", () => {
   }
   // The capacity is the rule's burst: a burst of 1 takes no batch of 2.
   assert.throws(make({ batch: 2, lifetimeMs: 1000 }, { perSecond: 10, burst: 1 }), portero(/capacity \(1\)/));
-  for (const lifetimeMs of [0, -5, NaN, Infinity, 86_400_001, "1000", null]) {
+  // Below 1 ms a lease would end within the clock's step, never spent.
+  for (const lifetimeMs of [0, -5, NaN, Infinity, 86_400_001, "1000", null, 1e-9, 0.5]) {
     assert.throws(make({ batch: 10, lifetimeMs }), portero(/lease\.lifetimeMs must be/), String(lifetimeMs));
   }
   for (const lease of [null, 10, "x"]) assert.throws(make(lease), portero(/lease must be/), String(lease));
@@ -554,4 +555,58 @@ test("across isolates and time, what leases admit stays within the stated bound;
       }
       assert.ok(at.length > 50, `batch ${batch}: the run admitted ${at.length}`);
     }
+  }));
+
+test("a now ahead of the clock stretches no lease and no reset", () =>
+  withClock(async (clock) => {
+    const ns = namespace();
+    const a = new EdgeLimiter({ namespace: ns, rule: { perMinute: 10 }, shards: 1, lease: { batch: 10, lifetimeMs: 1_000 } });
+    const hour = 3_600_000;
+    assert.equal((await a.check("k", clock.now + hour)).servedBy, "shard"); // a caller's clock an hour ahead
+    const spent = await a.check("k", clock.now + hour);
+    assert.equal(spent.servedBy, "lease");
+    assert.ok(spent.resetAfterMs <= 60_000, `reset in ${spent.resetAfterMs} ms`);
+    clock.now += 1_000;
+    assert.equal(a.leasedUnits("k", clock.now), 0, "over a lifetime after its call, on the isolate's clock");
+    assert.notEqual((await a.check("k", clock.now + hour)).servedBy, "lease");
+  }));
+
+test("a now ahead of the clock never makes the local stages refuse what the object admits", () =>
+  withClock(async (clock) => {
+    const ns = namespace();
+    const a = new EdgeLimiter({ namespace: ns, rule: { perHour: 10 }, shards: 1 });
+    for (let i = 0; i < 12; i++) await a.check("k", clock.now + 86_400_000); // a day ahead
+    clock.now += 3_600_000; // an hour later the key is full again at the object
+    const d = await a.check("k", clock.now);
+    assert.deepEqual([d.allowed, d.servedBy], [true, "shard"]);
+  }));
+
+test("a clock that steps back ends a lease", () =>
+  withClock(async (clock) => {
+    const ns = namespace();
+    const a = leasing(ns, 10);
+    await a.check("k", clock.now);
+    clock.now -= 60_000;
+    assert.equal(a.leasedUnits("k", clock.now), 0);
+    assert.equal((await a.check("k", clock.now)).servedBy, "shard");
+  }));
+
+test("the object checks a leased check's cost as it checks any, and takes nothing for a bad one", async () => {
+  const ns = namespace();
+  const shard = ns.get("portero-shard-0");
+  const options = { rule: { perMinute: 100 } };
+  for (const cost of ["1", true, 0.5, 1e-9, -1, 101]) {
+    await assert.rejects(shard.checkMany(options, [["k", cost, 5]]), portero(/./), String(cost));
+  }
+  const [d] = await shard.checkMany(options, [["k", 1]]);
+  assert.equal(d.remaining, 99, "nothing was taken");
+});
+
+test("any admission while a lease is held counts its units in remaining", () =>
+  withClock(async (clock) => {
+    const ns = namespace();
+    const a = leasing(ns, 10);
+    assert.equal((await a.check("k", clock.now)).remaining, 49);
+    const question = await a.check("k", clock.now, 0); // a cost of 0 asks the object
+    assert.deepEqual([question.servedBy, question.remaining], ["shard", 49]);
   }));
