@@ -1,7 +1,8 @@
 // Latency of a check in workerd: local (per isolate) against exact (through a Durable
 // Object), and ten keys in one call against ten calls. `npm run bench:durable` (after
 // `cargo xtask wasm`). Sequential HTTP requests from Node over loopback; prints the
-// median and p90 per request, and the Durable Object's share (exact − local).
+// median and p90 per request, and the Durable Object's share (exact − local); leased:
+// one call to the object in 100 checks.
 import { unlinkSync, writeFileSync } from "node:fs";
 import { freePort, packageModules, root, startWorkerd, stopWorkerd, workerdConfig } from "../test/support/workerd.mjs";
 
@@ -23,6 +24,7 @@ try {
   for (const [name, path] of [
     ["1 key, local", "/local"],
     ["1 key, exact (Durable Object)", "/exact-one-call"],
+    ["1 key, leased (batch 100)", "/leased"],
     ["10 keys, local", "/local?keys=10"],
     ["10 keys, exact, one call", "/exact-one-call?keys=10"],
     ["10 keys, exact, a call each", "/exact-call-each?keys=10"],
