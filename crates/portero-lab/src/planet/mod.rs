@@ -113,7 +113,9 @@ impl Setup {
     /// The most one key may be admitted in a run of `span_ns`: GCRA's `B + ⌊t / T⌋`.
     pub fn allowance(&self, span_ns: u64) -> u64 {
         let quota = self.quota();
-        quota.burst() + span_ns / quota.interval_nanos()
+        quota
+            .burst()
+            .saturating_add(span_ns / quota.interval_nanos())
     }
 
     fn quota(&self) -> Quota {
@@ -282,7 +284,10 @@ pub fn run(setup: &Setup, topology: Topology) -> Outcome {
                     }
                     Topology::Exact => {
                         out.calls += 1;
-                        events.push(now + half, Event::AtObject { request: i, ask: 1 });
+                        events.push(
+                            now.saturating_add(half),
+                            Event::AtObject { request: i, ask: 1 },
+                        );
                     }
                     Topology::Remembered | Topology::Leases { .. } => {
                         if let Some((left, sent, until)) = iso.leases.get_mut(&r.key) {
@@ -309,7 +314,10 @@ pub fn run(setup: &Setup, topology: Topology) -> Outcome {
                             _ => 1,
                         };
                         out.calls += 1;
-                        events.push(now + half, Event::AtObject { request: i, ask });
+                        events.push(
+                            now.saturating_add(half),
+                            Event::AtObject { request: i, ask },
+                        );
                     }
                 }
             }
@@ -332,7 +340,7 @@ pub fn run(setup: &Setup, topology: Topology) -> Outcome {
                 let granted = if t.decision.is_allowed() { granted } else { 0 };
                 let back = trips[r.location] - trips[r.location] / 2;
                 events.push(
-                    now + back,
+                    now.saturating_add(back),
                     Event::Reply {
                         request,
                         decision: t.decision,
@@ -356,7 +364,7 @@ pub fn run(setup: &Setup, topology: Topology) -> Outcome {
                 if decision.is_allowed() {
                     out.admitted[r.key as usize].push(now);
                     if granted > 1 {
-                        let until = r.at + setup.lease_ms * MS;
+                        let until = r.at.saturating_add(setup.lease_ms.saturating_mul(MS));
                         iso.leases.insert(r.key, (granted - 1, r.at, until));
                         if held.insert((r.isolate, r.key)) {
                             out.lease_holders[r.key as usize] += 1;
@@ -365,7 +373,9 @@ pub fn run(setup: &Setup, topology: Topology) -> Outcome {
                 } else if topology != Topology::Exact {
                     // Counted from when the call left (the object decided later), and
                     // 1 ms early, as the real client does (its waits are whole ms).
-                    let until = (r.at + decision.retry_after_nanos()).saturating_sub(MS);
+                    let until =
+                        r.at.saturating_add(decision.retry_after_nanos())
+                            .saturating_sub(MS);
                     iso.refused.insert(r.key, until);
                 }
             }
