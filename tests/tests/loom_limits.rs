@@ -71,11 +71,65 @@ fn refunds_racing_a_check_never_invent_units() {
         });
         let l = lim.clone();
         let second = thread::spawn(move || l.refund_at(&x2, 330));
-        assert!(second.join().unwrap());
+        second.join().unwrap();
         assert!(first.join().unwrap(), "x1 given back left room for one");
         assert!(
             !lim.peek_at(350, 5).unwrap().is_allowed(),
             "5 units at 350 after one at 320 with a burst of 5"
+        );
+    });
+}
+
+/// The race an outside review replayed: quota 1 per 10 ns, burst 4; z and x admitted
+/// at 0. x is given back at 10 while, on another thread, z is given back at 0 and a
+/// check at 10 may write x's very word again. The word and the ledger the refunds
+/// read move together (refunds of one word take turns), so in every order the
+/// limiter ends exactly as its twin that saw only the check: 3 units fit at 10, 4 do
+/// not.
+#[test]
+fn a_refund_racing_another_refund_and_a_check_is_never_fooled_by_the_same_word() {
+    loom::model(|| {
+        let lim = Arc::new(gcra(4));
+        let z = lim.acquire_at(0, 1).unwrap().admission.unwrap();
+        let x = lim.acquire_at(0, 1).unwrap().admission.unwrap();
+        let l = lim.clone();
+        let other = thread::spawn(move || {
+            l.refund_at(&z, 0);
+            l.check_at(T, 1).unwrap().is_allowed()
+        });
+        lim.refund_at(&x, T);
+        assert!(other.join().unwrap());
+        assert!(
+            lim.peek_at(T, 3).unwrap().is_allowed(),
+            "x and z given back"
+        );
+        assert!(
+            !lim.peek_at(T, 4).unwrap().is_allowed(),
+            "4 units at 10 after one check"
+        );
+    });
+}
+
+/// The same race on one key of a keyed table, whose slot is one 128-bit word.
+#[test]
+fn a_keyed_refund_racing_another_refund_and_a_check_is_never_fooled_by_the_same_word() {
+    keyed_model_with_burst(4, portero::Overflow::RejectNewKeys, 4, |lim| {
+        let z = lim.acquire_at(&1, 0, 1).unwrap().admission.unwrap();
+        let x = lim.acquire_at(&1, 0, 1).unwrap().admission.unwrap();
+        let l = lim.clone();
+        let other = thread::spawn(move || {
+            l.refund_fingerprint_at(l.fingerprint_of(&1), &z, 0);
+            l.check_at(&1, T, 1).unwrap().is_allowed()
+        });
+        lim.refund_fingerprint_at(lim.fingerprint_of(&1), &x, T);
+        assert!(other.join().unwrap());
+        assert!(
+            lim.peek_at(&1, T, 3).unwrap().is_allowed(),
+            "x and z given back"
+        );
+        assert!(
+            !lim.peek_at(&1, T, 4).unwrap().is_allowed(),
+            "4 units at 10 after one check"
         );
     });
 }

@@ -153,6 +153,26 @@ fn twins<S: Subject>(
                     admission,
                 }) = a.acquire(now, cost)
                 {
+                    // Every admission after a refund, the twin admits too: a refund
+                    // that moved where a window ends shows only in later checks.
+                    let comparable = !a.reads_back_as_latest() || now == clock;
+                    if decision.is_allowed()
+                        && comparable
+                        && admitted.iter().any(|&(.., charged)| !charged)
+                    {
+                        let b = make();
+                        for &(t, cost, charged) in &admitted {
+                            if charged {
+                                b.acquire(t, cost);
+                            }
+                        }
+                        prop_assert!(
+                            b.admits(now, cost),
+                            "A admits {} at {} where the twin refuses",
+                            cost,
+                            now
+                        );
+                    }
                     if decision.is_allowed() {
                         admitted.push((now, cost, true));
                         if let Some(admission) = admission {

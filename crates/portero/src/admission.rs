@@ -12,41 +12,62 @@
 //! # The rule
 //!
 //! 1. **Nothing since.** While the state word still holds exactly what `X`'s own update
-//!    wrote ([`Admission::undo`]), the word goes back to what `X` found: `A` is `B`
-//!    again, exactly. Checks only move a word forward, so the same word means no check
-//!    since — unless a refund moved it back meanwhile: then a later check can write
-//!    the very word `X` wrote (a bug an outside review found), so the undo also needs
-//!    the limiter's count of refunds unchanged since `X` wrote (see rule 2).
+//!    wrote and no refund has moved the word since ([`Admission::undo`]), the word goes
+//!    back to what `X` found: `A` is `B` again, exactly. Checks only move a word
+//!    forward, so the same word means no check since — unless a refund moved it back
+//!    meanwhile (then a later check can write the very word `X` wrote), which is why
+//!    the undo also asks the word's refund ledger (below).
 //! 2. **Something since.** Each algorithm gives back what can still be `X`'s
 //!    ([`Algorithm::refund`](crate::algorithm::Algorithm::refund)):
-//!    - a schedule (GCRA, token bucket, leaky meter: the state is the instant the
-//!      debt is paid off) gives back the part of `X`'s debt that lies after the
-//!      refund's time: `min(n·T, W − now)`, where `W` is the instant `X`'s update
-//!      wrote. Later admissions could have absorbed only debt that was already being
-//!      paid off, so what lies ahead is still owed to `X`. **Shortfall:** at most the
-//!      time between `X`'s admission and the refund (the part of `X`'s debt that
-//!      drained meanwhile while later requests were queued behind it); none when the
-//!      refund comes at `X`'s own time. Nothing but the undo when another refund has
-//!      moved the word since `X` (it shifted `X`'s debt by an amount one word does not
-//!      keep; each limiter counts such refunds, and `X` notes the count when it
-//!      writes). And nothing while a booking's turn is still
-//!      ahead (the word more than `B·T` past the refund's time, which no check can
-//!      leave): a waiter booked behind `X` was told its instant, and the slot `X`
-//!      freed before it cannot be handed to anyone without letting a start squeeze in
-//!      next to that instant. So the bound holds for the instants requests actually
-//!      start at, waits included.
+//!    - a schedule (GCRA, token bucket, leaky meter: the state is the instant `TAT`
+//!      the debt is paid off) is a work-conserving queue: taking `X` (its debt
+//!      `w = n·T`) out of its past lowers today's `TAT` by the smaller of `w` and the
+//!      lowest backlog `TAT(s) − s` since `X` came. Checks only push `TAT` forward;
+//!      only refunds pull it back, and the ledger sums by how much (`R`). So for
+//!      every `s` since `X` wrote `W`: `TAT(s) ≥ W − (R_now − R_X)`, and the refund
+//!      gives back `g = min(w, W − (R_now − R_X) − now)`, never below 0 and never
+//!      pulling the word below `now`. **Exact** when nothing moved the word back since
+//!      and the refund comes at `X`'s own time; **shortfall** otherwise at most the
+//!      time since `X`'s admission plus what other refunds gave back since (each
+//!      returned debt that might have lain ahead of `X`). Under load the shortfall
+//!      is spent on the first refunds while the key's backlog is small; once the
+//!      backlog exceeds what the in-flight refunds give back, each refund returns
+//!      its whole debt (see `tests/tests/refund_load.rs`). And nothing while a
+//!      booking's turn is still ahead (the word more than `B·T` past the refund's
+//!      time, which no check can leave): a waiter booked behind `X` was told its
+//!      instant, and the slot `X` freed before it cannot be handed to anyone without
+//!      letting a start squeeze in next to that instant.
 //!    - a window count (fixed windows, calendar quotas, the sliding window counter)
 //!      gives `X`'s units back to the window that counted them while it is still
 //!      counted (the current or, for the sliding counter, the previous window), and
 //!      nothing once it is gone: exact, since those windows do not move — except for
-//!      a request that *opened* its window: where a window opens at its first
-//!      request, the window lies where `X` put it, and an aligned window opened over
-//!      the previous window's counts made checks dated back into that window (time
-//!      going backwards) count in `X`'s; neither can be made as if `X` had never come,
-//!      so such an opener gives nothing back once others came since. **Shortfall:**
-//!      at most one request's units per window.
+//!      a request that *opened* its window once others came since. Where a window
+//!      opens at its first request, the window lies where `X` put it: the twin's
+//!      would have opened at the next request, which the word does not keep, and
+//!      no placement of the window is safe against every such twin. So the opener is
+//!      **kept**: the refund gives nothing back and says so (`refund` returns
+//!      `false`), and the limiter stands exactly as the twin that saw `X`. An aligned
+//!      window opened over the previous window's counts is kept the same way (checks
+//!      dated back into that window, time going backwards, counted in `X`'s).
+//!      **Shortfall:** at most one request's units per window.
+//!
+//!    A refund that gives nothing back keeps the request: the contract above then
+//!    compares the limiter with the twin that saw `X`, which it is.
 //!    - a queue ([`LeakyQueue`](crate::algorithm::leaky_bucket::LeakyQueue)) gives back nothing: the requests
 //!      behind `X` were told when they leave, and the freed slot lies between them.
+//!
+//! # The ledger, and why refunds of one word take turns
+//!
+//! Each word has a refund ledger ([`RefundLedger`]: a limiter's own; in a keyed
+//! table, one per few buckets, shared by the keys there — a neighbour's refund only
+//! makes a refund here give back less). `R` is the total a refund moved a word back
+//! by, other than by an exact undo; an admission notes it before it writes. A
+//! refund reads `R` and compares and swaps the word under the ledger's lock, and
+//! adds what it moved before it lets go: so no other refund can move the word
+//! between its reading of `R` and its compare-and-swap (the race in which another
+//! refund and a check put back the very word `X` wrote), and a check in between
+//! fails the compare-and-swap (checks only move the word forward). Checks never
+//! take the lock and never write the ledger.
 //!
 //! # Time
 //!
@@ -76,16 +97,17 @@ pub struct Admission {
     cost: u64,
     /// The state word the admission found and the one it wrote, when known.
     word: Option<(u64, u64)>,
-    /// How many refunds had moved the limiter's word before this admission wrote
-    /// (see [`RefundCount`]); [`MOVED`] when that is not known, or when the refund
-    /// rule found another refund moved the word since (so where this admission's debt
-    /// ends is no longer what it wrote). One word, not two: an admission travels
-    /// inside every check's answer.
-    epoch: u64,
+    /// The word's refund ledger total (`R`) noted before this admission wrote, as
+    /// `[high, low]` halves (see [`RefundLedger`]); `None` when not known.
+    noted: Option<[u64; 2]>,
+    /// For a refund deciding what to give back: how far other refunds moved the word
+    /// back since this admission wrote (`R_now − R_X`, saturated); [`UNKNOWN`] until a
+    /// ledger says.
+    moved: u64,
 }
 
-/// The epoch of an admission whose debt may have moved: a count never reaches it.
-const MOVED: u64 = u64::MAX;
+/// How far other refunds moved a word when no ledger says: as far as can be.
+const UNKNOWN: u64 = u64::MAX;
 
 impl Admission {
     /// An admission known only by its time and cost (a store of your own that keeps
@@ -95,26 +117,39 @@ impl Admission {
             at,
             cost,
             word: None,
-            epoch: MOVED,
+            noted: None,
+            moved: UNKNOWN,
         }
     }
 
     /// An admission at `at` of `cost` units that turned the word `before` into `after`,
-    /// after `epoch` refunds had moved it.
-    pub(crate) const fn wrote(at: u64, cost: u64, before: u64, after: u64, epoch: u64) -> Self {
+    /// when the word's refund ledger stood at `noted`.
+    pub(crate) const fn wrote(at: u64, cost: u64, before: u64, after: u64, noted: u128) -> Self {
         Self {
             at,
             cost,
             word: Some((before, after)),
-            epoch,
+            noted: Some([(noted >> 64) as u64, noted as u64]),
+            moved: UNKNOWN,
         }
     }
 
-    /// Whether another refund may have moved the word since this admission wrote it
-    /// (always, when that is not known): then where its debt ends is no longer what it
-    /// wrote, and a schedule gives back nothing but the exact undo.
+    /// Whether another refund may have moved the word back since this admission wrote
+    /// it (always, when that is not known): then a schedule gives back at most what
+    /// the ledger says can still lie ahead, and never the exact undo.
     pub const fn others_given_back(&self) -> bool {
-        self.epoch == MOVED
+        self.moved != 0
+    }
+
+    /// How far (in the state word's units: nanoseconds of debt for a schedule) other
+    /// refunds moved the word back since this admission wrote it, as the word's
+    /// refund ledger tells a refund in progress; `None` when that is not known (an
+    /// admission not being given back by its limiter, or one without a word).
+    pub const fn moved_since(&self) -> Option<u64> {
+        match self.moved {
+            UNKNOWN => None,
+            moved => Some(moved),
+        }
     }
 
     /// When the units were taken (ns, on the limiter's axis; for the exact log, the
@@ -147,7 +182,7 @@ impl Admission {
     /// The word to restore if `state` still holds what this admission wrote: the word
     /// it found. Checks only ever move a word forward, so the same word means no check
     /// happened since; a refund that moved it (other than by an undo) can make the same
-    /// word come back, which is why the limiters' own refunds also ask their count.
+    /// word come back, which is why the limiters' own refunds also ask their ledger.
     pub const fn undo(&self, state: u64) -> Option<u64> {
         match self.word {
             Some((before, after)) if after == state => Some(before),
@@ -155,35 +190,46 @@ impl Admission {
         }
     }
 
+    /// This admission as a refund sees it with the ledger at `total` (`None`: no
+    /// ledger): how far other refunds moved the word since it wrote.
+    fn seen_at(&self, total: Option<u128>) -> Self {
+        let moved = match (self.noted, total) {
+            (Some([high, low]), Some(total)) => {
+                let noted = ((high as u128) << 64) | low as u128;
+                // A total below the noted one cannot happen; read it as unknown.
+                total
+                    .checked_sub(noted)
+                    .map_or(UNKNOWN, |d| u64::try_from(d).unwrap_or(UNKNOWN - 1))
+            }
+            _ => UNKNOWN,
+        };
+        Self { moved, ..*self }
+    }
+
     /// The state after giving this admission back at `now` (see the [module
     /// docs](self)), the algorithm's own refund being `refund`: the undo while nothing
-    /// happened since, otherwise `refund` of what the limiter knows (an admission
-    /// whose refund count no longer matches `refunds` reads as one whose debt moved).
-    /// What [`Admission::give_back`] runs, beside the [`Algorithm`] trait.
+    /// happened since, otherwise `refund` of what the ledger (at `total`) tells.
+    /// What [`Admission::give_back`] runs, beside the [`Algorithm`] trait. The second
+    /// value says whether it is the exact undo (which moves nothing the ledger
+    /// counts).
     ///
     /// [`Algorithm`]: crate::algorithm::Algorithm
     pub(crate) fn give_back_with(
         &self,
         state: u64,
         now: u64,
-        refunds: Option<u64>,
+        total: Option<u128>,
         refund: impl FnOnce(&Admission, u64) -> Option<u64>,
-    ) -> Option<u64> {
-        let mut seen = *self;
-        if refunds != Some(self.epoch) {
-            seen.epoch = MOVED;
-        }
+    ) -> Option<(u64, bool)> {
+        let seen = self.seen_at(total);
         let late = refund(&seen, now.max(self.at))?;
-        Some(seen.exact_undo(state).unwrap_or(late))
+        Some(match seen.exact_undo(state) {
+            Some(undone) => (undone, true),
+            None => (late, false),
+        })
     }
 
-    /// Whether giving back at `state` with `refunds` counted is an exact undo (one
-    /// that moves nothing the count must note).
-    pub(crate) fn undoes(&self, state: u64, refunds: u64) -> bool {
-        refunds == self.epoch && self.exact_undo(state).is_some()
-    }
-
-    /// The undo, but only while no refund moved the word since (counted): an earlier
+    /// The undo, but only while no refund moved the word since: an earlier
     /// admission's refund and a later admission can put back the very word this one
     /// wrote, and undoing then would give back the later one's units.
     fn exact_undo(&self, state: u64) -> Option<u64> {
@@ -194,30 +240,58 @@ impl Admission {
     }
 }
 
-/// How many refunds have moved a limiter's word other than by an exact undo: each
-/// admission notes the count before it writes, and a refund that finds it changed
-/// knows that the debt it would give back may have moved (the instant the admission
-/// wrote is then no longer where its debt ends), so a schedule gives back only an
-/// exact undo. Refunds are rare next to checks, and checks never touch the count.
+/// A word's refund ledger: the total `R` by which refunds moved it back other than
+/// by an exact undo, and the lock under which refunds of its words take turns (see
+/// the [module docs](self)).
+///
+/// Invariant: `R` only grows, and only under the lock, after the refund's
+/// compare-and-swap landed. It is kept as two halves (written low then high, read
+/// high then low), so a reading without the lock — what an admission notes — is
+/// never above the true total: it can only make a later refund give back less.
 #[derive(Debug)]
-pub(crate) struct RefundCount(crate::sync::AtomicU64);
+pub(crate) struct RefundLedger {
+    lock: crate::sync::SpinLock,
+    high: crate::sync::AtomicU64,
+    low: crate::sync::AtomicU64,
+}
 
-impl RefundCount {
-    /// No refund yet.
+impl RefundLedger {
+    /// Nothing given back yet.
     pub(crate) fn new() -> Self {
-        Self(crate::sync::AtomicU64::new(0))
+        Self {
+            lock: crate::sync::SpinLock::new(),
+            high: crate::sync::AtomicU64::new(0),
+            low: crate::sync::AtomicU64::new(0),
+        }
     }
 
-    /// The count now (read before an admission writes, and after a refund loads).
+    /// The total for an admission to note before it writes (no lock: never above the
+    /// true total).
     #[inline]
-    pub(crate) fn now(&self) -> u64 {
-        self.0.load(crate::sync::Ordering::Acquire)
+    pub(crate) fn noted(&self) -> u128 {
+        use crate::sync::Ordering::Acquire;
+        let high = self.high.load(Acquire);
+        let low = self.low.load(Acquire);
+        ((high as u128) << 64) | low as u128
     }
 
-    /// Counts a refund that is about to move the word other than by an exact undo
-    /// (before its compare-and-swap, so whoever sees its word sees the count too).
-    pub(crate) fn moving(&self) {
-        self.0.fetch_add(1, crate::sync::Ordering::AcqRel);
+    /// Runs one refund under the ledger's lock: `attempt` gets the exact total and
+    /// returns what it moved the word back by (0 for nothing or an exact undo),
+    /// which is added before the lock is let go.
+    pub(crate) fn refunding<T>(&self, attempt: impl FnOnce(u128) -> (T, u64)) -> T {
+        use crate::sync::Ordering::{Relaxed, Release};
+        let _turn = self.lock.lock();
+        let (out, moved) = attempt(self.noted());
+        if moved > 0 {
+            let low = self.low.load(Relaxed);
+            let (sum, carry) = low.overflowing_add(moved);
+            self.low.store(sum, Release);
+            if carry {
+                self.high
+                    .store(self.high.load(Relaxed).wrapping_add(1), Release);
+            }
+        }
+        out
     }
 }
 
@@ -232,19 +306,18 @@ pub struct Acquired {
 
 /// The "something since" rule of a schedule (a word holding the instant its debt is
 /// paid off, `span` = `B·T` the most debt a check may leave): give back the part of
-/// the admission's `increment` of debt that lies after `now`, and never pull the word
-/// below `now` (a word below `now` admits what one at `now` does, and less is all a
-/// refund can lose by that).
+/// the admission's `increment` of debt that must still lie after `now` — what it
+/// wrote, less what other refunds moved the word back by since (`W − (R_now − R_X)`
+/// in the module docs) — and never pull the word below `now` (a word below `now`
+/// admits what one at `now` does, and less is all a refund can lose by that).
 ///
-/// Nothing when another refund moved the word since the admission (an earlier
-/// admission's refund shifts this one's debt earlier by what it gave back, so the
-/// instant this one wrote overstates what is still ahead), and nothing while the word
-/// lies more than `span` after `now`: only a booking (a
-/// reservation, a wait) leaves that much debt, and one whose turn is still ahead has
-/// been told its instant, placed after the admission's slot. The slot freed before it
-/// could only be used by starts that squeeze in before that turn, which one word
-/// cannot tell apart from starts after it: so it stays unused until the bookings
-/// ahead have started.
+/// Nothing when the ledger does not say how far others moved the word, and nothing
+/// while the word lies more than `span` after `now`: only a booking (a reservation, a
+/// wait) leaves that much debt, and one whose turn is still ahead has been told its
+/// instant, placed after the admission's slot. The slot freed before it could only
+/// be used by starts that squeeze in before that turn, which one word cannot tell
+/// apart from starts after it: so it stays unused until the bookings ahead have
+/// started.
 pub(crate) fn schedule_refund(
     state: u64,
     admission: &Admission,
@@ -252,8 +325,10 @@ pub(crate) fn schedule_refund(
     increment: u64,
     span: u64,
 ) -> u64 {
-    // Another refund moved the debt since: where this admission's ends is unknown.
-    if admission.others_given_back() || state.saturating_sub(now) > span {
+    let Some(moved) = admission.moved_since() else {
+        return state;
+    };
+    if state.saturating_sub(now) > span {
         return state;
     }
     // The instant the admission's own debt ended; without the word, the earliest it
@@ -261,7 +336,8 @@ pub(crate) fn schedule_refund(
     let wrote = admission
         .after()
         .unwrap_or(admission.at.saturating_add(increment));
-    let ahead = increment.min(wrote.saturating_sub(now));
+    let still_ahead = wrote.saturating_sub(moved).saturating_sub(now);
+    let ahead = increment.min(still_ahead);
     state.saturating_sub(ahead).max(state.min(now))
 }
 

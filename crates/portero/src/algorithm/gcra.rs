@@ -232,7 +232,7 @@ mod tests {
             .unwrap()
             .next
             .unwrap();
-        let refunded = adm.give_back_counted(&g, y, 500 * MS, Some(0)).unwrap();
+        let (refunded, _) = adm.give_back_ledgered(&g, y, 500 * MS, Some(0)).unwrap();
         // The twin that never saw X: Y alone, at 500 ms.
         let twin = g.decide(0, 500 * MS, 1).unwrap().next.unwrap();
         assert!(refunded >= twin, "{refunded} < {twin}");
@@ -253,10 +253,18 @@ mod tests {
         let g = Gcra::new(Quota::per_second(2).unwrap());
         let x = g.decide(7, 100, 2).unwrap().next.unwrap();
         let adm = Admission::wrote(100, 2, 7, x, 0);
-        assert_eq!(adm.give_back_counted(&g, x, 5_000 * MS, Some(0)), Some(7));
+        assert_eq!(
+            adm.give_back_ledgered(&g, x, 5_000 * MS, Some(0)),
+            Some((7, true))
+        );
         assert_eq!(adm.undo(x + 1), None);
-        // A refund counted since, or no count at all: the same word proves nothing.
-        assert_ne!(adm.give_back_counted(&g, x, 5_000 * MS, Some(1)), Some(7));
+        // A refund that moved the word since, or no ledger at all: the same word
+        // proves nothing.
+        assert_ne!(
+            adm.give_back_ledgered(&g, x, 5_000 * MS, Some(1))
+                .map(|(s, _)| s),
+            Some(7)
+        );
         assert_ne!(adm.give_back(&g, x, 5_000 * MS), Some(7));
     }
 }

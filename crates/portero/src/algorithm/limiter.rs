@@ -2,7 +2,7 @@
 
 use crossbeam_utils::CachePadded;
 
-use crate::admission::{Acquired, Admission, RefundCount};
+use crate::admission::{Acquired, Admission, RefundLedger};
 use crate::algorithm::Algorithm;
 use crate::clock::{Clock, DefaultClock};
 use crate::decision::{CheckError, Decision};
@@ -30,8 +30,8 @@ pub struct RateLimiter<A, C = DefaultClock> {
     pub(crate) state: CachePadded<AtomicWord>,
     algorithm: A,
     clock: C,
-    // Refunds that moved the word (see `RefundCount`), not its state.
-    refunds: RefundCount,
+    // How far refunds moved the word back, and their turns (see `RefundLedger`).
+    refunds: RefundLedger,
     // Waiters in line for this limiter (`until_ready`), not its state.
     #[cfg(feature = "tokio")]
     pub(crate) line: crate::wait_line::WaitLine,
@@ -51,7 +51,7 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
             state: CachePadded::new(AtomicWord::new(algorithm.initial_state())),
             algorithm,
             clock,
-            refunds: RefundCount::new(),
+            refunds: RefundLedger::new(),
             #[cfg(feature = "tokio")]
             line: crate::wait_line::WaitLine::default(),
         }
@@ -112,7 +112,7 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
     /// [`check_at`](Self::check_at), and when it admits, the [`Admission`] that gives
     /// its units back ([`refund`](Self::refund)).
     pub fn acquire_at(&self, now: u64, cost: u64) -> Result<Acquired, CheckError> {
-        let epoch = self.refunds.now();
+        let epoch = self.refunds.noted();
         let mut wrote = None;
         let decision = self.state.apply(|state| {
             let t = self.algorithm.decide(state, now, cost)?;
@@ -134,48 +134,67 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
 
     /// Gives back what `admission` took (see [`Admission::give_back`] for the rule),
     /// at the limiter's own time, read after the word is loaded so that every check
-    /// it sees is no later. Returns whether the algorithm gives units back at all.
+    /// it sees is no later.
+    ///
+    /// Returns whether anything was given back. `false` means the limiter keeps the
+    /// request and stands as if it had been used (never looser than that): an
+    /// algorithm that gives nothing back, a queue's slot with requests booked behind
+    /// it, a first-request window's opener once others joined (the window lies where
+    /// it put it), or debt already paid off by the time of the refund.
     pub fn refund(&self, admission: &Admission) -> bool {
-        self.refund_with(admission, None).is_some()
+        self.refund_with(admission, None)
+            .is_some_and(|(state, next)| state != next)
     }
 
     /// [`refund`](Self::refund) at `now` on the caller's axis (no earlier than any
     /// check applied since the admission: see the [`admission`](crate::admission)
     /// module for what an earlier one costs).
     pub fn refund_at(&self, admission: &Admission, now: u64) -> bool {
-        self.refund_with(admission, Some(now)).is_some()
+        self.refund_with(admission, Some(now))
+            .is_some_and(|(state, next)| state != next)
     }
 
-    /// The refund's compare-and-swap, at `now` or the clock's time read after each
-    /// load: the word it changed and what it wrote (`None`: no refunds here).
+    /// The refund's compare-and-swap under the ledger's lock, at `now` or the clock's
+    /// time read after each load: the word it changed and what it wrote (`None`: no
+    /// refunds here).
     pub(crate) fn refund_with(
         &self,
         admission: &Admission,
         now: Option<u64>,
     ) -> Option<(u64, u64)> {
-        let mut done = None;
-        self.state.update(|state| {
-            let now = now.unwrap_or_else(|| self.clock.now());
-            let refunds = self.refunds.now();
-            let next = admission.give_back_counted(&self.algorithm, state, now, Some(refunds));
-            done = next.map(|next| (state, next));
-            let moves = next.filter(|&next| next != state);
-            if moves.is_some() && !admission.undoes(state, refunds) {
-                self.refunds.moving();
-            }
-            moves
-        });
-        done
+        self.refunds.refunding(|total| {
+            let mut done = None;
+            let mut moved = 0;
+            self.state.update(|state| {
+                let now = now.unwrap_or_else(|| self.clock.now());
+                let given = admission.give_back_ledgered(&self.algorithm, state, now, Some(total));
+                done = given.map(|(next, _)| (state, next));
+                let moves = given.filter(|&(next, _)| next != state);
+                // An exact undo returns the word to one it held since the admission:
+                // nothing a later refund must count.
+                moved = match moves {
+                    Some((next, false)) => state.abs_diff(next),
+                    _ => 0,
+                };
+                moves.map(|(next, _)| next)
+            });
+            (done, moved)
+        })
     }
 
-    /// How many refunds have moved the word (for bookings, which note it).
-    pub(crate) fn refunds_now(&self) -> u64 {
-        self.refunds.now()
+    /// The refund ledger's total now, for a booking to note.
+    pub(crate) fn refunds_now(&self) -> u128 {
+        self.refunds.noted()
     }
 
     /// Forgets everything admitted: the limiter is as new.
     pub fn reset(&self) {
-        self.state.store(self.algorithm.initial_state());
+        // As a refund of everything: an admission from before gives nothing back to
+        // what comes after.
+        self.refunds.refunding(|_| {
+            self.state.store(self.algorithm.initial_state());
+            ((), u64::MAX)
+        })
     }
 
     /// The algorithm and its configuration.

@@ -98,8 +98,8 @@ impl Admission {
     /// otherwise the algorithm's own [`refund`](Algorithm::refund). `None` if the
     /// algorithm gives nothing back at all.
     ///
-    /// Without the limiter's count of refunds this cannot tell whether another refund
-    /// moved the word since, so it assumes one did (the limiters here count theirs):
+    /// Without the word's refund ledger this cannot tell whether another refund
+    /// moved the word since, so it assumes one did (the limiters here keep theirs):
     /// no undo, and a schedule gives nothing back. Less back, never more.
     pub fn give_back<A: Algorithm + ?Sized>(
         &self,
@@ -107,19 +107,21 @@ impl Admission {
         state: u64,
         now: u64,
     ) -> Option<u64> {
-        self.give_back_counted(algorithm, state, now, None)
+        self.give_back_ledgered(algorithm, state, now, None)
+            .map(|(next, _)| next)
     }
 
-    /// [`give_back`](Self::give_back), knowing how many refunds have moved the word
-    /// now (`refunds`, read after `state` was loaded).
-    pub(crate) fn give_back_counted<A: Algorithm + ?Sized>(
+    /// [`give_back`](Self::give_back), knowing the word's refund ledger total now
+    /// (`total`, read under the ledger's lock): the state after, and whether it is the
+    /// exact undo.
+    pub(crate) fn give_back_ledgered<A: Algorithm + ?Sized>(
         &self,
         algorithm: &A,
         state: u64,
         now: u64,
-        refunds: Option<u64>,
-    ) -> Option<u64> {
-        self.give_back_with(state, now, refunds, |seen, now| {
+        total: Option<u128>,
+    ) -> Option<(u64, bool)> {
+        self.give_back_with(state, now, total, |seen, now| {
             algorithm.refund(state, seen, now)
         })
     }

@@ -7,7 +7,7 @@ use crate::sync::ConfigCell;
 
 use super::fingerprint::{Fingerprint, SlotHint};
 use super::table::{self, Overflow, Table, Taken};
-use crate::admission::{Acquired, Admission, RefundCount};
+use crate::admission::{Acquired, Admission};
 use crate::algorithm::Algorithm;
 use crate::clock::{Clock, DefaultClock};
 use crate::decision::{CheckError, Decision, KeyedError};
@@ -30,10 +30,6 @@ const ANONYMOUS: u64 = u64::MAX;
 /// ```
 pub struct KeyedLimiter<K: ?Sized, A: Copy, C = DefaultClock> {
     pub(crate) table: Table,
-    // Refunds that moved a key's word other than by an exact undo (see
-    // `RefundCount`: one count for the table, so any such refund makes the later
-    // refunds of admissions before it give back only their exact undo).
-    pub(crate) refunds: RefundCount,
     pub(crate) algorithm: ConfigCell<A>,
     hasher: RandomState,
     pub(crate) clock: C,
@@ -88,7 +84,6 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
     ) -> Result<Self, alloc::collections::TryReserveError> {
         Ok(Self {
             table: Table::try_new(max_keys)?,
-            refunds: RefundCount::new(),
             algorithm: ConfigCell::new(algorithm),
             hasher,
             clock,
@@ -275,7 +270,7 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
     ) -> Result<Acquired, KeyedError> {
         let algorithm = self.algorithm.load();
         let tag = fingerprint.to_bits();
-        let epoch = self.refunds.now();
+        let epoch = self.table.ledger(tag).noted();
         let probe = self.table.probe(tag);
         // As the check's hot path does: the bucket lines load while the hints are read.
         self.table.prefetch(probe);
@@ -474,8 +469,7 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
     pub fn refund_fingerprint(&self, fingerprint: Fingerprint, admission: &Admission) {
         let a = self.algorithm.load();
         let tag = fingerprint.to_bits();
-        self.table
-            .refund(&a, tag, admission, || self.clock.now(), &self.refunds);
+        self.table.refund(&a, tag, admission, || self.clock.now());
     }
 
     /// [`refund_fingerprint`](Self::refund_fingerprint) at `now` on the caller's axis
@@ -484,7 +478,7 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
     pub fn refund_fingerprint_at(&self, fingerprint: Fingerprint, admission: &Admission, now: u64) {
         let a = self.algorithm.load();
         let tag = fingerprint.to_bits();
-        self.table.refund(&a, tag, admission, || now, &self.refunds);
+        self.table.refund(&a, tag, admission, || now);
     }
 
     /// [`peek_at`](Self::peek_at) for the key `fingerprint` identifies.
@@ -523,5 +517,8 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> crate::keyed::stack::Limit
     }
     fn refund(&self, admission: &Admission) {
         self.limiter.refund(self.key, admission)
+    }
+    fn peek_at(&self, now: u64, cost: u64) -> Result<Option<Decision>, KeyedError> {
+        Ok(Some(self.limiter.peek_at(self.key, now, cost)?))
     }
 }

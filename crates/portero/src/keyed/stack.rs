@@ -1,18 +1,24 @@
 //! Stacked limits: a request passes a user limit, a tenant limit and a global limit
 //! all or none.
 //!
-//! [`check_all`] acquires each limit in order. If one rejects, every unit the earlier
-//! ones took is given back ([`Limit::refund`]), so a rejected request costs no quota
-//! anywhere. A refund follows the one rule of the [`admission`](crate::admission)
-//! module: exactly what the admission took while nothing came since (the common case:
-//! the refund follows the check at once), and otherwise what can still be the
-//! admission's — never more, so a refund racing other threads' checks can never leave
-//! a limit more generous than if the rejected request had never arrived. Each limit
-//! refunds on its own clock, read after it loads its word. The loom model in
-//! `tests/tests/loom_limits.rs` and the twin-limiter property tests check that each
-//! limit still admits at most its quota.
+//! [`check_all`] first asks every limit whether it would admit, taking nothing
+//! ([`Limit::peek_at`]); the first that would refuse answers, and no limit was
+//! charged, so there is nothing to give back. Only when every limit would admit does
+//! it take the units, limit by limit; a limit that refuses then has lost a race to
+//! another thread, and the units the earlier ones took go back ([`Limit::refund`]),
+//! by the one rule of the [`admission`](crate::admission) module: exactly what the
+//! admission took while nothing came since (the common case: the refund follows the
+//! check at once), and otherwise what can still be the admission's — never more, so
+//! a refund racing other threads' checks can never leave a limit more generous than
+//! if the rejected request had never arrived. Each limit refunds on its own clock,
+//! read after it loads its word. The loom model in `tests/tests/loom_limits.rs` and
+//! the twin-limiter property tests check that each limit still admits at most its
+//! quota; `tests/tests/refund_load.rs` counts what refused stacks keep under load.
 //!
-//! Which limits give back: every one-word algorithm here and the exact log; a
+//! A limit that cannot peek (a [`Limit`] of your own without
+//! [`peek_at`](Limit::peek_at)) is taken in the second step like the others, and
+//! given back when a later one refuses. Which limits give back: every one-word
+//! algorithm here and the exact log; a
 //! [`LeakyQueue`](crate::algorithm::leaky_bucket::LeakyQueue) only while the refused request is still the last
 //! in its queue (the requests behind it were told when they leave); a first-request
 //! [`FixedWindow`](crate::algorithm::fixed_window::FixedWindow) not when the refused request opened a window
@@ -45,6 +51,13 @@ pub trait Limit {
     fn acquire_at(&self, now: u64, cost: u64) -> Result<Acquired, KeyedError>;
     /// Gives back what `admission` took, at the limit's own time.
     fn refund(&self, admission: &Admission);
+    /// What [`acquire_at`](Self::acquire_at) would answer, taking nothing: `None`
+    /// when this limit cannot tell without taking (the default), and then it is taken
+    /// and given back like before.
+    fn peek_at(&self, now: u64, cost: u64) -> Result<Option<Decision>, KeyedError> {
+        let _ = (now, cost);
+        Ok(None)
+    }
 }
 
 impl<A: Algorithm, C: Clock> Limit for RateLimiter<A, C> {
@@ -53,6 +66,9 @@ impl<A: Algorithm, C: Clock> Limit for RateLimiter<A, C> {
     }
     fn refund(&self, admission: &Admission) {
         RateLimiter::refund(self, admission);
+    }
+    fn peek_at(&self, now: u64, cost: u64) -> Result<Option<Decision>, KeyedError> {
+        Ok(Some(RateLimiter::peek_at(self, now, cost)?))
     }
 }
 
@@ -66,9 +82,107 @@ pub struct Stacked {
     pub rejected_by: Option<usize>,
 }
 
-/// Checks `cost` units at `now` against every limit, all or none. On a rejection (or
-/// an error) the units already taken are refunded, in reverse order.
+/// Checks `cost` units at `now` against every limit, all or none: asks each first
+/// (taking nothing), then takes from each, the tightest first (those that cannot be
+/// asked, then the fewest units left when asked), so that a race lost to other threads is most likely lost before
+/// anything was taken. On a refusal in the second step or an error, the units already
+/// taken are refunded, in reverse order.
 pub fn check_all(limits: &[&dyn Limit], now: u64, cost: u64) -> Result<Stacked, KeyedError> {
+    let mut order = [0usize; TIGHTEST_FIRST];
+    let mut left = [u64::MAX; TIGHTEST_FIRST];
+    for (i, limit) in limits.iter().enumerate() {
+        match limit.peek_at(now, cost)? {
+            Some(d) if !d.is_allowed() => return refused_at(limits, i, d, now, cost),
+            Some(d) if i < TIGHTEST_FIRST => left[i] = d.remaining(),
+            // One that cannot tell without taking goes first: its refusal is the one
+            // no peek foresaw.
+            None if i < TIGHTEST_FIRST => left[i] = 0,
+            _ => {}
+        }
+    }
+    if limits.len() > TIGHTEST_FIRST {
+        return take_all(limits, now, cost);
+    }
+    let order = &mut order[..limits.len()];
+    for (i, o) in order.iter_mut().enumerate() {
+        *o = i;
+    }
+    order.sort_unstable_by_key(|&i| left[i]);
+    take_in(limits, order, now, cost)
+}
+
+/// How many limits of a stack are ordered tightest first (more are taken in order).
+const TIGHTEST_FIRST: usize = 8;
+
+/// [`take_all`] in `order` (indices into `limits`), reporting indices into `limits`.
+fn take_in(
+    limits: &[&dyn Limit],
+    order: &[usize],
+    now: u64,
+    cost: u64,
+) -> Result<Stacked, KeyedError> {
+    let mut taken: [Option<Admission>; TIGHTEST_FIRST] = [None; TIGHTEST_FIRST];
+    // The most binding decision (fewest remaining; the first declared on a tie).
+    let mut binding: Option<(Decision, usize)> = None;
+    for (n, &i) in order.iter().enumerate() {
+        let outcome = limits[i].acquire_at(now, cost);
+        let refused = match &outcome {
+            Ok(t) if t.decision.is_allowed() => None,
+            Ok(t) => Some(Ok(Stacked {
+                decision: t.decision,
+                rejected_by: Some(i),
+            })),
+            Err(e) => Some(Err(*e)),
+        };
+        if let Some(answer) = refused {
+            for (&j, admission) in order[..n].iter().zip(&taken[..n]).rev() {
+                if let Some(admission) = admission {
+                    limits[j].refund(admission);
+                }
+            }
+            return answer;
+        }
+        let t = outcome?;
+        taken[n] = t.admission;
+        if binding.is_none_or(|(b, j)| (t.decision.remaining(), i) < (b.remaining(), j)) {
+            binding = Some((t.decision, i));
+        }
+    }
+    Ok(Stacked {
+        decision: binding.map_or(Decision::admitted(0, 0, 0), |(d, _)| d),
+        rejected_by: None,
+    })
+}
+
+/// Limit `i` would refuse (`peeked`): its own check answers, so that a limit that
+/// counts its refusals (an excess-counting window) counts this one. Should it admit
+/// after all (room freed since the peek), the unit goes straight back and the peek's
+/// answer stands: nothing was taken from the limits before it.
+fn refused_at(
+    limits: &[&dyn Limit],
+    i: usize,
+    peeked: Decision,
+    now: u64,
+    cost: u64,
+) -> Result<Stacked, KeyedError> {
+    let taken = limits[i].acquire_at(now, cost)?;
+    if let Some(admission) = taken.admission.filter(|_| taken.decision.is_allowed()) {
+        limits[i].refund(&admission);
+    }
+    let decision = if taken.decision.is_allowed() {
+        peeked
+    } else {
+        taken.decision
+    };
+    Ok(Stacked {
+        decision,
+        rejected_by: Some(i),
+    })
+}
+
+/// Takes `cost` units from every limit in order; on a refusal (or an error) the units
+/// already taken are refunded, in reverse order.
+fn take_all(limits: &[&dyn Limit], now: u64, cost: u64) -> Result<Stacked, KeyedError> {
     let Some((first, rest)) = limits.split_first() else {
         return Ok(Stacked {
             decision: Decision::admitted(0, 0, 0),
@@ -91,7 +205,7 @@ pub fn check_all(limits: &[&dyn Limit], now: u64, cost: u64) -> Result<Stacked, 
     }
     // The rest of the stack, then this limit's refund if it refused: the refunds run
     // in reverse order, each admission kept on the stack of this call (no allocation).
-    let outcome = check_all(rest, now, cost);
+    let outcome = take_all(rest, now, cost);
     match outcome {
         Ok(s) if s.rejected_by.is_none() => {
             let binding = if d.remaining() <= s.decision.remaining() {

@@ -16,7 +16,7 @@ use alloc::vec::Vec;
 
 use super::locks::BucketLocks;
 use super::slot::{pack, unpack, Slot};
-use crate::admission::{Admission, RefundCount};
+use crate::admission::{Admission, RefundLedger};
 use crate::algorithm::Algorithm;
 use crate::decision::{Decision, KeyedError};
 use crate::sync::{AtomicU64, AtomicUsize, Ordering, Prefetcher, SpinLock, COMPACT, LOOM};
@@ -36,6 +36,11 @@ pub enum Overflow {
     /// always tracking new keys.
     EvictSoonestFull,
 }
+
+/// Buckets that share one refund ledger: about 18 keys at the table's fill, for
+/// under a byte and a half per key. A neighbour's refund only makes a refund here
+/// give back less, and refunds of one ledger take turns.
+const BUCKETS_PER_LEDGER: usize = 4;
 
 /// Slots per bucket (two cache lines; small under loom, to keep models tractable).
 pub(crate) const BUCKET: usize = if LOOM { 2 } else { 8 };
@@ -59,6 +64,9 @@ pub(crate) struct Table {
     /// One word per bucket: the low byte of each slot's fingerprint (a hint).
     hints: Box<[AtomicU64]>,
     locks: Box<[SpinLock]>,
+    /// One refund ledger per [`BUCKETS_PER_LEDGER`] buckets, chosen by a key's first
+    /// bucket (which never changes for a key): its keys' refunds take turns there.
+    ledgers: Box<[RefundLedger]>,
     buckets: usize,
     max_keys: usize,
     keys: AtomicUsize,
@@ -82,6 +90,7 @@ impl Table {
             slots: filled(buckets.saturating_mul(BUCKET), || Slot::new(0))?,
             hints: filled(buckets, || AtomicU64::new(0))?,
             locks: filled(buckets, SpinLock::new)?,
+            ledgers: filled(buckets.div_ceil(BUCKETS_PER_LEDGER), RefundLedger::new)?,
             buckets,
             max_keys,
             keys: AtomicUsize::new(0),
@@ -106,6 +115,7 @@ impl Table {
         self.slots.len() * core::mem::size_of::<Slot>()
             + self.hints.len() * core::mem::size_of::<AtomicU64>()
             + self.locks.len() * core::mem::size_of::<SpinLock>()
+            + self.ledgers.len() * core::mem::size_of::<RefundLedger>()
     }
 
     /// `tag`'s two candidate buckets, from independent bits of the fingerprint: the
@@ -419,45 +429,58 @@ impl Table {
         Ok(None)
     }
 
-    /// Forgets `tag`.
+    /// Forgets `tag`, and tells its ledger that the word went back by everything:
+    /// an admission from before gives nothing back to the key that comes next.
     pub(crate) fn remove(&self, tag: u64) {
         let p = self.probe(tag);
-        while let Some((i, w)) = self.find(p) {
-            if self.slots[i].cas(w, 0).is_ok() {
-                self.keys.fetch_sub(1, Ordering::Relaxed);
-                return;
+        self.ledger(tag).refunding(|_| {
+            while let Some((i, w)) = self.find(p) {
+                if self.slots[i].cas(w, 0).is_ok() {
+                    self.keys.fetch_sub(1, Ordering::Relaxed);
+                    break;
+                }
             }
-        }
+            ((), u64::MAX)
+        })
+    }
+
+    /// The refund ledger of the key whose fingerprint is `tag`: an admission notes
+    /// its total before it writes.
+    #[inline]
+    pub(crate) fn ledger(&self, tag: u64) -> &RefundLedger {
+        let first = reduce(tag, self.buckets);
+        &self.ledgers[first / BUCKETS_PER_LEDGER]
     }
 
     /// Gives back to `tag` what `admission` took ([`Admission::give_back`]) at the
-    /// time `now` gives, read after each load of the slot: the state it changed and
-    /// what it wrote, or `None` (the key is not held, or the algorithm gives nothing
-    /// back).
+    /// time `now` gives, read after each load of the slot, under the key's ledger:
+    /// the state it changed and what it wrote, or `None` (the key is not held, or the
+    /// algorithm gives nothing back).
     pub(crate) fn refund<A: Algorithm>(
         &self,
         a: &A,
         tag: u64,
         admission: &Admission,
         now: impl Fn() -> u64,
-        refunds: &RefundCount,
     ) -> Option<(u64, u64)> {
         let p = self.probe(tag);
-        while let Some((i, w)) = self.find(p) {
-            let state = unpack(w).1;
-            let counted = refunds.now();
-            let next = admission.give_back_counted(a, state, now(), Some(counted))?;
-            if next == state {
-                return Some((state, next));
+        self.ledger(tag).refunding(|total| {
+            while let Some((i, w)) = self.find(p) {
+                let state = unpack(w).1;
+                let Some((next, undo)) = admission.give_back_ledgered(a, state, now(), Some(total))
+                else {
+                    return (None, 0);
+                };
+                if next == state {
+                    return (Some((state, next)), 0);
+                }
+                if self.slots[i].cas(w, pack(tag, next)).is_ok() {
+                    let moved = if undo { 0 } else { state.abs_diff(next) };
+                    return (Some((state, next)), moved);
+                }
             }
-            if !admission.undoes(state, counted) {
-                refunds.moving();
-            }
-            if self.slots[i].cas(w, pack(tag, next)).is_ok() {
-                return Some((state, next));
-            }
-        }
-        None
+            (None, 0)
+        })
     }
 
     /// Drops every key whose state carries no information at `now`.

@@ -158,8 +158,8 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
             return Some(Err(WaitError::Keyed(e.into())));
         }
         a.book(fresh, now, cost)?;
-        let epoch = self.refunds.now();
         let p = self.table.probe(self.fingerprint(key));
+        let epoch = self.table.ledger(p.tag()).noted();
         loop {
             let booked = self.table.update_with(p, |state| {
                 let Some((ready_at, after)) = a.book(state, now, cost) else {
@@ -218,10 +218,9 @@ impl<K: ?Sized, A: Algorithm + Copy, C: Clock> KeyedReservation<'_, K, A, C> {
         };
         let a = self.limiter.algorithm.load();
         let clock = &self.limiter.clock;
-        let refunds = &self.limiter.refunds;
         self.limiter
             .table
-            .refund(&a, self.tag, &admission, || clock.now(), refunds)
+            .refund(&a, self.tag, &admission, || clock.now())
             .is_some_and(|(state, next)| next != state)
     }
 }

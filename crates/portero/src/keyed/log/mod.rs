@@ -471,6 +471,9 @@ impl<K: Hash + ?Sized, C: Clock> crate::keyed::stack::Limit for KeyedLogLimit<'_
     fn refund(&self, admission: &Admission) {
         self.log.refund(self.key, admission)
     }
+    fn peek_at(&self, now: u64, cost: u64) -> Result<Option<Decision>, KeyedError> {
+        Ok(Some(self.log.peek_at(self.key, now, cost)?))
+    }
 }
 
 #[cfg(test)]

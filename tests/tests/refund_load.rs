@@ -1,0 +1,330 @@
+//! Giving back under load: what refunds return when many threads check and refund one
+//! key at once, what a refused stack keeps, and the race in which another refund and a
+//! check put back the very word a refund compares against.
+//!
+//! Each figure is printed (`cargo test --test refund_load -- --nocapture`) and held
+//! to its bound: at least 99 % of refunded units back from 8 threads on one key, and
+//! a stack refused by its later limit keeping none of the earlier limit's units.
+#![cfg(not(target_os = "wasi"))] // threads
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use portero::keyed::stack;
+use portero::{
+    Admission, Algorithm, Clock, FixedWindow, Gcra, KeyedLimiter, ManualClock, Quota, RateLimiter,
+    TokenBucket,
+};
+
+const THREADS: u64 = 8;
+const PAIRS: u64 = 40_000;
+const BURST: u64 = 100_000;
+
+fn big_quota() -> Quota {
+    Quota::per_second(BURST).unwrap().with_burst(BURST).unwrap()
+}
+
+/// 8 threads, each `PAIRS` times: check one unit of `key`, give it back. Returns
+/// (units admitted, units the key is short of its burst afterwards) on a frozen clock,
+/// so every unit short is one a refund kept.
+fn check_and_refund_keyed<A: Algorithm + Copy + Send + Sync + 'static>(a: A) -> (u64, u64) {
+    let clock = Arc::new(ManualClock::starting_at(1_000_000_000));
+    let limiter = Arc::new(KeyedLimiter::with_clock(a, 1_000, clock.clone()));
+    let admitted: u64 = (0..THREADS)
+        .map(|_| {
+            let limiter = limiter.clone();
+            std::thread::spawn(move || {
+                let mut admitted = 0;
+                for _ in 0..PAIRS {
+                    let now = limiter.clock().now();
+                    let taken = limiter.acquire_at(&7u64, now, 1).unwrap();
+                    if let Some(admission) = taken.admission {
+                        admitted += 1;
+                        limiter.refund(&7u64, &admission);
+                    }
+                }
+                admitted
+            })
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|t| t.join().unwrap())
+        .sum();
+    let left = limiter.peek_at(&7u64, clock.now(), 0).unwrap().remaining();
+    (admitted, a.capacity() - left)
+}
+
+fn check_and_refund_direct<A: Algorithm + Send + Sync + 'static>(a: A) -> (u64, u64) {
+    let clock = Arc::new(ManualClock::starting_at(1_000_000_000));
+    let limiter = Arc::new(RateLimiter::with_algorithm_and_clock(a, clock.clone()));
+    let admitted: u64 = (0..THREADS)
+        .map(|_| {
+            let limiter = limiter.clone();
+            std::thread::spawn(move || {
+                let mut admitted = 0;
+                for _ in 0..PAIRS {
+                    let now = limiter.clock().now();
+                    let taken = limiter.acquire_at(now, 1).unwrap();
+                    if let Some(admission) = taken.admission {
+                        admitted += 1;
+                        limiter.refund(&admission);
+                    }
+                }
+                admitted
+            })
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|t| t.join().unwrap())
+        .sum();
+    let left = limiter.peek_at(clock.now(), 0).unwrap().remaining();
+    (admitted, limiter.algorithm().capacity() - left)
+}
+
+fn hold_to_99_percent(name: &str, (admitted, kept): (u64, u64)) {
+    let back = 100.0 * (admitted - kept.min(admitted)) as f64 / admitted.max(1) as f64;
+    println!("{name}: {admitted} admitted and given back from {THREADS} threads, {kept} kept ({back:.3} % back)");
+    // Every pair admits while the refunds come back: a limit drained by kept units
+    // would start refusing the pairs.
+    assert!(
+        admitted * 100 >= THREADS * PAIRS * 99,
+        "{name}: only {admitted} of {} pairs admitted",
+        THREADS * PAIRS
+    );
+    assert!(
+        kept * 100 <= admitted,
+        "{name}: {kept} of {admitted} refunded units kept"
+    );
+}
+
+#[test]
+fn eight_threads_checking_and_refunding_one_key_get_99_percent_back() {
+    let q = big_quota();
+    hold_to_99_percent("keyed gcra", check_and_refund_keyed(Gcra::new(q)));
+    hold_to_99_percent(
+        "keyed token bucket",
+        check_and_refund_keyed(TokenBucket::new(q)),
+    );
+    hold_to_99_percent(
+        "keyed fixed window",
+        check_and_refund_keyed(FixedWindow::new(q).unwrap()),
+    );
+    hold_to_99_percent("direct gcra", check_and_refund_direct(Gcra::new(q)));
+    hold_to_99_percent(
+        "direct token bucket",
+        check_and_refund_direct(TokenBucket::new(q)),
+    );
+}
+
+/// A limit that answers slowly, as a remote one does, and admits `left` more in all.
+struct Slow {
+    left: std::sync::atomic::AtomicU64,
+}
+
+impl stack::Limit for Slow {
+    fn acquire_at(&self, now: u64, cost: u64) -> Result<portero::Acquired, portero::KeyedError> {
+        std::thread::sleep(Duration::from_micros(200));
+        let took = self
+            .left
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |l| l.checked_sub(cost))
+            .is_ok();
+        let left = self.left.load(Ordering::Acquire);
+        Ok(portero::Acquired {
+            decision: if took {
+                portero::Decision::admitted(5, left, 0)
+            } else {
+                portero::Decision::rejected(5, left, 1_000_000_000, 0)
+            },
+            admission: took.then(|| Admission::new(now, cost)),
+        })
+    }
+    fn refund(&self, admission: &Admission) {
+        self.left.fetch_add(admission.cost(), Ordering::AcqRel);
+    }
+}
+
+/// A per-user limit (burst 300) stacked before a later limit that admits 5 in all —
+/// in memory on a frozen clock, or slow like a remote one: 8 threads send 1,600
+/// stacked requests of one user. 5 get through; the rest are refused by the later
+/// limit, and the user's limit must stand as if only the 5 had come — a refused
+/// request takes nothing it has to give back.
+#[test]
+fn a_stack_refused_by_its_later_limit_keeps_none_of_the_earlier_units() {
+    for (name, slow) in [
+        ("gcra", false),
+        ("token-bucket", false),
+        ("gcra", true),
+        ("token-bucket", true),
+    ] {
+        let clock = Arc::new(ManualClock::starting_at(1_000_000_000));
+        let per_user = Quota::per_second(300).unwrap();
+        let algorithm =
+            portero::AnyAlgorithm::new(portero::AlgorithmName::parse(name).unwrap(), per_user);
+        let user: Arc<KeyedLimiter<u64, _, _>> = Arc::new(KeyedLimiter::with_clock(
+            algorithm.unwrap(),
+            64,
+            clock.clone(),
+        ));
+        let global =
+            Arc::new(RateLimiter::gcra(Quota::per_hour(5).unwrap()).with_clock(clock.clone()));
+        let remote = Arc::new(Slow { left: 5.into() });
+        let requests = if slow { 200 } else { 1_600 };
+        let through: u64 = (0..THREADS)
+            .map(|_| {
+                let (user, global, remote) = (user.clone(), global.clone(), remote.clone());
+                std::thread::spawn(move || {
+                    let mut through = 0;
+                    for _ in 0..requests / THREADS {
+                        let now = user.clock().now();
+                        let later: &dyn stack::Limit = if slow { &*remote } else { &*global };
+                        let limits: [&dyn stack::Limit; 2] = [&user.limit_for(&1), later];
+                        if stack::check_all(&limits, now, 1)
+                            .unwrap()
+                            .rejected_by
+                            .is_none()
+                        {
+                            through += 1;
+                        }
+                    }
+                    through
+                })
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|t| t.join().unwrap())
+            .sum();
+        let left = user.peek_at(&1, clock.now(), 0).unwrap().remaining();
+        let kept = 300 - left - through;
+        let later = if slow { "slow" } else { "in memory" };
+        println!("stack ({name} per user, a later limit of 5 {later}): {through} through, {kept} units kept by {} refused requests", requests - through);
+        assert_eq!(through, 5);
+        assert_eq!(
+            kept, 0,
+            "{name}, {later}: refused requests kept {kept} units"
+        );
+    }
+}
+
+/// A clock that, once armed, runs a hook the next time it is read: inside a refund,
+/// between its load of the word and its compare-and-swap.
+#[derive(Default)]
+struct HookedClock {
+    at: ManualClock,
+    hook: Mutex<Option<Box<dyn FnOnce() + Send>>>,
+}
+
+impl Clock for HookedClock {
+    fn now(&self) -> u64 {
+        let hook = self.hook.lock().unwrap().take();
+        if let Some(hook) = hook {
+            hook();
+        }
+        self.at.now()
+    }
+}
+
+type Hook = Arc<Mutex<Option<Box<dyn FnOnce() + Send>>>>;
+
+/// GCRA that, once armed, runs a hook inside the next refund it decides: after the
+/// limiter read what the refund relies on, before its compare-and-swap.
+struct HookedGcra(Gcra, Hook);
+
+impl Algorithm for HookedGcra {
+    fn capacity(&self) -> u64 {
+        self.0.capacity()
+    }
+    fn decide(
+        &self,
+        state: u64,
+        now: u64,
+        cost: u64,
+    ) -> Result<portero::Transition, portero::CheckError> {
+        self.0.decide(state, now, cost)
+    }
+    fn refund(&self, state: u64, admission: &Admission, now: u64) -> Option<u64> {
+        let hook = self.1.lock().unwrap().take();
+        if let Some(hook) = hook {
+            hook();
+        }
+        self.0.refund(state, admission, now)
+    }
+}
+
+/// Runs `interfere` on another thread and waits for it, up to half a second: while a
+/// refund holds its turn, another refund waits for it, and the refund goes on alone.
+fn meanwhile(interfere: impl FnOnce() + Send + 'static) -> Box<dyn FnOnce() + Send> {
+    Box::new(move || {
+        let done = Arc::new(AtomicBool::new(false));
+        let flag = done.clone();
+        let handle = std::thread::spawn(move || {
+            interfere();
+            flag.store(true, Ordering::Release);
+        });
+        let start = std::time::Instant::now();
+        while !done.load(Ordering::Acquire) && start.elapsed() < Duration::from_millis(500) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // Joined by whoever waits for the refund to finish (see `replay`).
+        *PENDING.lock().unwrap() = Some(handle);
+    })
+}
+
+static PENDING: Mutex<Option<std::thread::JoinHandle<()>>> = Mutex::new(None);
+
+const MS: u64 = 1_000_000;
+
+/// Quota 10/s, burst 4: Z and X at 0. While X's refund at 100 ms is between its load
+/// and its compare-and-swap, Z is given back (at 0) and a check at 100 ms writes X's
+/// word again. Whatever the order, the limiter must then refuse 4 units at 100 ms, as
+/// its twin that saw only the check does (it admits 3).
+#[test]
+fn the_refund_race_replayed_on_the_public_api_invents_nothing() {
+    let q = Quota::per_second(10).unwrap().with_burst(4).unwrap();
+
+    let hook: Hook = Arc::default();
+    let direct = Arc::new(RateLimiter::with_algorithm_and_clock(
+        HookedGcra(Gcra::new(q), hook.clone()),
+        ManualClock::new(),
+    ));
+    let z = direct.acquire_at(0, 1).unwrap().admission.unwrap();
+    let x = direct.acquire_at(0, 1).unwrap().admission.unwrap();
+    let l = direct.clone();
+    *hook.lock().unwrap() = Some(meanwhile(move || {
+        l.refund_at(&z, 0);
+        assert!(l.check_at(100 * MS, 1).unwrap().is_allowed());
+    }));
+    replay(|| {
+        direct.refund_at(&x, 100 * MS);
+    });
+    assert!(direct.peek_at(100 * MS, 3).unwrap().is_allowed());
+    assert!(
+        !direct.peek_at(100 * MS, 4).unwrap().is_allowed(),
+        "a limiter admits 4 units at 100 ms where its twin refuses the 4th"
+    );
+
+    let clock = Arc::new(HookedClock::default());
+    clock.at.set(100 * MS);
+    let keyed = Arc::new(KeyedLimiter::with_clock(Gcra::new(q), 16, clock.clone()));
+    let z: Admission = keyed.acquire_at(&1u8, 0, 1).unwrap().admission.unwrap();
+    let x = keyed.acquire_at(&1u8, 0, 1).unwrap().admission.unwrap();
+    let k = keyed.clone();
+    *clock.hook.lock().unwrap() = Some(meanwhile(move || {
+        k.refund_fingerprint_at(k.fingerprint_of(&1), &z, 0);
+        assert!(k.check_at(&1, 100 * MS, 1).unwrap().is_allowed());
+    }));
+    replay(|| keyed.refund(&1u8, &x));
+    assert!(keyed.peek_at(&1, 100 * MS, 3).unwrap().is_allowed());
+    assert!(
+        !keyed.peek_at(&1, 100 * MS, 4).unwrap().is_allowed(),
+        "a keyed limiter admits 4 units at 100 ms where its twin refuses the 4th"
+    );
+}
+
+/// Runs `refund`, then waits for what it let run meanwhile.
+fn replay(refund: impl FnOnce()) {
+    refund();
+    if let Some(handle) = PENDING.lock().unwrap().take() {
+        handle.join().unwrap();
+    }
+}
