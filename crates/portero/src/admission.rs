@@ -95,19 +95,34 @@ use crate::quota::Quota;
 pub struct Admission {
     at: u64,
     cost: u64,
-    /// The state word the admission found and the one it wrote, when known.
-    word: Option<(u64, u64)>,
-    /// The word's refund ledger total (`R`) noted before this admission wrote, as
-    /// `[high, low]` halves (see [`RefundLedger`]); `None` when not known.
-    noted: Option<[u64; 2]>,
-    /// For a refund deciding what to give back: how far other refunds moved the word
-    /// back since this admission wrote (`R_now − R_X`, saturated); [`UNKNOWN`] until a
-    /// ledger says.
-    moved: u64,
+    /// The state word the admission found and the one it wrote (known unless the
+    /// ledger says [`NO_WORD`]).
+    word: [u64; 2],
+    /// What a refund knows of the word's ledger (see [`RefundLedger`]), in two words
+    /// so that an admission stays small (it travels inside every check's answer):
+    /// the total `R` noted before the admission wrote (`[high + 3, low]`); or, in the
+    /// admission a refund hands to the algorithm, `[SEEN, moved]` — how far other
+    /// refunds moved the word since (`u64::MAX`: not known); or `[NO_WORD, _]`. The
+    /// high half is never 0, which leaves `Option<Admission>` no larger.
+    ledger: (core::num::NonZeroU64, u64),
 }
 
+/// The ledger's high half in an admission without a word.
+const NO_WORD: u64 = 1;
+/// The ledger's high half in an admission a refund has read the ledger for.
+const SEEN: u64 = 2;
+/// What a noted total's high half is stored above.
+const NOTED: u64 = 3;
 /// How far other refunds moved a word when no ledger says: as far as can be.
 const UNKNOWN: u64 = u64::MAX;
+
+/// The ledger pair `(tag, low)`; a tag is never 0.
+const fn tagged(tag: u64, low: u64) -> (core::num::NonZeroU64, u64) {
+    match core::num::NonZeroU64::new(tag) {
+        Some(tag) => (tag, low),
+        None => (core::num::NonZeroU64::MIN, UNKNOWN),
+    }
+}
 
 impl Admission {
     /// An admission known only by its time and cost (a store of your own that keeps
@@ -116,21 +131,26 @@ impl Admission {
         Self {
             at,
             cost,
-            word: None,
-            noted: None,
-            moved: UNKNOWN,
+            word: [0, 0],
+            ledger: tagged(NO_WORD, UNKNOWN),
         }
     }
 
     /// An admission at `at` of `cost` units that turned the word `before` into `after`,
     /// when the word's refund ledger stood at `noted`.
     pub(crate) const fn wrote(at: u64, cost: u64, before: u64, after: u64, noted: u128) -> Self {
+        // A total this large (2^128 ns given back) cannot be reached; read it as
+        // unknown.
+        let high = (noted >> 64) as u64;
+        let ledger = match high.checked_add(NOTED) {
+            Some(tag) => tagged(tag, noted as u64),
+            None => tagged(SEEN, UNKNOWN),
+        };
         Self {
             at,
             cost,
-            word: Some((before, after)),
-            noted: Some([(noted >> 64) as u64, noted as u64]),
-            moved: UNKNOWN,
+            word: [before, after],
+            ledger,
         }
     }
 
@@ -138,7 +158,7 @@ impl Admission {
     /// it (always, when that is not known): then a schedule gives back at most what
     /// the ledger says can still lie ahead, and never the exact undo.
     pub const fn others_given_back(&self) -> bool {
-        self.moved != 0
+        !matches!(self.moved_since(), Some(0))
     }
 
     /// How far (in the state word's units: nanoseconds of debt for a schedule) other
@@ -146,9 +166,17 @@ impl Admission {
     /// refund ledger tells a refund in progress; `None` when that is not known (an
     /// admission not being given back by its limiter, or one without a word).
     pub const fn moved_since(&self) -> Option<u64> {
-        match self.moved {
-            UNKNOWN => None,
-            moved => Some(moved),
+        match self.ledger {
+            (tag, moved) if tag.get() == SEEN && moved != UNKNOWN => Some(moved),
+            _ => None,
+        }
+    }
+
+    /// The state word the admission found and the one it wrote, if known.
+    const fn word(&self) -> Option<(u64, u64)> {
+        match self.ledger.0.get() {
+            NO_WORD => None,
+            _ => Some((self.word[0], self.word[1])),
         }
     }
 
@@ -165,7 +193,7 @@ impl Admission {
 
     /// The state word the admission found, if known.
     pub const fn before(&self) -> Option<u64> {
-        match self.word {
+        match self.word() {
             Some((before, _)) => Some(before),
             None => None,
         }
@@ -173,7 +201,7 @@ impl Admission {
 
     /// The state word the admission wrote, if known.
     pub const fn after(&self) -> Option<u64> {
-        match self.word {
+        match self.word() {
             Some((_, after)) => Some(after),
             None => None,
         }
@@ -184,7 +212,7 @@ impl Admission {
     /// happened since; a refund that moved it (other than by an undo) can make the same
     /// word come back, which is why the limiters' own refunds also ask their ledger.
     pub const fn undo(&self, state: u64) -> Option<u64> {
-        match self.word {
+        match self.word() {
             Some((before, after)) if after == state => Some(before),
             _ => None,
         }
@@ -193,17 +221,22 @@ impl Admission {
     /// This admission as a refund sees it with the ledger at `total` (`None`: no
     /// ledger): how far other refunds moved the word since it wrote.
     fn seen_at(&self, total: Option<u128>) -> Self {
-        let moved = match (self.noted, total) {
-            (Some([high, low]), Some(total)) => {
-                let noted = ((high as u128) << 64) | low as u128;
+        let moved = match (self.ledger, total) {
+            ((tag, low), Some(total)) if tag.get() >= NOTED => {
+                let noted = (((tag.get() - NOTED) as u128) << 64) | low as u128;
                 // A total below the noted one cannot happen; read it as unknown.
-                total
-                    .checked_sub(noted)
-                    .map_or(UNKNOWN, |d| u64::try_from(d).unwrap_or(UNKNOWN - 1))
+                match total.checked_sub(noted) {
+                    Some(d) if d < UNKNOWN as u128 => d as u64,
+                    _ => UNKNOWN,
+                }
             }
             _ => UNKNOWN,
         };
-        Self { moved, ..*self }
+        let ledger = match self.ledger.0.get() {
+            NO_WORD => self.ledger,
+            _ => tagged(SEEN, moved),
+        };
+        Self { ledger, ..*self }
     }
 
     /// The state after giving this admission back at `now` (see the [module

@@ -67,7 +67,7 @@ impl<B> Plan<B> {
                     sent.push(at);
                 }
                 Prep::Decided(step) => {
-                    if let Some(flow) = self.decided(run, at, step) {
+                    if let Some(flow) = self.decided(run, request, at, step) {
                         return flow;
                     }
                 }

@@ -190,6 +190,21 @@ pub(crate) trait Entry<B>: Send + Sync {
         cost: u64,
         no_key: crate::limit::options::WhenNoKey,
     ) -> Prep;
+    /// What [`check`](Self::check) would give, taking nothing (`None`: the store
+    /// cannot tell without taking).
+    fn peek(
+        &self,
+        request: &Request<B>,
+        cost: u64,
+        no_key: crate::limit::options::WhenNoKey,
+    ) -> Option<Step>;
+    /// How the key of `request` stands in this limit, taking nothing (`None`: no key
+    /// to name).
+    fn standing(
+        &self,
+        request: &Request<B>,
+        no_key: crate::limit::options::WhenNoKey,
+    ) -> Option<Checking>;
     /// What `request` costs in this limit: its own cost, or the layer's `cost`.
     fn cost_of(&self, request: &Request<B>, cost: u64) -> u64;
     /// Whether this limit has a cost of its own.
@@ -227,6 +242,31 @@ where
             Ok(key) => Step::Checked(self.store.check(key, self.cost_of(request, cost))),
             Err(step) => step,
         }
+    }
+
+    fn peek(
+        &self,
+        request: &Request<B>,
+        cost: u64,
+        no_key: crate::limit::options::WhenNoKey,
+    ) -> Option<Step> {
+        match self.key_of(request, no_key) {
+            Ok(key) => self
+                .store
+                .peek(key, self.cost_of(request, cost))
+                .map(|answer| Step::Checked(Checking::Done(answer))),
+            Err(step) => Some(step),
+        }
+    }
+
+    fn standing(
+        &self,
+        request: &Request<B>,
+        no_key: crate::limit::options::WhenNoKey,
+    ) -> Option<Checking> {
+        self.key_of(request, no_key)
+            .ok()
+            .map(|key| self.store.standing(key))
     }
 
     #[inline]

@@ -1,10 +1,16 @@
 //! The pipeline's one decision procedure, for every store and every option.
 //!
 //! Invariant (all or none): a request is forwarded only if every applicable limit
-//! admitted it (shadow limits and unlimited no-key requests aside); when one refuses,
-//! every unit the earlier limits took goes back to stores that can refund (every
-//! in-memory one; a remote one that admitted stays charged — so local limits are
-//! checked first, in declared order, and remote ones after them). Consecutive remote
+//! admitted it (shadow limits and unlimited no-key requests aside).
+//!
+//! Take nothing that must be given back: with more than one limit, every local limit
+//! that can answer without taking ([`Store::peek`](super::store::Store::peek)) is
+//! asked first, and the first that would refuse answers — nothing was taken
+//! anywhere. Then the limits are taken: local ones that could not be asked, remote
+//! ones (a round trip), and last the local ones that were asked, so that a remote
+//! refusal finds them untouched. Only a race lost between the asking and the taking
+//! gives back: every unit the earlier limits took goes back to stores that can refund
+//! (every in-memory one; a remote one that admitted stays charged). Consecutive remote
 //! limits whose stores share a `Batch` channel (one Redis connection) are sent in one
 //! call that is itself all or none (`batching.rs`), so among them nothing stays
 //! charged either.
@@ -91,6 +97,11 @@ pub(crate) struct Run {
     pub(super) cost: u64,
     /// The limits applied so far, in the checked order.
     pub(crate) applied: AppliedList,
+    /// Whether the local limits were asked (once, at the start).
+    asked: bool,
+    /// Local limits that were asked and would admit, taken after the remote ones
+    /// (bit `i`: entry `i`; only the first 64 entries are deferred).
+    deferred: u64,
 }
 
 /// The applied limits, with no allocation for a layer of one limit.
@@ -140,6 +151,8 @@ impl<B> Plan<B> {
             // A request is never free: a cost function's 0 is one unit.
             cost: self.cost.of(request).max(1),
             applied: AppliedList::None,
+            asked: false,
+            deferred: 0,
         }
     }
 
@@ -161,11 +174,17 @@ impl<B> Plan<B> {
                 return Flow::Refused(refusal);
             }
         }
+        if !run.asked {
+            run.asked = true;
+            if let Some(flow) = self.ask_first(run, request) {
+                return flow;
+            }
+        }
         while run.next < self.entries.len() {
             let at = run.next;
             run.next += 1;
             let entry = &self.entries[at];
-            if !entry.applies(request) {
+            if run.deferred & bit(at) != 0 || !entry.applies(request) {
                 continue;
             }
             if let Some(batch) = self.batch_of(at) {
@@ -180,14 +199,88 @@ impl<B> Plan<B> {
                     return Flow::Waiting(Awaiting::One(pending));
                 }
                 step => {
-                    if let Some(flow) = self.decided(run, at, step) {
+                    if let Some(flow) = self.decided(run, request, at, step) {
                         return flow;
                     }
                 }
             }
         }
+        while run.deferred != 0 {
+            let at = run.deferred.trailing_zeros() as usize;
+            run.deferred &= !bit(at);
+            let step = self.entries[at].check(request, run.cost, self.when_no_key);
+            if let Some(flow) = self.decided(run, request, at, step) {
+                return flow;
+            }
+        }
         self.record_admitted(run);
         Flow::Admitted
+    }
+
+    /// Asks every local limit, taking nothing, when there is more than one limit:
+    /// `Some` when one refuses (nothing was taken anywhere). Those that would admit
+    /// are deferred: taken after every other limit (the remote ones included).
+    fn ask_first(&self, run: &mut Run, request: &Request<B>) -> Option<Flow> {
+        if self.shadow || self.entries.len() < 2 {
+            return None;
+        }
+        for (at, entry) in self.entries.iter().enumerate() {
+            if entry.is_remote() {
+                break;
+            }
+            if entry.is_shadow() || !entry.applies(request) {
+                continue;
+            }
+            match entry.peek(request, run.cost, self.when_no_key) {
+                // A store that cannot tell is taken in its turn, as before.
+                None => {}
+                Some(Step::Checked(Checking::Done(Ok(checked)))) => {
+                    if !checked.decision.is_allowed() {
+                        return self.refused_when_asked(run, request, at);
+                    }
+                    run.deferred |= bit(at);
+                }
+                // A request without a key refused, or a key the server cannot tell:
+                // known without taking, so answered before anything is taken.
+                Some(step @ (Step::Refused | Step::KeyFailed(_))) => {
+                    return self.decided(run, request, at, step);
+                }
+                Some(_) => {}
+            }
+        }
+        None
+    }
+
+    /// The deferred limits a refused request never took from, listed as they stand
+    /// (its fields name every limit it met, as when their units were given back).
+    fn list_deferred(&self, run: &mut Run, request: &Request<B>) {
+        while run.deferred != 0 {
+            let at = run.deferred.trailing_zeros() as usize;
+            run.deferred &= !bit(at);
+            if let Some(Checking::Done(Ok(checked))) =
+                self.entries[at].standing(request, self.when_no_key)
+            {
+                let applied = self.applied(at, checked);
+                run.applied.push(Applied {
+                    ticket: None,
+                    ..applied
+                });
+            }
+        }
+    }
+
+    /// Entry `at` would refuse: its own check answers (so that a store counting its
+    /// refusals counts this one). Should it admit after all (room freed since it was
+    /// asked), the units go straight back and the limits are taken in their turn.
+    fn refused_when_asked(&self, run: &mut Run, request: &Request<B>, at: usize) -> Option<Flow> {
+        let step = self.entries[at].check(request, run.cost, self.when_no_key);
+        let flow = self.decided(run, request, at, step);
+        if flow.is_none() {
+            self.give_back(run);
+            run.applied = AppliedList::None;
+            run.deferred = 0;
+        }
+        flow
     }
 
     /// A 413 if `cost` is above the capacity of a limit that applies and may refuse.
@@ -206,7 +299,13 @@ impl<B> Plan<B> {
     }
 
     /// Applies an answer given without waiting; `Some` when the request is refused.
-    pub(super) fn decided(&self, run: &mut Run, at: usize, step: Step) -> Option<Flow> {
+    pub(super) fn decided(
+        &self,
+        run: &mut Run,
+        request: &Request<B>,
+        at: usize,
+        step: Step,
+    ) -> Option<Flow> {
         let entry = &self.entries[at];
         let answer = match step {
             Step::Checked(Checking::Done(answer)) => answer,
@@ -232,7 +331,7 @@ impl<B> Plan<B> {
                 "a store answered a batch's preparation with a pending check".into(),
             )),
         };
-        self.take(run, at, answer).map(Flow::Refused)
+        self.take(run, request, at, answer).map(Flow::Refused)
     }
 
     /// Takes the answers a remote limit (or a batch) gave, then goes on.
@@ -241,7 +340,7 @@ impl<B> Plan<B> {
             Answers::One(answer) => {
                 let at = run.next;
                 run.next += 1;
-                if let Some(refusal) = self.take(run, at, answer) {
+                if let Some(refusal) = self.take(run, request, at, answer) {
                     return Flow::Refused(refusal);
                 }
             }
@@ -256,7 +355,7 @@ impl<B> Plan<B> {
                         ))
                     });
                     match (&refused, answer) {
-                        (None, answer) => refused = self.take(run, at, answer),
+                        (None, answer) => refused = self.take(run, request, at, answer),
                         // Decided by the call that was refused, which took nothing:
                         // listed as it stands.
                         (Some(_), Ok(checked)) => {
@@ -282,6 +381,7 @@ impl<B> Plan<B> {
     fn take(
         &self,
         run: &mut Run,
+        request: &Request<B>,
         at: usize,
         answer: Result<Checked, StoreError>,
     ) -> Option<Refusal> {
@@ -351,6 +451,7 @@ impl<B> Plan<B> {
             return None;
         }
         self.give_back(run);
+        self.list_deferred(run, request);
         observe::record(entry.policy(), Outcome::Rejected, checked.source);
         run.applied.push(applied);
         Some(Refusal::Limited {
@@ -415,6 +516,11 @@ impl<B> Plan<B> {
         let refused = refused_by.and_then(|r| order.iter().position(|&i| i == r));
         (items, refused)
     }
+}
+
+/// The deferred-set bit of entry `at` (none past the 64th).
+fn bit(at: usize) -> u64 {
+    1u64.checked_shl(at as u32).unwrap_or(0)
 }
 
 /// The policy a fallback's decision advertises: its own limit, over the entry's

@@ -192,6 +192,18 @@ pub trait Store<K>: Send + Sync + 'static {
     /// endpoint over any store.
     fn standing(&self, key: Option<K>) -> Checking;
 
+    /// What [`check`](Self::check) would answer now, taking nothing: `None` when the
+    /// store cannot tell without taking (the default; a remote store). With more
+    /// than one limit, the pipeline asks every local limit first: a refusal answers
+    /// before anything is taken anywhere, and when a remote limit follows, the
+    /// local units are taken only after it admitted — so a request refused by any
+    /// limit leaves no unit to give back (a refund happens only when a race is lost
+    /// between the asking and the taking).
+    fn peek(&self, key: Option<K>, cost: u64) -> Option<Result<Checked, StoreError>> {
+        let _ = (key, cost);
+        None
+    }
+
     /// Gives back what the admission `ticket` names took, and returns the key's
     /// decision as it stands afterwards (what a refused request reports for this
     /// limit).
@@ -402,6 +414,19 @@ macro_rules! in_memory_store {
                 )
             }
 
+            fn peek(&self, key: Option<K>, cost: u64) -> Option<Result<Checked, StoreError>> {
+                let fingerprint = match &key {
+                    Some(key) => self.fingerprint_of(key),
+                    None => self.anonymous_fingerprint(),
+                };
+                let now = self.clock().now();
+                Some(
+                    self.peek_fingerprint_at(fingerprint, now, cost)
+                        .map(|decision| Checked::new(decision, Source::Memory))
+                        .map_err(|e| StoreError::from(portero::KeyedError::from(e))),
+                )
+            }
+
             fn standing(&self, key: Option<K>) -> Checking {
                 let fingerprint = match &key {
                     Some(key) => self.fingerprint_of(key),
@@ -446,6 +471,10 @@ impl<K, T: Store<K> + ?Sized> Store<K> for Arc<T> {
 
     fn standing(&self, key: Option<K>) -> Checking {
         (**self).standing(key)
+    }
+
+    fn peek(&self, key: Option<K>, cost: u64) -> Option<Result<Checked, StoreError>> {
+        (**self).peek(key, cost)
     }
 
     fn refund(&self, ticket: Ticket) -> Option<Decision> {

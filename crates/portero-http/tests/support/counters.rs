@@ -19,6 +19,7 @@ impl Counters {
     }
 
     /// The counter `name{label=value,…}`, 0 if never incremented.
+    #[allow(dead_code)] // each test binary uses the helpers it needs
     pub fn get(&self, key: &str) -> u64 {
         let map = self.0.lock().unwrap();
         map.get(key).map_or(0, |c| c.load(Ordering::SeqCst))

@@ -1,0 +1,64 @@
+//! A stack of an in-memory limit per client and a Redis limit per tenant under 200
+//! concurrent requests: the refused ones keep none of the client's units (the local
+//! limit is asked first and taken only once Redis admitted).
+
+use std::sync::Arc;
+
+use http::{HeaderValue, StatusCode};
+use portero::{AlgorithmName, AnyAlgorithm, Clock, KeyedLimiter, ManualClock, Quota};
+use portero_http::{Limit, LimitLayer};
+use tower::ServiceExt;
+
+#[path = "../../portero-http/tests/support/counters.rs"]
+mod counters;
+
+mod support {
+    pub mod stores;
+}
+use support::stores::*;
+
+/// One client, burst 300 in memory (frozen clock), a tenant limit of 5 in Redis: 200
+/// requests at once. 5 get through, 195 are refused by Redis, and the client's limit
+/// stands at 295 — not 103, as when each refused request kept its unit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_concurrent_requests_refused_by_redis_keep_no_local_unit() {
+    let stores = Stores::start();
+    for name in ["gcra", "token-bucket"] {
+        let clock = Arc::new(ManualClock::starting_at(1_000_000_000));
+        let per_client = Quota::per_hour(300).unwrap();
+        let algorithm = AnyAlgorithm::new(AlgorithmName::parse(name).unwrap(), per_client).unwrap();
+        let client = Arc::new(KeyedLimiter::with_clock(algorithm, 100, clock.clone()));
+        let per_tenant = Quota::per_hour(5).unwrap();
+        let layer = LimitLayer::new(Limit::new(
+            client.clone(),
+            policy("client", per_client),
+            x_client(),
+        ))
+        .limit(Limit::new(
+            stores.redis(per_tenant).await,
+            policy("tenant", per_tenant),
+            x_tenant(),
+        ));
+        let app = app(layer);
+        let all: Vec<_> = (0..200)
+            .map(|_| {
+                let app = app.clone();
+                tokio::spawn(
+                    async move { app.oneshot(from("alice", "acme")).await.unwrap().status() },
+                )
+            })
+            .collect();
+        let mut through = 0u64;
+        for one in all {
+            through += u64::from(one.await.unwrap() == StatusCode::OK);
+        }
+        let left = client
+            .peek_at(&HeaderValue::from_static("alice"), clock.now(), 0)
+            .unwrap()
+            .remaining();
+        let kept = 300 - left - through;
+        println!("{name} + Redis: {through} of 200 through, {kept} of the client's units kept by {} refused requests", 200 - through);
+        assert_eq!(through, 5);
+        assert_eq!(kept, 0, "{name}: refused requests kept {kept} units");
+    }
+}
