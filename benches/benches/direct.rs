@@ -146,6 +146,48 @@ fn reject(c: &mut Criterion) {
     g.finish();
 }
 
+/// What a refund costs beside its check: portero's acquire then refund of the same
+/// admission (the undo: nothing came since) on a limiter that admits everything, and
+/// the acquire alone, on one thread; and on one key of a keyed table. Governor has no
+/// refund to set beside them.
+fn refund(c: &mut Criterion) {
+    let mut g = c.benchmark_group("refund");
+    let direct = RateLimiter::gcra(open_quota()).with_clock(ManualClock::new());
+    let mut t = 0u64;
+    g.bench_function("portero_gcra_acquire", |b| {
+        b.iter(|| {
+            t += 1;
+            black_box(direct.acquire_at(black_box(t), 1).ok())
+        })
+    });
+    g.bench_function("portero_gcra_acquire_refund", |b| {
+        b.iter(|| {
+            t += 1;
+            let taken = direct.acquire_at(black_box(t), 1).unwrap();
+            black_box(direct.refund_at(&taken.admission.unwrap(), t))
+        })
+    });
+    let keyed = portero::KeyedLimiter::with_clock(
+        portero::Gcra::new(open_quota()),
+        1_000,
+        ManualClock::new(),
+    );
+    g.bench_function("portero_keyed_gcra_acquire", |b| {
+        b.iter(|| {
+            t += 1;
+            black_box(keyed.acquire_at(&7u64, black_box(t), 1).ok())
+        })
+    });
+    g.bench_function("portero_keyed_gcra_acquire_refund", |b| {
+        b.iter(|| {
+            t += 1;
+            let taken = keyed.acquire_at(&7u64, black_box(t), 1).unwrap();
+            keyed.refund_fingerprint_at(keyed.fingerprint_of(&7u64), &taken.admission.unwrap(), t);
+        })
+    });
+    g.finish();
+}
+
 /// Waiting callers whose turn is now (the common case of an outbound throttle under
 /// its rate): portero's reservation, booked and used at once (runtime-agnostic) and
 /// awaited on tokio, portero's `until_ready` (the line: one check when nobody waits),
@@ -212,5 +254,5 @@ fn in_task<F: std::future::Future>(
     })
 }
 
-criterion_group!(benches, clocks, admit, reject, wait_admitted);
+criterion_group!(benches, clocks, admit, reject, refund, wait_admitted);
 criterion_main!(benches);

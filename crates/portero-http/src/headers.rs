@@ -125,11 +125,13 @@ impl Policy {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn for_quota(name: &str, quota: &Quota) -> Result<Self, PolicyError> {
-        Self::new(
-            name,
-            quota.burst(),
-            seconds_up(quota.capacity_nanos()).max(1),
-        )
+        // `B·T` from the quota as configured, `B·period / limit`, not from the
+        // interval rounded up to whole nanoseconds: 3 per 2 s refills in 2 s, not
+        // 2,000,000,001 ns (which whole seconds round up to 3).
+        let span = (u128::from(quota.burst()) * u128::from(quota.period_nanos()))
+            .div_ceil(u128::from(quota.limit()));
+        let span = u64::try_from(span).unwrap_or(u64::MAX);
+        Self::new(name, quota.burst(), seconds_up(span).max(1))
     }
 
     /// The name.
@@ -350,6 +352,17 @@ pub fn parse_ratelimit(value: &HeaderValue) -> Option<Vec<Remaining>> {
 mod tests {
     use super::*;
     use portero::{ManualClock, RateLimiter};
+
+    #[test]
+    fn a_quota_whose_interval_rounds_up_keeps_its_window() {
+        // 3 per 2 s: T = 666,666,667 ns rounded up, B·T = 2,000,000,001 ns.
+        let q = Quota::new(3, Duration::from_secs(2)).unwrap();
+        let p = Policy::for_quota("per-client", &q).unwrap();
+        assert_eq!((p.quota(), p.window().as_secs()), (3, 2));
+        let q = Quota::new(7, Duration::from_secs(3)).unwrap().with_burst(2).unwrap();
+        // B·period / limit = 6/7 s: one second, rounded up.
+        assert_eq!(Policy::for_quota("x", &q).unwrap().window().as_secs(), 1);
+    }
 
     #[test]
     fn names_must_be_tokens() {

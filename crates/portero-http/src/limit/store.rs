@@ -215,7 +215,8 @@ pub trait Store<K>: Send + Sync + 'static {
     /// a refund never leaves a key more generous than if the request had never come.
     /// Refunds may give back less: a [`LeakyQueue`](portero::LeakyQueue) key only
     /// while the request is still last in its queue, a window's opener nothing once
-    /// others came, a GCRA key at most the time since the admission short. A store
+    /// others came, a GCRA key short by at most the time since the admission plus
+    /// what other refunds of its word gave back since. A store
     /// that cannot refund at all hands out no tickets (its units stay charged:
     /// stricter, never looser).
     fn refund(&self, ticket: Ticket) -> Option<Decision> {

@@ -71,8 +71,9 @@ impl Gcra {
 }
 
 impl Algorithm for Gcra {
-    /// Gives back the part of the admission's `n·T` of debt that lies after `now`
-    /// (see [`admission`](crate::admission): short by at most the time since it).
+    /// Gives back the part of the admission's `n·T` of debt that must still lie after
+    /// `now` (see [`admission`](crate::admission): short by at most the time since it
+    /// plus what other refunds of the word gave back since).
     fn refund(&self, state: u64, admission: &Admission, now: u64) -> Option<u64> {
         Some(quota_refund(&self.quota, state, admission, now))
     }
