@@ -14,7 +14,8 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use http::Request;
 use portero::{Gcra, KeyedLimiter};
 use portero_benches::open_quota;
-use portero_http::{ClientIp, Limit, LimitLayer, Policy, TrustedProxies};
+use portero_http::axum::ClientAddrLayer;
+use portero_http::{keys, ClientIp, Limit, LimitLayer, Policy, TrustedProxies};
 use tower::ServiceExt;
 
 const CLIENTS: u32 = 10_000;
@@ -29,7 +30,7 @@ fn request(i: u32) -> Request<Body> {
     req
 }
 
-fn routers() -> [(&'static str, Router); 3] {
+fn routers() -> [(&'static str, Router); 4] {
     let plain = Router::new().route("/", get(|| async { "ok" }));
     let limiter = Arc::new(KeyedLimiter::new(
         Gcra::new(open_quota()),
@@ -41,6 +42,20 @@ fn routers() -> [(&'static str, Router); 3] {
         Policy::for_quota("per-ip", &open_quota()).unwrap(),
         move |req: &Request<Body>| client.key(req),
     )));
+    // The README's setup: the client's address resolved once, then the limit, in one
+    // `Router::layer`.
+    let readme = plain.clone().layer(
+        tower::ServiceBuilder::new()
+            .layer(ClientAddrLayer::new(ClientIp::new(TrustedProxies::none())))
+            .layer(LimitLayer::new(Limit::new(
+                Arc::new(KeyedLimiter::new(
+                    Gcra::new(open_quota()),
+                    2 * CLIENTS as usize,
+                )),
+                Policy::for_quota("per-ip", &open_quota()).unwrap(),
+                keys::client_addr(),
+            ))),
+    );
     let config = tower_governor::governor::GovernorConfigBuilder::default()
         .per_nanosecond(1)
         .burst_size(1 << 30)
@@ -53,6 +68,7 @@ fn routers() -> [(&'static str, Router); 3] {
     [
         ("router_alone", plain),
         ("portero", portero),
+        ("portero_readme_setup", readme),
         ("tower_governor", governor),
     ]
 }

@@ -34,6 +34,8 @@ use http::header::{CACHE_CONTROL, RETRY_AFTER};
 use http::{HeaderMap, HeaderName, HeaderValue};
 use portero::{Decision, Quota};
 
+use crate::field_value::FieldValue;
+
 /// `RateLimit`.
 pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 /// `RateLimit-Policy`.
@@ -192,12 +194,9 @@ pub fn insert(headers: &mut HeaderMap, decision: &Decision, policy: &Policy) {
 pub fn insert_fields(headers: &mut HeaderMap, decision: &Decision, policy: &Policy) -> u64 {
     add_to_list(headers, RATELIMIT_POLICY, policy.field.clone());
     let t = seconds_to_advertise(decision);
-    let now = format!("\"{}\";r={};t={t}", policy.name, decision.remaining());
-    add_to_list(
-        headers,
-        RATELIMIT,
-        HeaderValue::try_from(now).expect("a token and integers are a valid field value"),
-    );
+    let mut now = FieldValue::new();
+    now.member(&policy.name, decision.remaining(), t);
+    add_to_list(headers, RATELIMIT, now.value());
     t
 }
 
@@ -228,26 +227,21 @@ pub fn insert_all(
     items: &[(Decision, &Policy)],
     refused_by: Option<usize>,
 ) {
-    let mut policies = String::new();
-    let mut now = String::new();
+    let (mut policies, mut now) = (FieldValue::new(), FieldValue::new());
     for (i, (decision, policy)) in items.iter().enumerate() {
-        let sep = if i == 0 { "" } else { ", " };
-        let field = policy
-            .field
-            .to_str()
-            .expect("built from a token and integers");
-        policies.push_str(&format!("{sep}{field}"));
-        let t = seconds_to_advertise(decision);
-        now.push_str(&format!(
-            "{sep}\"{}\";r={};t={t}",
-            policy.name,
-            decision.remaining()
-        ));
+        if i > 0 {
+            policies.push(b", ");
+            now.push(b", ");
+        }
+        policies.push(policy.field.as_bytes());
+        now.member(
+            &policy.name,
+            decision.remaining(),
+            seconds_to_advertise(decision),
+        );
     }
-    let value =
-        |s: String| HeaderValue::try_from(s).expect("tokens and integers are a valid field");
-    add_to_list(headers, RATELIMIT_POLICY, value(policies));
-    add_to_list(headers, RATELIMIT, value(now));
+    add_to_list(headers, RATELIMIT_POLICY, policies.value());
+    add_to_list(headers, RATELIMIT, now.value());
     if let Some(&(decision, _)) = refused_by.and_then(|i| items.get(i)) {
         headers.insert(RETRY_AFTER, HeaderValue::from(retry_after_secs(&decision)));
         headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
@@ -359,7 +353,10 @@ mod tests {
         let q = Quota::new(3, Duration::from_secs(2)).unwrap();
         let p = Policy::for_quota("per-client", &q).unwrap();
         assert_eq!((p.quota(), p.window().as_secs()), (3, 2));
-        let q = Quota::new(7, Duration::from_secs(3)).unwrap().with_burst(2).unwrap();
+        let q = Quota::new(7, Duration::from_secs(3))
+            .unwrap()
+            .with_burst(2)
+            .unwrap();
         // B·period / limit = 6/7 s: one second, rounded up.
         assert_eq!(Policy::for_quota("x", &q).unwrap().window().as_secs(), 1);
     }

@@ -60,6 +60,7 @@ mod backoff;
 mod breaker;
 pub mod client;
 pub mod fair;
+mod field_value;
 pub mod headers;
 pub mod keys;
 mod limit;

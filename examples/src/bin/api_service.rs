@@ -98,9 +98,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .route("/api/export", post(|| async { "exported\n" }))
         .route("/health", get(|| async { "ok\n" }))
         .route("/metrics", get(metrics))
-        // The layer added last runs first: shed, resolve the client, then limit.
-        .layer(limits)
-        .layer(ClientAddrLayer::new(client_ip))
-        .layer(shedding);
+        // One `Router::layer` for the front door (axum boxes each one): shed,
+        // resolve the client, then limit, in that order.
+        .layer(
+            tower::ServiceBuilder::new()
+                .layer(shedding)
+                .layer(ClientAddrLayer::new(client_ip))
+                .layer(limits),
+        );
     portero_examples::serve(app).await
 }
