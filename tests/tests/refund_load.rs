@@ -328,3 +328,80 @@ fn replay(refund: impl FnOnce()) {
         handle.join().unwrap();
     }
 }
+
+/// Found by an outside review of the ledger: what moves a word back without a refund
+/// must tell the ledger, or an admission from before gives back units that are no
+/// longer its own.
+mod word_moved_without_a_refund {
+    use super::*;
+    use portero::{Fingerprint, Overflow};
+
+    const S: u64 = 1_000_000_000;
+
+    /// A one-key table that evicts: x taken from k, j evicts k, k returns as new and
+    /// is checked; x given back must not free k's new unit.
+    #[test]
+    fn an_evicted_key_that_returns_gets_nothing_from_an_admission_before() {
+        for later in [0, S / 2] {
+            let l = KeyedLimiter::with_clock(
+                Gcra::new(Quota::per_second(1).unwrap()),
+                1,
+                ManualClock::new(),
+            )
+            .overflow(Overflow::EvictSoonestFull);
+            let x = l.acquire_at(&"k", 0, 1).unwrap().admission.unwrap();
+            assert!(l.check_at(&"j", 0, 1).unwrap().is_allowed()); // evicts k
+            assert!(l.check_at(&"k", later, 1).unwrap().is_allowed()); // evicts j
+            let k: Fingerprint = l.fingerprint_of(&"k");
+            l.refund_fingerprint_at(k, &x, later);
+            // The twin (j, then k at `later`): k is full again one second after
+            // `later`, so it refuses at `later` (and at 1 s, after 0.5 s).
+            let probe = if later == 0 { 0 } else { S };
+            assert!(
+                !l.peek_at(&"k", probe, 1).unwrap().is_allowed(),
+                "k admitted at {probe} ns after its new unit at {later} ns"
+            );
+        }
+    }
+
+    /// `set_tokens_at` pulls the word back: an admission from before gives nothing.
+    #[test]
+    fn a_top_up_is_not_given_back_again() {
+        let q = Quota::per_second(1).unwrap().with_burst(3).unwrap();
+        let l = RateLimiter::with_algorithm_and_clock(TokenBucket::new(q), ManualClock::new());
+        l.set_tokens_at(1, 0).unwrap();
+        let x = l.acquire_at(0, 1).unwrap().admission.unwrap();
+        l.set_tokens_at(3, 0).unwrap();
+        assert!(l.check_at(0, 1).unwrap().is_allowed());
+        l.refund_at(&x, 0);
+        // The twin (topped up to 3, one taken): 2 left.
+        assert!(l.peek_at(0, 2).unwrap().is_allowed());
+        assert!(
+            !l.peek_at(0, 3).unwrap().is_allowed(),
+            "3 tokens where the twin has 2"
+        );
+    }
+
+    /// A new configuration: an admission counted under the old one gives nothing back
+    /// under the new.
+    #[test]
+    fn a_new_quota_is_not_given_back_by_an_admission_under_the_old() {
+        let q = Quota::per_second(1).unwrap().with_burst(3).unwrap();
+        let l = KeyedLimiter::with_clock(Gcra::new(q), 16, ManualClock::new());
+        let _y = l.acquire_at(&1, 0, 1).unwrap();
+        let x = l.acquire_at(&1, 0, 1).unwrap().admission.unwrap();
+        let _z = l.acquire_at(&1, 0, 1).unwrap();
+        let slower = Quota::new(1, Duration::from_secs(2))
+            .unwrap()
+            .with_burst(3)
+            .unwrap();
+        l.set_algorithm(Gcra::new(slower));
+        let before = l.peek_at(&1, 0, 0).unwrap().remaining();
+        l.refund(&1, &x);
+        assert_eq!(
+            l.peek_at(&1, 0, 0).unwrap().remaining(),
+            before,
+            "x gave back under the new quota"
+        );
+    }
+}

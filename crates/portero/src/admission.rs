@@ -82,6 +82,13 @@ use crate::quota::Quota;
 /// What one admission took and wrote, for giving it back (a stack whose later limit
 /// refuses, a reservation cancelled, a request dropped while it waited).
 ///
+/// Give each admission back **at most once**: it is `Copy`, and a second refund of
+/// the same admission reads as one of another request (the reservations and permits
+/// that hold one guard this themselves). A [`Clock`](crate::clock::Clock) or an
+/// [`Algorithm::refund`](crate::algorithm::Algorithm::refund) of your own must not
+/// itself give back to the same limiter: refunds of one word take turns, and it
+/// would wait for its own.
+///
 /// ```
 /// use portero::{Quota, RateLimiter};
 /// let limiter = RateLimiter::gcra(Quota::per_second(2)?);
@@ -312,19 +319,39 @@ impl RefundLedger {
     /// returns what it moved the word back by (0 for nothing or an exact undo),
     /// which is added before the lock is let go.
     pub(crate) fn refunding<T>(&self, attempt: impl FnOnce(u128) -> (T, u64)) -> T {
-        use crate::sync::Ordering::{Relaxed, Release};
         let _turn = self.lock.lock();
         let (out, moved) = attempt(self.noted());
-        if moved > 0 {
-            let low = self.low.load(Relaxed);
-            let (sum, carry) = low.overflowing_add(moved);
-            self.low.store(sum, Release);
-            if carry {
-                self.high
-                    .store(self.high.load(Relaxed).wrapping_add(1), Release);
-            }
-        }
+        self.add(moved);
         out
+    }
+
+    /// Adds `moved` to the total (the caller holds the lock).
+    fn add(&self, moved: u64) {
+        use crate::sync::Ordering::{Relaxed, Release};
+        if moved == 0 {
+            return;
+        }
+        let low = self.low.load(Relaxed);
+        let (sum, carry) = low.overflowing_add(moved);
+        self.low.store(sum, Release);
+        if carry {
+            self.high
+                .store(self.high.load(Relaxed).wrapping_add(1), Release);
+        }
+    }
+
+    /// Runs `change` (a new configuration of the words these ledgers keep) holding
+    /// every ledger's lock, and tells each that its words went back by everything:
+    /// no admission from before the change gives anything back after it, whichever
+    /// configuration its refund would read.
+    #[cfg(feature = "alloc")]
+    pub(crate) fn all_back(ledgers: &[RefundLedger], change: impl FnOnce()) {
+        let turns: alloc::vec::Vec<_> = ledgers.iter().map(|l| l.lock.lock()).collect();
+        change();
+        for ledger in ledgers {
+            ledger.add(u64::MAX);
+        }
+        drop(turns);
     }
 }
 

@@ -6,11 +6,14 @@
 //! Take nothing that must be given back: with more than one limit, every local limit
 //! that can answer without taking ([`Store::peek`](super::store::Store::peek)) is
 //! asked first, and the first that would refuse answers — nothing was taken
-//! anywhere. Then the limits are taken: local ones that could not be asked, remote
-//! ones (a round trip), and last the local ones that were asked, so that a remote
-//! refusal finds them untouched. Only a race lost between the asking and the taking
-//! gives back: every unit the earlier limits took goes back to stores that can refund
-//! (every in-memory one; a remote one that admitted stays charged). Consecutive remote
+//! anywhere. Then the limits are taken in order — local ones, then remote ones (a
+//! round trip) — except that a local limit that would still have half its burst
+//! left is taken last, after the remote ones, so that a remote refusal finds it
+//! untouched; one closer to empty is taken before them, so that a race it loses
+//! spares the remote units (which cannot be given back). Only a race lost between
+//! the asking and the taking gives back: every unit the earlier limits took goes back
+//! to stores that can refund (every in-memory one; a remote one that admitted stays
+//! charged). Consecutive remote
 //! limits whose stores share a `Batch` channel (one Redis connection) are sent in one
 //! call that is itself all or none (`batching.rs`), so among them nothing stays
 //! charged either.
@@ -235,10 +238,17 @@ impl<B> Plan<B> {
                 // A store that cannot tell is taken in its turn, as before.
                 None => {}
                 Some(Step::Checked(Checking::Done(Ok(checked)))) => {
-                    if !checked.decision.is_allowed() {
+                    let d = checked.decision;
+                    if !d.is_allowed() {
                         return self.refused_when_asked(run, request, at);
                     }
-                    run.deferred |= bit(at);
+                    // Half its burst or more left: a race to empty it is unlikely, so it
+                    // is taken last and a remote refusal finds it untouched. Closer to
+                    // empty, it is taken in its turn, before the remote limits: its
+                    // refusal then spares their units, which cannot be given back.
+                    if d.remaining().saturating_mul(2) >= d.limit() {
+                        run.deferred |= bit(at);
+                    }
                 }
                 // A request without a key refused, or a key the server cannot tell:
                 // known without taking, so answered before anything is taken.

@@ -189,12 +189,7 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
 
     /// Forgets everything admitted: the limiter is as new.
     pub fn reset(&self) {
-        // As a refund of everything: an admission from before gives nothing back to
-        // what comes after.
-        self.refunds.refunding(|_| {
-            self.state.store(self.algorithm.initial_state());
-            ((), u64::MAX)
-        })
+        self.store_state(self.algorithm.initial_state());
     }
 
     /// The algorithm and its configuration.
@@ -219,9 +214,13 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
         self.state.load()
     }
 
-    /// Overwrites the raw state word (used by algorithm-specific setters).
+    /// Overwrites the raw state word (used by algorithm-specific setters), as a
+    /// refund of everything: an admission from before gives nothing back after it.
     pub(crate) fn store_state(&self, state: u64) {
-        self.state.store(state)
+        self.refunds.refunding(|_| {
+            self.state.store(state);
+            ((), u64::MAX)
+        })
     }
 
     fn denied(&self) -> Decision {

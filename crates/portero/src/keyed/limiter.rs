@@ -134,8 +134,12 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
     /// calendar quota may change its limit (a lowered limit counts what was already
     /// admitted), but not its window length, period or placement: the state word's
     /// layout depends on those, so build a new table to change them.
+    ///
+    /// An admission from before the change gives nothing back after it (its units
+    /// were counted under the old quota): every key's ledger is told so.
     pub fn set_algorithm(&self, algorithm: A) {
-        self.algorithm.store(algorithm);
+        self.table
+            .retire_admissions(|| self.algorithm.store(algorithm));
     }
 
     /// One unit for `key`, now. A full table gives [`full_table`](Self::full_table)'s

@@ -220,11 +220,27 @@ impl Table {
     /// Writes `fresh` (a new key and its first state) over slot `i`, which held `w`,
     /// and publishes its hint: the one way a key enters a slot.
     fn claim(&self, i: usize, w: u128, fresh: u128) -> bool {
-        let claimed = self.slots[i].cas(w, fresh).is_ok();
+        let claimed = self.replace(i, w, fresh);
         if claimed {
             self.set_hint(i, unpack(fresh).0);
         }
         claimed
+    }
+
+    /// Replaces slot `i`'s word `w` with `next` by compare-and-swap. When `w` held a
+    /// key, the swap runs under that key's ledger and tells it the word went back by
+    /// everything: an admission of the key from before gives nothing back to the key
+    /// when it returns as new (evicted, reclaimed or swept; a refund either lands
+    /// before, on the old word, or sees the mark).
+    fn replace(&self, i: usize, w: u128, next: u128) -> bool {
+        let held = unpack(w).0;
+        if held == 0 {
+            return self.slots[i].cas(w, next).is_ok();
+        }
+        self.ledger(held).refunding(|_| {
+            let replaced = self.slots[i].cas(w, next).is_ok();
+            (replaced, if replaced { u64::MAX } else { 0 })
+        })
     }
 
     /// The hot path: the key is present; one CAS over (fingerprint, state). `None` if
@@ -368,7 +384,7 @@ impl Table {
                 let Some((i, w, _)) = soonest else {
                     break; // an empty bucket too: the next
                 };
-                if self.slots[i].cas(w, 0).is_ok() {
+                if self.replace(i, w, 0) {
                     self.keys.fetch_sub(1, Ordering::Relaxed);
                     return true;
                 }
@@ -452,6 +468,12 @@ impl Table {
         &self.ledgers[first / BUCKETS_PER_LEDGER]
     }
 
+    /// Runs `change` (a new configuration) so that no admission from before it gives
+    /// anything back after it ([`RefundLedger::all_back`]).
+    pub(crate) fn retire_admissions(&self, change: impl FnOnce()) {
+        RefundLedger::all_back(&self.ledgers, change);
+    }
+
     /// Gives back to `tag` what `admission` took ([`Admission::give_back`]) at the
     /// time `now` gives, read after each load of the slot, under the key's ledger:
     /// the state it changed and what it wrote, or `None` (the key is not held, or the
@@ -486,10 +508,10 @@ impl Table {
     /// Drops every key whose state carries no information at `now`.
     pub(crate) fn sweep<A: Algorithm>(&self, a: &A, now: u64) -> usize {
         let mut dropped = 0;
-        for slot in self.slots.iter() {
+        for (i, slot) in self.slots.iter().enumerate() {
             let w = slot.load();
             let (tag, state) = unpack(w);
-            if tag != 0 && is_idle(a, state, now) && slot.cas(w, 0).is_ok() {
+            if tag != 0 && is_idle(a, state, now) && self.replace(i, w, 0) {
                 dropped += 1;
             }
         }
