@@ -227,6 +227,8 @@ impl<B> Plan<B> {
         if self.shadow || self.entries.len() < 2 {
             return None;
         }
+        // Those asked that would admit, none taken yet: listed if one refuses.
+        let mut would_admit = 0u64;
         for (at, entry) in self.entries.iter().enumerate() {
             if entry.is_remote() {
                 break;
@@ -240,8 +242,10 @@ impl<B> Plan<B> {
                 Some(Step::Checked(Checking::Done(Ok(checked)))) => {
                     let d = checked.decision;
                     if !d.is_allowed() {
+                        run.deferred |= would_admit;
                         return self.refused_when_asked(run, request, at);
                     }
+                    would_admit |= bit(at);
                     // Half its burst or more left: a race to empty it is unlikely, so it
                     // is taken last and a remote refusal finds it untouched. Closer to
                     // empty, it is taken in its turn, before the remote limits: its
@@ -253,6 +257,7 @@ impl<B> Plan<B> {
                 // A request without a key refused, or a key the server cannot tell:
                 // known without taking, so answered before anything is taken.
                 Some(step @ (Step::Refused | Step::KeyFailed(_))) => {
+                    run.deferred |= would_admit;
                     return self.decided(run, request, at, step);
                 }
                 Some(_) => {}
