@@ -7,7 +7,6 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use axum::body::Body;
@@ -21,22 +20,36 @@ use tower::ServiceExt;
 
 struct Counting;
 
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-static BYTES: AtomicU64 = AtomicU64::new(0);
+thread_local! {
+    // Per thread, so that tests running at once do not count each other's
+    // allocations (each measures on its own thread: a current-thread runtime).
+    static COUNTS: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+fn count(bytes: usize) {
+    // `try_with`: a thread being torn down has no counts left to keep.
+    let _ = COUNTS.try_with(|c| {
+        let (n, b) = c.get();
+        c.set((n + 1, b + bytes as u64));
+    });
+}
+
+/// Allocations and bytes this thread has made so far.
+fn counts() -> (u64, u64) {
+    COUNTS.with(|c| c.get())
+}
 
 // SAFETY: forwards every call to the system allocator unchanged; only counts.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        BYTES.fetch_add(layout.size() as u64, Ordering::Relaxed);
+        count(layout.size());
         unsafe { System.alloc(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        BYTES.fetch_add(new_size as u64, Ordering::Relaxed);
+        count(new_size);
         unsafe { System.realloc(ptr, layout, new_size) }
     }
 }
@@ -67,13 +80,11 @@ fn per_request(router: &Router, rt: &tokio::runtime::Runtime) -> (f64, f64) {
     for i in 0..n {
         let req = request(i);
         let router = router.clone();
-        let (a0, b0) = (
-            ALLOCS.load(Ordering::Relaxed),
-            BYTES.load(Ordering::Relaxed),
-        );
+        let (a0, b0) = counts();
         let response = rt.block_on(router.oneshot(req)).unwrap();
-        allocs += ALLOCS.load(Ordering::Relaxed) - a0;
-        bytes += BYTES.load(Ordering::Relaxed) - b0;
+        let (a1, b1) = counts();
+        allocs += a1 - a0;
+        bytes += b1 - b0;
         drop(response);
     }
     (allocs as f64 / f64::from(n), bytes as f64 / f64::from(n))
@@ -186,9 +197,9 @@ fn the_fields_allocate_one_copy_per_value() {
     );
     // The policy's own field is shared once, then cloned without allocating.
     portero_http::headers::insert_fields(&mut headers.clone(), &d, &policy);
-    let a0 = ALLOCS.load(Ordering::Relaxed);
+    let a0 = counts().0;
     portero_http::headers::insert_fields(&mut headers, &d, &policy);
-    let allocs = ALLOCS.load(Ordering::Relaxed) - a0;
+    let allocs = counts().0 - a0;
     println!("insert_fields into a map with room: {allocs} allocation(s)");
     assert_eq!(allocs, 1, "the RateLimit value's copy, nothing else");
 }
