@@ -58,7 +58,7 @@
 //!
 //! # The ledger, and why refunds of one word take turns
 //!
-//! Each word has a refund ledger ([`RefundLedger`]: a limiter's own; in a keyed
+//! Each word has a refund ledger (`RefundLedger`: a limiter's own; in a keyed
 //! table, one per few buckets, shared by the keys there — a neighbour's refund only
 //! makes a refund here give back less). `R` is the total a refund moved a word back
 //! by, other than by an exact undo; an admission notes it before it writes. A
