@@ -301,6 +301,7 @@ export class EdgeLimiter {
   #options;
   #shards;
   #local;
+  #rule; // the rule, checked (its decisions validate times)
   #lease; // { batch, lifetimeMs }, or null
   #leases = new Map(); // key -> this isolate's lease: { left, expires, limit, resetAt }
   #leasing = new Set(); // keys with a lease request of this isolate in flight
@@ -322,13 +323,19 @@ export class EdgeLimiter {
     if (!namespace || typeof namespace.idFromName !== "function") fail("namespace must be a Durable Object namespace binding");
     const settings = settingsOf({ maxKeys, durability, sweepMs, shards });
     // Validated here, not in the object, and sent as the canonical quota.
-    const { quota } = new Rule(rule);
+    const checked = new Rule(rule);
+    const { quota } = checked;
     this.#namespace = namespace;
+    this.#rule = checked;
     this.#options = { ...settings, rule: quota };
     this.#shards = shards;
     this.#local = new KeyedLimiter({ ...quota, maxKeys: localKeys, evict: true });
     this.#localKeys = localKeys;
-    this.#lease = lease === undefined ? null : leaseOf(lease, this.#local.peek(NOW_PROBE, 0, 0).limit);
+    // The capacity from the rule, not from the local table: building the table draws
+    // the hash seed's random numbers, which workerd refuses at module scope, where a
+    // Worker builds its limiter.
+    const capacity = checked.decide(checked.initialState, 0, 0, false)[0].limit;
+    this.#lease = lease === undefined ? null : leaseOf(lease, capacity);
   }
 
   /** Checks `cost` units (default 1) of `key`; `now` is read once per request. */
@@ -388,6 +395,9 @@ export class EdgeLimiter {
         } finally {
           for (const i of indices) if (asked[i].lease !== undefined) this.#leasing.delete(asked[i].slot);
         }
+        // The isolate's clock when the answer came: a lease that ended while the call
+        // was on its way is counted no more.
+        const answered = Date.now();
         decisions.forEach((d, j) => {
           const { cost, slot, lease } = asked[indices[j]];
           const { granted, ...decision } = d;
@@ -396,7 +406,7 @@ export class EdgeLimiter {
           this.#learn(slot, at, d.allowed ? took : cost, decision);
           if (lease !== undefined && took > cost) this.#keep(slot, at, took - cost, decision);
           // The key's units left count the ones this isolate holds for it.
-          if (d.allowed) decision.remaining += this.leasedUnits(asked[indices[j]].key, at);
+          if (d.allowed) decision.remaining += this.leasedUnits(asked[indices[j]].key, answered);
           out[indices[j]] = { ...decision, servedBy: "shard" };
         });
       }),
@@ -453,6 +463,10 @@ export class EdgeLimiter {
 
   /** Units of `key` this isolate's lease still holds (0 without one; for tests and metrics). */
   leasedUnits(key, now = Date.now()) {
+    // The rules of every other entry point: a string key, a time in range.
+    if (typeof key !== "string") fail(`key must be a string, got ${typeof key}`);
+    if (typeof now !== "number") fail(`now must be a number of milliseconds, e.g. Date.now(), got ${typeof now}`);
+    this.#rule.decide(this.#rule.initialState, now, 0, false);
     const lease = this.#leases.get(keyOf(key));
     return lease === undefined || now >= lease.expires || now < lease.sent ? 0 : lease.left;
   }

@@ -610,3 +610,44 @@ test("any admission while a lease is held counts its units in remaining", () =>
     const question = await a.check("k", clock.now, 0); // a cost of 0 asks the object
     assert.deepEqual([question.servedBy, question.remaining], ["shard", 49]);
   }));
+
+// Found by an outside harness (workerd, the public API): the defects of leased
+// limiters that are not about where units go.
+test("a leased limiter is built without random numbers (workerd refuses them at module scope)", () => {
+  const real = crypto.getRandomValues;
+  crypto.getRandomValues = () => {
+    throw new Error("Disallowed operation called within global scope");
+  };
+  try {
+    new EdgeLimiter({ namespace: namespace(), rule: { perHour: 50 }, lease: { batch: 10, lifetimeMs: 60_000 } });
+  } finally {
+    crypto.getRandomValues = real;
+  }
+});
+
+test("leasedUnits takes a string key and a time, or says what is wrong", () => {
+  const a = leasing(namespace(), 10);
+  for (const key of [42, null, undefined, {}]) {
+    assert.throws(() => a.leasedUnits(key), portero(/key must be a string/), String(key));
+  }
+  for (const now of [NaN, -1, Infinity, "1"]) {
+    assert.throws(() => a.leasedUnits("k", now), portero(/now/), String(now));
+  }
+  assert.equal(a.leasedUnits("k", 1_700_000_000_000), 0);
+});
+
+test("remaining counts a lease only while it lives when the answer comes", () =>
+  withClock(async (clock) => {
+    const ns = namespace();
+    const get = ns.get.bind(ns);
+    // Each call takes 5 ms, longer than the lease's whole life.
+    ns.get = (id) => {
+      const stub = get(id);
+      return { ...stub, checkMany: async (...args) => { const r = await stub.checkMany(...args); clock.now += 5; return r; } };
+    };
+    const a = new EdgeLimiter({ namespace: ns, rule: { perHour: 50 }, shards: 1, lease: { batch: 10, lifetimeMs: 1 } });
+    const d = await a.check("k", clock.now);
+    assert.equal(a.leasedUnits("k", clock.now), 0, "the lease ended on the way");
+    // The object charged 10 (the request's unit and 9 leased): 40 are left for the key.
+    assert.deepEqual([d.allowed, d.remaining], [true, 40]);
+  }));

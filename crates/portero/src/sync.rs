@@ -98,10 +98,11 @@ impl AtomicU128 {
     }
 }
 
-/// A one-byte lock held for a few loads: spun on with crossbeam's backoff.
+/// A one-byte lock held for a few loads: spun on with crossbeam's backoff. Nothing on
+/// WebAssembly without threads, where nobody else can hold it.
 #[derive(Debug)]
 pub(crate) struct SpinLock {
-    #[cfg(not(loom))]
+    #[cfg(not(any(loom, single_threaded_wasm)))]
     held: portable_atomic::AtomicU8,
     #[cfg(loom)]
     held: loom::sync::Mutex<()>,
@@ -109,16 +110,18 @@ pub(crate) struct SpinLock {
 
 /// Holds a [`SpinLock`] until dropped.
 pub(crate) struct SpinGuard<'a> {
-    #[cfg(not(loom))]
+    #[cfg(not(any(loom, single_threaded_wasm)))]
     lock: &'a SpinLock,
     #[cfg(loom)]
     _guard: loom::sync::MutexGuard<'a, ()>,
+    #[cfg(single_threaded_wasm)]
+    _lock: core::marker::PhantomData<&'a SpinLock>,
 }
 
 impl SpinLock {
     pub(crate) fn new() -> Self {
         Self {
-            #[cfg(not(loom))]
+            #[cfg(not(any(loom, single_threaded_wasm)))]
             held: portable_atomic::AtomicU8::new(0),
             #[cfg(loom)]
             held: loom::sync::Mutex::new(()),
@@ -126,7 +129,11 @@ impl SpinLock {
     }
 
     pub(crate) fn lock(&self) -> SpinGuard<'_> {
-        #[cfg(not(loom))]
+        #[cfg(single_threaded_wasm)]
+        return SpinGuard {
+            _lock: core::marker::PhantomData,
+        };
+        #[cfg(not(any(loom, single_threaded_wasm)))]
         {
             let backoff = crossbeam_utils::Backoff::new();
             while self
@@ -145,7 +152,7 @@ impl SpinLock {
     }
 }
 
-#[cfg(not(loom))]
+#[cfg(not(any(loom, single_threaded_wasm)))]
 impl Drop for SpinGuard<'_> {
     fn drop(&mut self) {
         self.lock.held.store(0, Ordering::Release);
