@@ -35,8 +35,11 @@ export interface ShardOptions extends ShardSettings {
  * at most `batch - 1` unspent units of a key, so across `I` leasing limiters of a rule
  * (one per isolate, built once) no span of time admits more than the rule does in it
  * plus `I × (batch - 1)`, nor more than the rule does in it lengthened by
- * `lifetimeMs`; a batch of 1 is exact. Unspent units are not given back: a limiter that
- * ends mid-lease loses at most `batch - 1` per key.
+ * `lifetimeMs`; a batch of 1 is exact. A check that costs more than a lease holds
+ * spends what it holds and asks the shard for the rest; a full table of leases
+ * (`localKeys`) takes no new one until one ends, so a flood of new keys cannot push out
+ * a live lease. Unspent units are not given back: a limiter that ends mid-lease loses at
+ * most `batch - 1` per key.
  */
 export interface LeaseOptions {
   /** Units a lease takes at most: a whole number from 1 to the rule's capacity. */

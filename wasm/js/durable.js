@@ -294,7 +294,11 @@ function pairsOf(checks) {
  * leasing limiters of a rule (one per isolate, built once as in the example), in any
  * span of time, no more is admitted than the rule admits in that span plus
  * `I × (batch - 1)`, nor more than it admits in that span lengthened by `lifetimeMs`.
- * A batch of 1 is exact.
+ * A batch of 1 is exact. A check that costs more than the lease holds spends what it
+ * holds and asks the shard for the rest (given back to the lease if refused); a full
+ * table of leases (`localKeys`) takes no new lease until one ends, so a flood of new
+ * keys asks for its cost alone and cannot push out a live lease. A live isolate loses
+ * no leased unit; one that ends mid-lease loses what it held, at most `batch - 1` a key.
  */
 export class EdgeLimiter {
   #namespace;
@@ -376,10 +380,16 @@ export class EdgeLimiter {
         out[i] = answer;
         return;
       }
+      // Units a live lease holds, fewer than the cost: set aside for this check, the
+      // shard is asked for the rest only, and they go back to the lease if it refuses
+      // (a new lease no longer replaces units still held).
+      check.from = cost >= 1 ? this.#leases.get(slot) : undefined;
+      check.held = check.from === undefined ? 0 : this.#setAside(check.from, at, cost);
+      check.ask = cost - check.held;
       // One lease request per key in flight: a check meanwhile asks for its cost alone.
-      if (this.#lease !== null && cost >= 1 && !this.#leasing.has(slot)) {
+      if (this.#lease !== null && cost >= 1 && !this.#leasing.has(slot) && this.#roomFor(slot, at)) {
         this.#leasing.add(slot);
-        check.lease = Math.max(cost, this.#lease.batch);
+        check.lease = Math.max(check.ask, this.#lease.batch);
       }
       const shard = shardOf(slot, this.#shards);
       if (!byShard.has(shard)) byShard.set(shard, []);
@@ -388,10 +398,13 @@ export class EdgeLimiter {
     await Promise.all(
       [...byShard].map(async ([shard, indices]) => {
         this.calls += 1;
-        const batch = indices.map((i) => [asked[i].key, asked[i].cost, asked[i].lease ?? asked[i].cost]);
+        const batch = indices.map((i) => [asked[i].key, asked[i].ask, asked[i].lease ?? asked[i].ask]);
         let decisions;
         try {
           decisions = await this.#stub(shard).checkMany(this.#options, batch);
+        } catch (e) {
+          for (const i of indices) this.#putBack(asked[i]);
+          throw e;
         } finally {
           for (const i of indices) if (asked[i].lease !== undefined) this.#leasing.delete(asked[i].slot);
         }
@@ -399,11 +412,13 @@ export class EdgeLimiter {
         // was on its way is counted no more.
         const answered = Date.now();
         decisions.forEach((d, j) => {
-          const { cost, slot, lease } = asked[indices[j]];
+          const { ask: cost, slot, lease } = asked[indices[j]];
           const { granted, ...decision } = d;
           // What the shard charged: a lease's units, or the cost.
           const took = d.allowed ? (granted ?? cost) : 0;
           this.#learn(slot, at, d.allowed ? took : cost, decision);
+          // Refused: the units set aside go back to their lease, while it lives.
+          if (!d.allowed) this.#putBack(asked[indices[j]]);
           if (lease !== undefined && took > cost) this.#keep(slot, at, took - cost, decision);
           // The key's units left count the ones this isolate holds for it.
           if (d.allowed) decision.remaining += this.leasedUnits(asked[indices[j]].key, answered);
@@ -429,10 +444,11 @@ export class EdgeLimiter {
   }
 
   // A lease of `left` units of `slot` granted by a call sent at `sent`, replacing any
-  // this isolate held (whose units are then lost: never more than `batch - 1`).
+  // this isolate held. A check that asks for a lease has set aside every unit the old
+  // one held, so what is replaced holds nothing — unless a refused check gave units
+  // back meanwhile: those are lost, never more than `batch - 1`.
   #keep(slot, sent, left, decision) {
     this.#leases.delete(slot);
-    if (this.#leases.size >= this.#localKeys) this.#leases.delete(this.#leases.keys().next().value);
     this.#leases.set(slot, {
       left,
       sent,
@@ -440,6 +456,33 @@ export class EdgeLimiter {
       limit: decision.limit,
       resetAt: sent + decision.resetAfterMs,
     });
+  }
+
+  // Sets aside for a check of `cost` the units `lease` holds at `at` (fewer than the
+  // cost, or the check would have been answered from it); 0 once it has ended.
+  #setAside(lease, at, cost) {
+    if (at >= lease.expires || at < lease.sent) return 0;
+    const n = Math.min(lease.left, cost);
+    lease.left -= n;
+    return n;
+  }
+
+  // Gives a refused (or failed) check's units set aside back to their lease, if it is
+  // still this key's and still lives: a lease's units are never spent after its end.
+  #putBack(check) {
+    const { from, held, slot } = check;
+    if (held > 0 && this.#leases.get(slot) === from && Date.now() < from.expires) from.left += held;
+  }
+
+  // Whether `slot` may take a new lease: it holds one, or the table has room once the
+  // leases that ended are dropped. A full table of live leases takes none (the key asks
+  // for its cost alone): a flood of new keys cannot push out a key's live lease.
+  #roomFor(slot, at) {
+    if (this.#leases.has(slot) || this.#leases.size < this.#localKeys) return true;
+    for (const [k, lease] of this.#leases) {
+      if (at >= lease.expires || at < lease.sent) this.#leases.delete(k);
+    }
+    return this.#leases.size < this.#localKeys;
   }
 
   // `cost` units of this isolate's lease of `slot` at `at`, as an answer: only before the
@@ -456,7 +499,6 @@ export class EdgeLimiter {
     }
     if (cost > lease.left) return null;
     lease.left -= cost;
-    if (lease.left === 0) this.#leases.delete(slot);
     const resetAfterMs = Math.max(0, lease.resetAt - at);
     return { allowed: true, limit: lease.limit, remaining: lease.left, retryAfterMs: 0, resetAfterMs, servedBy: "lease" };
   }

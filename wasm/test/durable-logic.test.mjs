@@ -651,3 +651,40 @@ test("remaining counts a lease only while it lives when the answer comes", () =>
     // The object charged 10 (the request's unit and 9 leased): 40 are left for the key.
     assert.deepEqual([d.allowed, d.remaining], [true, 40]);
   }));
+
+test("a live isolate keeps what its lease holds when a larger check needs a new lease", () =>
+  withClock(async (clock) => {
+    // Costs 1, 1, 9 repeated, batch 10, 50 per hour: every unit is either admitted or
+    // still held — none dropped by a lease replacing another (34 of 50 reached the key).
+    const ns = namespace();
+    const a = leasing(ns, 10);
+    let admitted = 0;
+    for (let round = 0; round < 10; round++) {
+      for (const cost of [1, 1, 9]) {
+        const d = await a.check("k", clock.now, cost);
+        if (d.allowed) admitted += cost;
+      }
+    }
+    const other = new EdgeLimiter({ namespace: ns, rule: { perHour: 50 }, shards: 1 });
+    const left = (await other.check("k", clock.now, 0)).remaining;
+    assert.equal(admitted + a.leasedUnits("k", clock.now) + left, 50, `${admitted} admitted`);
+    assert.ok(admitted >= 50 - 9, `${admitted} admitted`);
+  }));
+
+test("a flood of new keys cannot push out a key's live lease", () =>
+  withClock(async (clock) => {
+    // 100 new keys between each of the victim's requests, in a limiter that tracks 100:
+    // the victim's lease stays (45 of its 50 units were dropped, and it was refused for
+    // the rest of the hour).
+    const ns = namespace();
+    const a = leasing(ns, 10, { localKeys: 100 });
+    let flood = 0;
+    for (let i = 0; i < 10; i++) {
+      assert.ok((await a.check("victim", clock.now)).allowed, `victim's request ${i}`);
+      for (let k = 0; k < 100; k++) await a.check(`flood-${flood++}`, clock.now);
+    }
+    const other = new EdgeLimiter({ namespace: ns, rule: { perHour: 50 }, shards: 1 });
+    const left = (await other.check("victim", clock.now, 0)).remaining;
+    assert.equal(10 + a.leasedUnits("victim", clock.now) + left, 50);
+    assert.equal(left, 40, "the victim's one lease served it: nothing dropped, nothing asked again");
+  }));
