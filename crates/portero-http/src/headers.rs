@@ -203,19 +203,24 @@ pub fn insert_fields(headers: &mut HeaderMap, decision: &Decision, policy: &Poli
 /// Adds `member` (one member, or a list of them) to the list field `name`: one field
 /// line, the members already there first (what a layer inside wrote), then these.
 fn add_to_list(headers: &mut HeaderMap, name: HeaderName, member: HeaderValue) {
-    let mut lines = headers.get_all(&name).iter();
-    let Some(first) = lines.next() else {
-        headers.insert(name, member);
-        return;
+    // One lookup: the field is absent on almost every response (no layer inside wrote it).
+    let mut entry = match headers.entry(name) {
+        http::header::Entry::Vacant(vacant) => {
+            vacant.insert(member);
+            return;
+        }
+        http::header::Entry::Occupied(entry) => entry,
     };
-    let mut joined = first.as_bytes().to_vec();
-    for line in lines.chain(std::iter::once(&member)) {
-        joined.extend_from_slice(b", ");
+    let mut joined = Vec::new();
+    for line in entry.iter().chain(std::iter::once(&member)) {
+        if !joined.is_empty() {
+            joined.extend_from_slice(b", ");
+        }
         joined.extend_from_slice(line.as_bytes());
     }
     // Joined from valid field values with ", ": a valid field value.
     let value = HeaderValue::from_bytes(&joined).unwrap_or(member);
-    headers.insert(name, value);
+    entry.insert(value);
 }
 
 /// Writes (appends) the fields of several policies that one request passed through,
