@@ -361,6 +361,34 @@ mod reported {
         assert!(!l.check_at(600 * MS, 1).unwrap().is_allowed());
     }
 
+    /// The reported case: X opens the window at 0, Y joins at 200 ms, X is refunded
+    /// at 300 ms. The twin that never saw X opens at Y and counts Y until 1.2 s, so it
+    /// admits 1 at 1.1 s where this limiter admits 2 — no placement of the window is
+    /// right for every such twin (the next request after X is not kept). So the
+    /// refund keeps X and says so, and the limiter is exactly the twin that saw X.
+    #[test]
+    fn a_refund_that_keeps_a_first_request_opener_says_so_and_matches_the_twin_that_saw_it() {
+        let w = FixedWindow::with_placement(Quota::per_second(2).unwrap(), Placement::FirstRequest)
+            .unwrap();
+        let a = RateLimiter::with_algorithm_and_clock(w, ManualClock::new());
+        let x = a.acquire_at(0, 1).unwrap().admission.unwrap();
+        assert!(a.check_at(200 * MS, 1).unwrap().is_allowed());
+        assert!(
+            !a.refund_at(&x, 300 * MS),
+            "the opener is kept, and the refund says so"
+        );
+        let saw_x = RateLimiter::with_algorithm_and_clock(w, ManualClock::new());
+        saw_x.check_at(0, 1).unwrap();
+        saw_x.check_at(200 * MS, 1).unwrap();
+        for t in [1_000, 1_100, 1_100, 1_150, 1_200, 1_200, 1_900, 2_100] {
+            let (got, twin) = (
+                a.check_at(t * MS, 1).unwrap(),
+                saw_x.check_at(t * MS, 1).unwrap(),
+            );
+            assert_eq!(got.is_allowed(), twin.is_allowed(), "at {t} ms");
+        }
+    }
+
     #[test]
     fn a_cancel_after_a_refund_cannot_erase_a_later_check() {
         // gcra 10/s burst 2: X checked at 0, R reserved at 0, Z checked at 100 ms, X
