@@ -25,59 +25,50 @@ fn big_quota() -> Quota {
     Quota::per_second(BURST).unwrap().with_burst(BURST).unwrap()
 }
 
-/// 8 threads, each `PAIRS` times: check one unit of `key`, give it back. Returns
-/// (units admitted, units the key is short of its burst afterwards) on a frozen clock,
-/// so every unit short is one a refund kept.
-fn check_and_refund_keyed<A: Algorithm + Copy + Send + Sync + 'static>(a: A) -> (u64, u64) {
-    let clock = Arc::new(ManualClock::starting_at(1_000_000_000));
-    let limiter = Arc::new(KeyedLimiter::with_clock(a, 1_000, clock.clone()));
-    let admitted: u64 = (0..THREADS)
+/// 8 threads, each `PAIRS` times: `pair()` checks one unit and gives it back,
+/// saying whether it was admitted. Returns the units admitted.
+fn eight_threads(pair: impl Fn() -> bool + Send + Sync + 'static) -> u64 {
+    let pair = Arc::new(pair);
+    (0..THREADS)
         .map(|_| {
-            let limiter = limiter.clone();
-            std::thread::spawn(move || {
-                let mut admitted = 0;
-                for _ in 0..PAIRS {
-                    let now = limiter.clock().now();
-                    let taken = limiter.acquire_at(&7u64, now, 1).unwrap();
-                    if let Some(admission) = taken.admission {
-                        admitted += 1;
-                        limiter.refund(&7u64, &admission);
-                    }
-                }
-                admitted
-            })
+            let pair = pair.clone();
+            std::thread::spawn(move || (0..PAIRS).filter(|_| pair()).count() as u64)
         })
         .collect::<Vec<_>>()
         .into_iter()
         .map(|t| t.join().unwrap())
-        .sum();
+        .sum()
+}
+
+/// [`eight_threads`] on one key of a keyed table: (units admitted, units the key is
+/// short of its burst afterwards) on a frozen clock, so every unit short is one a
+/// refund kept.
+fn check_and_refund_keyed<A: Algorithm + Copy + Send + Sync + 'static>(a: A) -> (u64, u64) {
+    let clock = Arc::new(ManualClock::starting_at(1_000_000_000));
+    let limiter = Arc::new(KeyedLimiter::with_clock(a, 1_000, clock.clone()));
+    let l = limiter.clone();
+    let admitted = eight_threads(move || {
+        let taken = l.acquire_at(&7u64, l.clock().now(), 1).unwrap();
+        taken.admission.inspect(|x| l.refund(&7u64, x)).is_some()
+    });
     let left = limiter.peek_at(&7u64, clock.now(), 0).unwrap().remaining();
     (admitted, a.capacity() - left)
 }
 
+/// The same on a direct limiter.
 fn check_and_refund_direct<A: Algorithm + Send + Sync + 'static>(a: A) -> (u64, u64) {
     let clock = Arc::new(ManualClock::starting_at(1_000_000_000));
     let limiter = Arc::new(RateLimiter::with_algorithm_and_clock(a, clock.clone()));
-    let admitted: u64 = (0..THREADS)
-        .map(|_| {
-            let limiter = limiter.clone();
-            std::thread::spawn(move || {
-                let mut admitted = 0;
-                for _ in 0..PAIRS {
-                    let now = limiter.clock().now();
-                    let taken = limiter.acquire_at(now, 1).unwrap();
-                    if let Some(admission) = taken.admission {
-                        admitted += 1;
-                        limiter.refund(&admission);
-                    }
-                }
-                admitted
+    let l = limiter.clone();
+    let admitted = eight_threads(move || {
+        let taken = l.acquire_at(l.clock().now(), 1).unwrap();
+        taken
+            .admission
+            .inspect(|x| {
+                l.refund(x);
             })
-        })
-        .collect::<Vec<_>>()
-        .into_iter()
-        .map(|t| t.join().unwrap())
-        .sum();
+            .is_some()
+    });
     let left = limiter.peek_at(clock.now(), 0).unwrap().remaining();
     (admitted, limiter.algorithm().capacity() - left)
 }
