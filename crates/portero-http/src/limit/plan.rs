@@ -237,8 +237,9 @@ impl<B> Plan<B> {
                 continue;
             }
             match entry.peek(request, run.cost, self.when_no_key) {
-                // A store that cannot tell is taken in its turn, as before.
-                None => {}
+                // A store that cannot tell is taken in its turn, as before (and listed as
+                // it stands if a later one refuses now).
+                None => would_admit |= bit(at),
                 Some(Step::Checked(Checking::Done(Ok(checked)))) => {
                     let d = checked.decision;
                     if !d.is_allowed() {
