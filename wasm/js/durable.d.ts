@@ -36,7 +36,9 @@ export interface ShardOptions extends ShardSettings {
  * (one per isolate, built once) no span of time admits more than the rule does in it
  * plus `I × (batch - 1)`, nor more than the rule does in it lengthened by
  * `lifetimeMs`; a batch of 1 is exact. A check that costs more than a lease holds
- * spends what it holds and asks the shard for the rest; a full table of leases
+ * spends what it holds and asks the shard for the rest (the held units count as spent
+ * when that call is sent, so the second bound lengthens by one call's latency); a
+ * full table of leases
  * (`localKeys`) takes no new one until one ends, so a flood of new keys cannot push out
  * a live lease. Unspent units are not given back: a limiter that ends mid-lease loses at
  * most `batch - 1` per key.

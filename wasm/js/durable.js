@@ -295,7 +295,9 @@ function pairsOf(checks) {
  * span of time, no more is admitted than the rule admits in that span plus
  * `I × (batch - 1)`, nor more than it admits in that span lengthened by `lifetimeMs`.
  * A batch of 1 is exact. A check that costs more than the lease holds spends what it
- * holds and asks the shard for the rest (given back to the lease if refused); a full
+ * holds and asks the shard for the rest (given back to the lease if refused; spent when
+ * the call is sent, so such a check's held units can be used up to one call's latency
+ * after the lease's end, which lengthens the second bound by that latency); a full
  * table of leases (`localKeys`) takes no new lease until one ends, so a flood of new
  * keys asks for its cost alone and cannot push out a live lease. A live isolate loses
  * no leased unit; one that ends mid-lease loses what it held, at most `batch - 1` a key.
@@ -309,6 +311,9 @@ export class EdgeLimiter {
   #lease; // { batch, lifetimeMs }, or null
   #leases = new Map(); // key -> this isolate's lease: { left, expires, limit, resetAt }
   #leasing = new Set(); // keys with a lease request of this isolate in flight
+  #pending = 0; // of those, requests for keys that hold no lease (each takes a place)
+  #nextEnd = Infinity; // no held lease ends before this, while the clock runs forward
+  #scanned = -Infinity; // when the table was last scanned for ended leases
   #localKeys;
   #refused = new Map(); // key -> the shard's last refusal: { cost, limit, retryAt, resetAt }
   /** Calls made to shards by this isolate (for tests and metrics). */
@@ -373,9 +378,13 @@ export class EdgeLimiter {
     const out = new Array(asked.length);
     const byShard = new Map();
     asked.forEach((check, i) => {
-      const { cost, slot, mine } = check;
+      const { cost, slot } = check;
+      // Units a live lease holds count toward the cost: they were charged by the shard
+      // (and are in this isolate's count) already, so the local stages judge the rest.
+      const rest = cost - this.#held(slot, at, cost);
+      const mine = rest === cost ? check.mine : this.#local.peek(slot, at, rest);
       // A lease's units were charged by the shard already: they come first.
-      const answer = this.#spend(slot, at, cost) ?? this.#remembered(slot, at, cost) ?? (mine.allowed ? null : local(mine));
+      const answer = this.#spend(slot, at, cost) ?? this.#remembered(slot, at, rest) ?? (mine.allowed ? null : local(mine));
       if (answer !== null) {
         out[i] = answer;
         return;
@@ -389,6 +398,9 @@ export class EdgeLimiter {
       // One lease request per key in flight: a check meanwhile asks for its cost alone.
       if (this.#lease !== null && cost >= 1 && !this.#leasing.has(slot) && this.#roomFor(slot, at)) {
         this.#leasing.add(slot);
+        // A request for a key that holds no lease takes a place in the table now.
+        check.place = !this.#leases.has(slot);
+        if (check.place) this.#pending += 1;
         check.lease = Math.max(check.ask, this.#lease.batch);
       }
       const shard = shardOf(slot, this.#shards);
@@ -406,7 +418,11 @@ export class EdgeLimiter {
           for (const i of indices) this.#putBack(asked[i]);
           throw e;
         } finally {
-          for (const i of indices) if (asked[i].lease !== undefined) this.#leasing.delete(asked[i].slot);
+          for (const i of indices) {
+            if (asked[i].lease === undefined) continue;
+            this.#leasing.delete(asked[i].slot);
+            if (asked[i].place) this.#pending -= 1;
+          }
         }
         // The isolate's clock when the answer came: a lease that ended while the call
         // was on its way is counted no more.
@@ -449,6 +465,7 @@ export class EdgeLimiter {
   // back meanwhile: those are lost, never more than `batch - 1`.
   #keep(slot, sent, left, decision) {
     this.#leases.delete(slot);
+    this.#nextEnd = Math.min(this.#nextEnd, sent + this.#lease.lifetimeMs);
     this.#leases.set(slot, {
       left,
       sent,
@@ -456,6 +473,14 @@ export class EdgeLimiter {
       limit: decision.limit,
       resetAt: sent + decision.resetAfterMs,
     });
+  }
+
+  // Units of `slot`'s live lease at `at` that a check of `cost` would use (no more than
+  // the cost); 0 without one.
+  #held(slot, at, cost) {
+    const lease = this.#leases.get(slot);
+    if (lease === undefined || cost < 1 || at >= lease.expires || at < lease.sent) return 0;
+    return Math.min(lease.left, cost);
   }
 
   // Sets aside for a check of `cost` the units `lease` holds at `at` (fewer than the
@@ -478,11 +503,19 @@ export class EdgeLimiter {
   // leases that ended are dropped. A full table of live leases takes none (the key asks
   // for its cost alone): a flood of new keys cannot push out a key's live lease.
   #roomFor(slot, at) {
-    if (this.#leases.has(slot) || this.#leases.size < this.#localKeys) return true;
+    if (this.#leases.has(slot)) return true;
+    const full = () => this.#leases.size + this.#pending >= this.#localKeys;
+    if (!full()) return true;
+    // Scanned only once the earliest held lease may have ended (or the clock went back):
+    // a flood of new keys against a table of live leases costs no scan each.
+    if (at < this.#nextEnd && at >= this.#scanned) return false;
+    this.#scanned = at;
+    this.#nextEnd = Infinity;
     for (const [k, lease] of this.#leases) {
       if (at >= lease.expires || at < lease.sent) this.#leases.delete(k);
+      else this.#nextEnd = Math.min(this.#nextEnd, lease.expires);
     }
-    return this.#leases.size < this.#localKeys;
+    return !full();
   }
 
   // `cost` units of this isolate's lease of `slot` at `at`, as an answer: only before the

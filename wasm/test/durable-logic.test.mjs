@@ -688,3 +688,41 @@ test("a flood of new keys cannot push out a key's live lease", () =>
     assert.equal(10 + a.leasedUnits("victim", clock.now) + left, 50);
     assert.equal(left, 40, "the victim's one lease served it: nothing dropped, nothing asked again");
   }));
+
+test("lease requests in flight count toward the lease table, so it never outgrows localKeys", () =>
+  withClock(async (clock) => {
+    const a = leasing(namespace(), 10, { localKeys: 10 });
+    const keys = Array.from({ length: 100 }, (_, i) => [`k${i}`, 1]);
+    await a.checkMany(keys, clock.now);
+    await Promise.all(Array.from({ length: 100 }, (_, i) => a.check(`j${i}`, clock.now)));
+    const holding = [...keys.map(([k]) => k), ...Array.from({ length: 100 }, (_, i) => `j${i}`)].filter(
+      (k) => a.leasedUnits(k, clock.now) > 0,
+    );
+    assert.ok(holding.length <= 10, `${holding.length} keys hold a lease with localKeys 10`);
+  }));
+
+test("units a lease holds count toward a larger check in the local stages too", () =>
+  withClock(async (clock) => {
+    // (Found by an outside review.) A remembered refusal of the part asked of the shard,
+    // and this isolate's own count, must judge the part not yet held.
+    const ns = namespace();
+    const a = leasing(ns, 10);
+    const other = new EdgeLimiter({ namespace: ns, rule: { perHour: 50 }, shards: 1 });
+    assert.ok((await a.check("k", clock.now, 1)).allowed); // a holds 9
+    assert.ok((await other.check("k", clock.now, 37)).allowed); // the object has 3 left
+    assert.ok((await a.check("k", clock.now, 4)).allowed); // from the lease: 5 held
+    assert.equal((await a.check("k", clock.now, 9)).allowed, false, "5 held + 3 left < 9");
+    assert.equal(a.leasedUnits("k", clock.now), 5, "the units set aside came back");
+    const six = await a.check("k", clock.now, 6);
+    assert.ok(six.allowed, "5 held + 1 of the object's 3");
+    // This isolate's own count: 40 admitted here with 5 held, 5 left at the object.
+    const b = leasing(namespace(), 10);
+    await Promise.all([b.check("q", clock.now, 1), b.check("q", clock.now, 5)]);
+    await b.check("q", clock.now, 9);
+    for (let i = 0; i < 2; i++) await Promise.all([b.check("q", clock.now, 1), b.check("q", clock.now, 9)]);
+    await b.check("q", clock.now, 1);
+    await b.check("q", clock.now, 4);
+    const held = b.leasedUnits("q", clock.now);
+    const nine = await b.check("q", clock.now, 9);
+    assert.ok(nine.allowed || held + 5 < 9, `9 with ${held} held and the object's rest: ${JSON.stringify(nine)}`);
+  }));
