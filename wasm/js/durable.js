@@ -265,7 +265,8 @@ function pairsOf(checks) {
     if (!Array.isArray(check)) fail(`checks must be [key, cost] pairs, got ${typeof check}`);
     const [key, cost = 1, lease = cost] = check;
     if (typeof key !== "string") fail(`key must be a string, got ${typeof key}`);
-    if (lease !== cost && !(Number.isSafeInteger(lease) && lease >= 1)) {
+    // (`Object.is`: a NaN cost is the cost's error, reported by the peek, not a lease's.)
+    if (!Object.is(lease, cost) && !(Number.isSafeInteger(lease) && lease >= 1)) {
       fail(`a check's lease must be a whole number of units of at least 1, got ${shown(lease)}`);
     }
     return [key, cost, lease];

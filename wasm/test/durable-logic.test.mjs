@@ -726,3 +726,10 @@ test("units a lease holds count toward a larger check in the local stages too", 
     const nine = await b.check("q", clock.now, 9);
     assert.ok(nine.allowed || held + 5 < 9, `9 with ${held} held and the object's rest: ${JSON.stringify(nine)}`);
   }));
+
+test("a NaN cost is reported as the cost's error, not a lease's", async () => {
+  const a = new EdgeLimiter({ namespace: namespace(), rule: { perHour: 50 }, shards: 1 });
+  const message = await a.check("k", Date.now(), NaN).catch((e) => e.message);
+  assert.match(message, /^portero: /);
+  assert.doesNotMatch(message, /lease/);
+});
