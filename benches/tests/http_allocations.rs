@@ -162,12 +162,11 @@ fn the_layer_allocates_little_per_request() {
     let [axum_layer, one, _readme, together, governor, refused] = rows[..] else {
         unreachable!()
     };
-    // The layer's own: the `RateLimit` value's one copy and the response map's growth
-    // (2), and with portero-http's `metrics` feature on — as in a workspace build,
-    // where another crate's tests turn it on — the labels of the request's counter
-    // (1 more, recorder or not).
+    // The layer's own: the `RateLimit` value's one copy and the response map's growth,
+    // with portero-http's `metrics` feature on or off (a workspace build turns it on:
+    // the request's counter borrows a key built once per policy).
     assert!(
-        one - axum_layer <= 3.0,
+        one - axum_layer <= 2.0,
         "portero's own allocations: {}",
         one - axum_layer
     );

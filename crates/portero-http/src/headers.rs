@@ -57,6 +57,9 @@ pub struct Policy {
     window_secs: u64,
     /// The prebuilt `RateLimit-Policy` value (it never changes).
     field: HeaderValue,
+    /// Its counters' keys, built once each (feature `metrics`).
+    #[cfg(feature = "metrics")]
+    pub(crate) counters: crate::metric_keys::RequestKeys,
 }
 
 /// Why a [`Policy`] could not be built.
@@ -106,6 +109,8 @@ impl Policy {
             quota,
             window_secs,
             field,
+            #[cfg(feature = "metrics")]
+            counters: Default::default(),
         })
     }
 
@@ -145,6 +150,12 @@ impl Policy {
     #[cfg(feature = "metrics")]
     pub(crate) fn shared_name(&self) -> std::sync::Arc<str> {
         self.name.clone()
+    }
+
+    /// The name as a shared string, borrowed.
+    #[cfg(feature = "metrics")]
+    pub(crate) fn name_shared(&self) -> &std::sync::Arc<str> {
+        &self.name
     }
 
     /// Units per window.

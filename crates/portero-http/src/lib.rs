@@ -64,6 +64,8 @@ mod field_value;
 pub mod headers;
 pub mod keys;
 mod limit;
+#[cfg(feature = "metrics")]
+mod metric_keys;
 mod observe;
 #[cfg(feature = "metrics")]
 pub use observe::describe_metrics;

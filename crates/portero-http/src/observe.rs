@@ -94,13 +94,16 @@ pub(crate) fn record(policy: &Policy, outcome: Outcome, source: Source) {
     #[cfg(feature = "metrics")]
     described();
     #[cfg(feature = "metrics")]
-    metrics::counter!(
-        "portero_requests_total",
-        "policy" => metrics::SharedString::from(policy.shared_name()),
-        "outcome" => outcome.as_str(),
-        "source" => source.as_str()
-    )
-    .increment(1);
+    {
+        static METADATA: metrics::Metadata<'static> =
+            metrics::Metadata::new(module_path!(), metrics::Level::INFO, Some(module_path!()));
+        policy.counters.with(
+            policy.name_shared(),
+            (outcome as usize, outcome.as_str()),
+            (source as usize, source.as_str()),
+            |key| metrics::with_recorder(|r| r.register_counter(key, &METADATA).increment(1)),
+        );
+    }
     #[cfg(feature = "tracing")]
     if matches!(outcome, Outcome::Rejected | Outcome::ShadowRejected) {
         tracing::info!(

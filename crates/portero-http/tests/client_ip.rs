@@ -364,8 +364,11 @@ proptest! {
         let peer: IpAddr = "10.1.1.1".parse().unwrap();
         let key = ClientIp::new(trusted().writing(field)).resolve(peer, &headers);
         let p = Prefixes::default();
+        // A generated hop may itself hold a comma ("::,"): the field then names each part.
         let named: Vec<ClientAddr> = hops
             .iter()
+            .flat_map(|h| h.split(','))
+            .map(str::trim)
             .filter_map(|h| h.trim_start_matches('[').split("]:").next()?.parse::<IpAddr>().ok())
             .map(|ip| p.group(ip))
             .collect();
