@@ -105,6 +105,10 @@ struct ContentionArgs {
     /// Single checks timed per thread for the latency percentiles.
     #[arg(long, default_value_t = 20_000)]
     samples: usize,
+    /// Run thread counts above this machine's cores too (marked in the table): they
+    /// measure the OS's scheduler as much as the subject, so they are refused unless asked.
+    #[arg(long)]
+    oversubscribe: bool,
     #[command(flatten)]
     out: Output,
 }
@@ -386,6 +390,17 @@ fn contention(args: ContentionArgs) -> Result<()> {
     if study.threads.contains(&0) {
         return Err("--threads must all be at least 1".into());
     }
+    let cores = contention::study::cores();
+    if let Some(&over) = study.threads.iter().find(|&&t| t > cores) {
+        if !args.oversubscribe {
+            return Err(format!(
+                "--threads {over} is more than this machine's {cores} cores: the threads would take turns \
+                 on the cores and the figures measure the OS's scheduler; pass --oversubscribe to run them \
+                 anyway (marked in the table)"
+            )
+            .into());
+        }
+    }
     if !args.subjects.is_empty() {
         study.subjects = args
             .subjects
@@ -420,7 +435,11 @@ fn contention(args: ContentionArgs) -> Result<()> {
         println!(
             "machine: {machine}; {} cores; threads {}; {} runs of {} ms after a warm-up; {} latency samples a thread",
             contention::study::cores(),
-            if pinned { "pinned to cores" } else { "NOT pinned (the OS does not let this process choose cores)" },
+            match (pinned, study.threads.iter().any(|&t| t > cores)) {
+                (true, false) => "pinned to cores, one each",
+                (true, true) => "pinned to cores, one each up to the core count, then sharing them in turn",
+                (false, _) => "NOT pinned (the OS does not let this process choose cores)",
+            },
             study.runs,
             args.duration_ms,
             study.samples

@@ -89,3 +89,45 @@ fn the_audit_catches_a_limiter_that_admits_more_than_its_quota() {
     let (audit, _) = threads::audited(&honest, 2, Duration::from_millis(10));
     assert!(audit.holds(), "{audit:?}");
 }
+
+/// More threads than cores: refused unless asked, and then marked in the table.
+#[test]
+fn more_threads_than_cores_are_refused_unless_asked_and_then_marked() {
+    let cores = contention::study::cores();
+    let run = |extra: &[&str]| {
+        let many = (cores + 1).to_string();
+        let mut args = vec![
+            "contention",
+            "--threads",
+            &many,
+            "--subjects",
+            "floor",
+            "--runs",
+            "1",
+        ];
+        args.extend_from_slice(&["--duration-ms", "5", "--samples", "10"]);
+        args.extend_from_slice(extra);
+        std::process::Command::new(env!("CARGO_BIN_EXE_portero-lab"))
+            .args(&args)
+            .output()
+            .expect("the lab runs")
+    };
+    let refused = run(&[]);
+    assert!(
+        !refused.status.success(),
+        "oversubscription ran without being asked"
+    );
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--oversubscribe"));
+    let asked = run(&["--oversubscribe"]);
+    assert!(
+        asked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&asked.stderr)
+    );
+    let table = String::from_utf8_lossy(&asked.stdout);
+    assert!(table.contains(&format!("{}*", cores + 1)), "{table}");
+    assert!(
+        table.contains("more threads than this machine's"),
+        "{table}"
+    );
+}

@@ -6,8 +6,10 @@ use super::study::{Row, Study};
 use super::subjects::Subject;
 use crate::svg::{self, Panel, Series};
 
-/// The table: one line per (subject, threads).
+/// The table: one line per (subject, threads); a thread count above this machine's
+/// cores is marked `*` and explained under the table.
 pub fn table(rows: &[Row]) -> String {
+    let cores = super::study::cores();
     let mut out = format!(
         "{:<28} {:>7} {:>10} {:>17} {:>7} {:>8} {:>8} {:>9}  {}\n",
         "subject",
@@ -27,10 +29,15 @@ pub fn table(rows: &[Row]) -> String {
             Some(a) if r.audit.holds() => format!("{} / {} ok", r.audit.admitted, a),
             Some(a) => format!("{} / {} OVER THE QUOTA", r.audit.admitted, a),
         };
+        let threads = if r.threads > cores {
+            format!("{}*", r.threads)
+        } else {
+            r.threads.to_string()
+        };
         out.push_str(&format!(
             "{:<28} {:>7} {:>10.1} {:>8.1}-{:<8.1} {:>6.0}% {:>8.0} {:>8.0} {:>9.0}  {}\n",
             r.subject.name(),
-            r.threads,
+            threads,
             r.median_mops(),
             lo,
             hi,
@@ -39,6 +46,12 @@ pub fn table(rows: &[Row]) -> String {
             r.latency_ns[1],
             r.latency_ns[2],
             audit
+        ));
+    }
+    if rows.iter().any(|r| r.threads > cores) {
+        out.push_str(&format!(
+            "* more threads than this machine's {cores} cores (--oversubscribe): they take turns on the cores, \
+             so these rows measure the OS's scheduler as much as the subject\n"
         ));
     }
     out
@@ -56,6 +69,7 @@ pub fn json(study: &Study, rows: &[Row], machine: &str, pinned: bool) -> Value {
         "rows": rows.iter().map(|r| json!({
             "subject": r.subject.name(),
             "threads": r.threads,
+            "oversubscribed": r.threads > super::study::cores(),
             "mops": { "median": r.median_mops(), "runs": r.mops },
             "efficiency": r.efficiency,
             "latency_ns": { "p50": r.latency_ns[0], "p99": r.latency_ns[1], "p999": r.latency_ns[2] },
