@@ -6,17 +6,14 @@
 //! to bounds: the layer's own allocations, over the router alone.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::Arc;
 
-use axum::body::Body;
-use axum::extract::ConnectInfo;
-use axum::{routing::get, Router};
-use http::Request;
-use portero::{Gcra, KeyedLimiter, Quota};
-use portero_http::axum::ClientAddrLayer;
-use portero_http::{keys, ClientIp, Limit, LimitLayer, Policy, TrustedProxies};
+use axum::Router;
+use portero_http::Policy;
 use tower::ServiceExt;
+
+#[path = "../support/http_routers.rs"]
+mod http_routers;
+use http_routers::{request, Routers};
 
 struct Counting;
 
@@ -59,26 +56,17 @@ static GLOBAL: Counting = Counting;
 
 const CLIENTS: u32 = 1_000;
 
-fn request(i: u32) -> Request<Body> {
-    let peer = SocketAddr::new(
-        IpAddr::V4(Ipv4Addr::from(0xC000_0000 | (i % CLIENTS))),
-        40_000,
-    );
-    let mut req = Request::get("/").body(Body::empty()).unwrap();
-    req.extensions_mut().insert(ConnectInfo(peer));
-    req
-}
-
 /// Allocations and bytes per request through `router`, after a warm-up that has seen
 /// every client once; the request itself is built outside the count.
 fn per_request(router: &Router, rt: &tokio::runtime::Runtime) -> (f64, f64) {
     for i in 0..2 * CLIENTS {
-        rt.block_on(router.clone().oneshot(request(i))).unwrap();
+        rt.block_on(router.clone().oneshot(request(i, CLIENTS)))
+            .unwrap();
     }
     let n = 2_000u32;
     let (mut allocs, mut bytes) = (0, 0);
     for i in 0..n {
-        let req = request(i);
+        let req = request(i, CLIENTS);
         let router = router.clone();
         let (a0, b0) = counts();
         let response = rt.block_on(router.oneshot(req)).unwrap();
@@ -90,7 +78,7 @@ fn per_request(router: &Router, rt: &tokio::runtime::Runtime) -> (f64, f64) {
     (allocs as f64 / f64::from(n), bytes as f64 / f64::from(n))
 }
 
-fn quota() -> Quota {
+fn quota() -> portero::Quota {
     portero_benches::open_quota()
 }
 
@@ -99,49 +87,15 @@ fn the_layer_allocates_little_per_request() {
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
-    let plain = Router::new().route("/", get(|| async { "ok" }));
-    let table = || Arc::new(KeyedLimiter::new(Gcra::new(quota()), 2 * CLIENTS as usize));
-    let client = ClientIp::new(TrustedProxies::none());
-    let one_layer = plain.clone().layer(LimitLayer::new(Limit::new(
-        table(),
-        Policy::for_quota("per-ip", &quota()).unwrap(),
-        move |req: &Request<Body>| client.key(req),
-    )));
-    let readme = plain
-        .clone()
-        .layer(LimitLayer::new(Limit::new(
-            table(),
-            Policy::for_quota("per-ip", &quota()).unwrap(),
-            keys::client_addr(),
-        )))
-        .layer(ClientAddrLayer::new(ClientIp::new(TrustedProxies::none())));
-    let together = plain.clone().layer(
-        tower::ServiceBuilder::new()
-            .layer(ClientAddrLayer::new(ClientIp::new(TrustedProxies::none())))
-            .layer(LimitLayer::new(Limit::new(
-                table(),
-                Policy::for_quota("per-ip", &quota()).unwrap(),
-                keys::client_addr(),
-            ))),
-    );
-    let config = tower_governor::governor::GovernorConfigBuilder::default()
-        .per_nanosecond(1)
-        .burst_size(1 << 30)
-        .use_headers()
-        .finish()
-        .unwrap();
-    let governor = plain
-        .clone()
-        .layer(tower_governor::GovernorLayer::new(Arc::new(config)));
-    let closed = Quota::per_hour(1).unwrap();
-    let client = ClientIp::new(TrustedProxies::none());
-    let refusing = plain.clone().layer(LimitLayer::new(Limit::new(
-        Arc::new(KeyedLimiter::new(Gcra::new(closed), 2 * CLIENTS as usize)),
-        Policy::for_quota("per-ip", &closed).unwrap(),
-        move |req: &Request<Body>| client.key(req),
-    )));
-
-    let identity = plain.clone().layer(tower::layer::util::Identity::new());
+    let Routers {
+        plain,
+        identity,
+        portero: one_layer,
+        readme_two_layers: readme,
+        readme: together,
+        governor,
+        refusing,
+    } = Routers::new(CLIENTS);
     let (base, base_bytes) = per_request(&plain, &rt);
     let mut rows = Vec::new();
     for (name, router) in [

@@ -39,19 +39,7 @@ async fn two_hundred_concurrent_requests_refused_by_redis_keep_no_local_unit() {
             policy("tenant", per_tenant),
             x_tenant(),
         ));
-        let app = app(layer);
-        let all: Vec<_> = (0..200)
-            .map(|_| {
-                let app = app.clone();
-                tokio::spawn(
-                    async move { app.oneshot(from("alice", "acme")).await.unwrap().status() },
-                )
-            })
-            .collect();
-        let mut through = 0u64;
-        for one in all {
-            through += u64::from(one.await.unwrap() == StatusCode::OK);
-        }
+        let through = at_once(app(layer), 200).await;
         let left = client
             .peek_at(&HeaderValue::from_static("alice"), clock.now(), 0)
             .unwrap()
@@ -95,19 +83,7 @@ async fn a_nearly_spent_local_limit_refuses_before_redis_is_charged() {
         policy("tenant", per_tenant),
         x_tenant(),
     ));
-    let front = app(layer);
-    let all: Vec<_> = (0..50)
-        .map(|_| {
-            let front = front.clone();
-            tokio::spawn(
-                async move { front.oneshot(from("alice", "acme")).await.unwrap().status() },
-            )
-        })
-        .collect();
-    let mut through = 0u64;
-    for one in all {
-        through += u64::from(one.await.unwrap() == StatusCode::OK);
-    }
+    let through = at_once(app(layer), 50).await;
     // What the tenant has left: only its Redis limit, for other clients.
     let alone = app(LimitLayer::new(Limit::new(
         tenant,
@@ -127,4 +103,21 @@ async fn a_nearly_spent_local_limit_refuses_before_redis_is_charged() {
     println!("client 1 unit left, tenant 100 in Redis: {through} of 50 through, the tenant has {left} left");
     assert_eq!(through, 1);
     assert_eq!(left, 99, "the tenant was charged for refused requests");
+}
+
+/// `n` requests of alice (tenant acme) sent at once: how many got through.
+async fn at_once(front: axum::Router, n: usize) -> u64 {
+    let all: Vec<_> = (0..n)
+        .map(|_| {
+            let front = front.clone();
+            tokio::spawn(
+                async move { front.oneshot(from("alice", "acme")).await.unwrap().status() },
+            )
+        })
+        .collect();
+    let mut through = 0;
+    for one in all {
+        through += u64::from(one.await.unwrap() == StatusCode::OK);
+    }
+    through
 }

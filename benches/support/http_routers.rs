@@ -1,0 +1,91 @@
+//! The axum routers the HTTP layer is measured in, for the criterion benchmark
+//! (`benches/http.rs`) and the allocation count (`tests/http_allocations.rs`): the
+//! router alone, portero's layer as users set it up, tower_governor's with the same
+//! quota, and requests from `clients` peer addresses in turn.
+#![allow(dead_code)] // each binary uses the routers it measures
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::ConnectInfo;
+use axum::{routing::get, Router};
+use http::Request;
+use portero::{Gcra, KeyedLimiter, Quota};
+use portero_benches::open_quota;
+use portero_http::axum::ClientAddrLayer;
+use portero_http::{keys, ClientIp, Limit, LimitLayer, Policy, TrustedProxies};
+
+/// Request `i`, from the `i % clients`-th peer address.
+pub fn request(i: u32, clients: u32) -> Request<Body> {
+    let peer = SocketAddr::new(
+        IpAddr::V4(Ipv4Addr::from(0xC000_0000 | (i % clients))),
+        40_000,
+    );
+    let mut req = Request::get("/").body(Body::empty()).unwrap();
+    req.extensions_mut().insert(ConnectInfo(peer));
+    req
+}
+
+/// Every setup, over `clients` peers (each table holds twice as many keys).
+pub struct Routers {
+    /// One route, no layer.
+    pub plain: Router,
+    /// A layer that does nothing: what axum's `Router::layer` costs by itself.
+    pub identity: Router,
+    /// portero's `LimitLayer` keyed by `ClientIp::key`, an open quota.
+    pub portero: Router,
+    /// The README's setup as two `Router::layer`s (`ClientAddrLayer`, `LimitLayer`).
+    pub readme_two_layers: Router,
+    /// The README's setup: the same two in one `ServiceBuilder` layer.
+    pub readme: Router,
+    /// tower_governor's layer with the same quota and key, fields on.
+    pub governor: Router,
+    /// portero's layer refusing every request (one per hour, spent).
+    pub refusing: Router,
+}
+
+impl Routers {
+    pub fn new(clients: u32) -> Self {
+        let plain = Router::new().route("/", get(|| async { "ok" }));
+        let table = |q: Quota| Arc::new(KeyedLimiter::new(Gcra::new(q), 2 * clients as usize));
+        let policy = |q: Quota| Policy::for_quota("per-ip", &q).unwrap();
+        let by_ip = |q: Quota| {
+            let client = ClientIp::new(TrustedProxies::none());
+            LimitLayer::new(Limit::new(
+                table(q),
+                policy(q),
+                move |req: &Request<Body>| client.key(req),
+            ))
+        };
+        let by_addr = || {
+            LimitLayer::new(Limit::new(
+                table(open_quota()),
+                policy(open_quota()),
+                keys::client_addr(),
+            ))
+        };
+        let resolve = || ClientAddrLayer::new(ClientIp::new(TrustedProxies::none()));
+        let config = tower_governor::governor::GovernorConfigBuilder::default()
+            .per_nanosecond(1)
+            .burst_size(1 << 30)
+            .use_headers()
+            .finish()
+            .unwrap();
+        Self {
+            identity: plain.clone().layer(tower::layer::util::Identity::new()),
+            portero: plain.clone().layer(by_ip(open_quota())),
+            readme_two_layers: plain.clone().layer(by_addr()).layer(resolve()),
+            readme: plain.clone().layer(
+                tower::ServiceBuilder::new()
+                    .layer(resolve())
+                    .layer(by_addr()),
+            ),
+            governor: plain
+                .clone()
+                .layer(tower_governor::GovernorLayer::new(Arc::new(config))),
+            refusing: plain.clone().layer(by_ip(Quota::per_hour(1).unwrap())),
+            plain,
+        }
+    }
+}
