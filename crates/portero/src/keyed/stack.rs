@@ -84,11 +84,17 @@ pub struct Stacked {
 
 /// Checks `cost` units at `now` against every limit, all or none: asks each first
 /// (taking nothing), then takes from each, the tightest first (those that cannot be
-/// asked, then the fewest units left when asked), so that a race lost to other threads is most likely lost before
-/// anything was taken. On a refusal in the second step or an error, the units already
-/// taken are refunded, in reverse order.
+/// asked, then the fewest units left when asked; declared order on a tie), so that a
+/// race lost to other threads is most likely lost before anything was taken. On a
+/// refusal in the second step or an error, the units already taken are refunded, in
+/// reverse order.
 pub fn check_all(limits: &[&dyn Limit], now: u64, cost: u64) -> Result<Stacked, KeyedError> {
-    let mut order = [0usize; TIGHTEST_FIRST];
+    if limits.is_empty() {
+        return Ok(Stacked {
+            decision: Decision::admitted(0, 0, 0),
+            rejected_by: None,
+        });
+    }
     let mut left = [u64::MAX; TIGHTEST_FIRST];
     for (i, limit) in limits.iter().enumerate() {
         match limit.peek_at(now, cost)? {
@@ -100,58 +106,66 @@ pub fn check_all(limits: &[&dyn Limit], now: u64, cost: u64) -> Result<Stacked, 
             _ => {}
         }
     }
-    if limits.len() > TIGHTEST_FIRST {
-        return take_all(limits, now, cost);
-    }
-    let order = &mut order[..limits.len()];
-    for (i, o) in order.iter_mut().enumerate() {
+    let mut order = [0usize; TIGHTEST_FIRST];
+    let first = &mut order[..limits.len().min(TIGHTEST_FIRST)];
+    for (i, o) in first.iter_mut().enumerate() {
         *o = i;
     }
-    order.sort_unstable_by_key(|&i| left[i]);
-    take_in(limits, order, now, cost)
+    first.sort_unstable_by_key(|&i| (left[i], i)); // declared order on a tie
+    let rest = TIGHTEST_FIRST.min(limits.len())..limits.len();
+    take_in(
+        limits,
+        &mut first.iter().copied().chain(rest).peekable(),
+        now,
+        cost,
+    )
 }
 
-/// How many limits of a stack are ordered tightest first (more are taken in order).
+/// How many limits of a stack are ordered tightest first (more are taken after them,
+/// in order).
 const TIGHTEST_FIRST: usize = 8;
 
-/// [`take_all`] in `order` (indices into `limits`), reporting indices into `limits`.
-fn take_in(
+/// Takes `cost` units from each limit in `order` (at least one), reporting indices
+/// into `limits`; on a refusal (or an error) the units already taken are refunded, in
+/// reverse order, each admission kept on the stack of its call (no allocation).
+fn take_in<I: Iterator<Item = usize>>(
     limits: &[&dyn Limit],
-    order: &[usize],
+    order: &mut core::iter::Peekable<I>,
     now: u64,
     cost: u64,
 ) -> Result<Stacked, KeyedError> {
-    let mut taken: [Option<Admission>; TIGHTEST_FIRST] = [None; TIGHTEST_FIRST];
-    // The most binding decision (fewest remaining; the first declared on a tie).
-    let mut binding: Option<(Decision, usize)> = None;
-    for (n, &i) in order.iter().enumerate() {
-        let outcome = limits[i].acquire_at(now, cost);
-        let refused = match &outcome {
-            Ok(t) if t.decision.is_allowed() => None,
-            Ok(t) => Some(Ok(Stacked {
-                decision: t.decision,
-                rejected_by: Some(i),
-            })),
-            Err(e) => Some(Err(*e)),
-        };
-        if let Some(answer) = refused {
-            for (&j, admission) in order[..n].iter().zip(&taken[..n]).rev() {
-                if let Some(admission) = admission {
-                    limits[j].refund(admission);
-                }
+    let Some(i) = order.next() else {
+        return Ok(Stacked {
+            decision: Decision::admitted(0, 0, 0),
+            rejected_by: None,
+        });
+    };
+    let taken = limits[i].acquire_at(now, cost)?;
+    let d = taken.decision;
+    if !d.is_allowed() || order.peek().is_none() {
+        return Ok(Stacked {
+            decision: d,
+            rejected_by: (!d.is_allowed()).then_some(i),
+        });
+    }
+    let outcome = take_in(limits, order, now, cost);
+    match outcome {
+        // The most binding decision: fewest remaining, the one taken first on a tie.
+        Ok(s) if s.rejected_by.is_none() => Ok(Stacked {
+            decision: if d.remaining() <= s.decision.remaining() {
+                d
+            } else {
+                s.decision
+            },
+            rejected_by: None,
+        }),
+        _ => {
+            if let Some(admission) = &taken.admission {
+                limits[i].refund(admission);
             }
-            return answer;
-        }
-        let t = outcome?;
-        taken[n] = t.admission;
-        if binding.is_none_or(|(b, j)| (t.decision.remaining(), i) < (b.remaining(), j)) {
-            binding = Some((t.decision, i));
+            outcome
         }
     }
-    Ok(Stacked {
-        decision: binding.map_or(Decision::admitted(0, 0, 0), |(d, _)| d),
-        rejected_by: None,
-    })
 }
 
 /// Limit `i` would refuse (`peeked`): its own check answers, so that a limit that
@@ -180,52 +194,50 @@ fn refused_at(
     })
 }
 
-/// Takes `cost` units from every limit in order; on a refusal (or an error) the units
-/// already taken are refunded, in reverse order.
-fn take_all(limits: &[&dyn Limit], now: u64, cost: u64) -> Result<Stacked, KeyedError> {
-    let Some((first, rest)) = limits.split_first() else {
-        return Ok(Stacked {
-            decision: Decision::admitted(0, 0, 0),
-            rejected_by: None,
-        });
-    };
-    let taken = first.acquire_at(now, cost)?;
-    let d = taken.decision;
-    if !d.is_allowed() {
-        return Ok(Stacked {
-            decision: d,
-            rejected_by: Some(0),
-        });
-    }
-    if rest.is_empty() {
-        return Ok(Stacked {
-            decision: d,
-            rejected_by: None,
-        });
-    }
-    // The rest of the stack, then this limit's refund if it refused: the refunds run
-    // in reverse order, each admission kept on the stack of this call (no allocation).
-    let outcome = take_all(rest, now, cost);
-    match outcome {
-        Ok(s) if s.rejected_by.is_none() => {
-            let binding = if d.remaining() <= s.decision.remaining() {
-                d
-            } else {
-                s.decision
-            };
-            Ok(Stacked {
-                decision: binding,
-                rejected_by: None,
-            })
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::quota::Quota;
+
+    /// A limit that cannot be asked: taken, and given back when a later one refuses.
+    struct Unasked<'a>(&'a RateLimiter<crate::algorithm::gcra::Gcra, ManualClock>);
+
+    impl Limit for Unasked<'_> {
+        fn acquire_at(&self, now: u64, cost: u64) -> Result<Acquired, KeyedError> {
+            Ok(self.0.acquire_at(now, cost)?)
         }
-        _ => {
-            if let Some(admission) = &taken.admission {
-                first.refund(admission);
+        fn refund(&self, admission: &Admission) {
+            self.0.refund(admission);
+        }
+    }
+
+    /// Past the eight limits ordered tightest first, the rest are taken in order, and
+    /// a refusal by the last (which cannot be asked) gives every other limit its unit
+    /// back.
+    #[test]
+    fn a_stack_of_ten_is_all_or_none() {
+        let limits: [RateLimiter<_, ManualClock>; 10] = core::array::from_fn(|i| {
+            let burst = if i == 9 { 1 } else { 5 };
+            let q = Quota::per_hour(5).unwrap().with_burst(burst).unwrap();
+            RateLimiter::gcra(q).with_clock(ManualClock::new())
+        });
+        let last = Unasked(&limits[9]);
+        let all: [&dyn Limit; 10] = core::array::from_fn(|i| {
+            if i == 9 {
+                &last as &dyn Limit
+            } else {
+                &limits[i]
             }
-            outcome.map(|s| Stacked {
-                rejected_by: s.rejected_by.map(|i| i + 1),
-                ..s
-            })
+        });
+        let first = check_all(&all, 0, 1).unwrap();
+        assert_eq!(first.rejected_by, None);
+        assert_eq!(first.decision.remaining(), 0, "the last limit binds");
+        // The last limit is spent and cannot be asked: it refuses when taken, after
+        // the nine before it, which get their units back.
+        assert_eq!(check_all(&all, 0, 1).unwrap().rejected_by, Some(9));
+        for l in &limits[..9] {
+            assert_eq!(l.peek_at(0, 0).unwrap().remaining(), 4);
         }
     }
 }
