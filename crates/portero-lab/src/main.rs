@@ -446,7 +446,12 @@ fn contention(args: ContentionArgs) -> Result<()> {
         );
         print!("{}", report::table(&rows));
         println!("(Mops/s: million checks per second, all threads; efficiency: Mops/s at T / (T x one thread's);");
-        println!(" latency: one check, timer cost taken out; audit: admitted against burst + t/T per key for the run's time t)");
+        println!(
+            " latency: one check, timer cost taken out (timer: quanta, {} ns per reading here);",
+            threads::timer_cost_ns()
+        );
+        println!(" audit run: the subject on a quota it must enforce, a third of what its timed runs reached, spread over its keys;");
+        println!(" every key held to burst + floor(t/T) for the run's span t, no slack; keys drawn uniformly or by Zipf, exponent 1)");
     }
     let over: Vec<_> = rows.iter().filter(|r| !r.audit.holds()).collect();
     if !over.is_empty() {

@@ -20,15 +20,11 @@ pub fn table(rows: &[Row]) -> String {
         "p50 ns",
         "p99 ns",
         "p99.9 ns",
-        "audit: admitted / allowed"
+        "audit run: quota per key; largest key admitted / allowed; refused"
     );
     for r in rows {
         let (lo, hi) = (r.mops[0], r.mops[r.mops.len() - 1]);
-        let audit = match r.audit.allowed {
-            None => format!("{} (no quota)", r.audit.admitted),
-            Some(a) if r.audit.holds() => format!("{} / {} ok", r.audit.admitted, a),
-            Some(a) => format!("{} / {} OVER THE QUOTA", r.audit.admitted, a),
-        };
+        let audit = audit_cell(&r.audit);
         let threads = if r.threads > cores {
             format!("{}*", r.threads)
         } else {
@@ -57,6 +53,29 @@ pub fn table(rows: &[Row]) -> String {
     out
 }
 
+/// The audit column: the quota each key was held to, the largest key's admissions
+/// against what one key may admit, and the share refused.
+fn audit_cell(a: &super::study::Audit) -> String {
+    let (Some(q), Some(allowed)) = (a.quota, a.allowed) else {
+        return format!("no quota ({} admitted)", a.admitted);
+    };
+    let verdict = if a.holds() {
+        "ok".to_string()
+    } else {
+        format!("OVER in {} of {} keys", a.over, a.keys)
+    };
+    format!(
+        "{}/s b{} x {} key{}; {} / {} {verdict}; {:.0}% refused",
+        q.limit(),
+        q.burst(),
+        a.keys,
+        if a.keys == 1 { "" } else { "s" },
+        a.largest,
+        allowed,
+        100.0 * a.refused_share()
+    )
+}
+
 /// Every figure, for `--json`: the study's settings, the machine, and each row.
 pub fn json(study: &Study, rows: &[Row], machine: &str, pinned: bool) -> Value {
     json!({
@@ -74,9 +93,14 @@ pub fn json(study: &Study, rows: &[Row], machine: &str, pinned: bool) -> Value {
             "efficiency": r.efficiency,
             "latency_ns": { "p50": r.latency_ns[0], "p99": r.latency_ns[1], "p999": r.latency_ns[2] },
             "audit": {
+                "quota_per_second": r.audit.quota.map(|q| q.limit()),
+                "burst": r.audit.quota.map(|q| q.burst()),
+                "keys": r.audit.keys,
                 "checks": r.audit.checks,
                 "admitted": r.audit.admitted,
-                "allowed": r.audit.allowed,
+                "largest_key_admitted": r.audit.largest,
+                "allowed_per_key": r.audit.allowed,
+                "keys_over": r.audit.over,
                 "holds": r.audit.holds(),
             },
         })).collect::<Vec<_>>(),

@@ -52,7 +52,7 @@ pub struct Row {
     pub latency_ns: [f64; 3],
     /// Throughput at these threads ÷ (threads × one thread's), from the medians.
     pub efficiency: f64,
-    /// The audit of the run that admitted most against its quota's allowance.
+    /// The audit run's: the subject on a quota it must enforce.
     pub audit: Audit,
 }
 
@@ -63,21 +63,38 @@ impl Row {
     }
 }
 
-/// Admissions against what the subject's quota allows over the run's time.
+/// The audit run: the subject on a quota it must enforce ([`enforcing_quota`]),
+/// every admission counted against its key, each key held to `burst + ⌊t/T⌋` for the
+/// run's span `t` with no slack.
+///
+/// [`enforcing_quota`]: super::subjects::enforcing_quota
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Audit {
     /// Checks made.
     pub checks: u64,
-    /// Checks admitted.
+    /// Checks admitted, every key together.
     pub admitted: u64,
-    /// The most the quota allows in the run's time (`None`: no quota, the floor).
+    /// The quota each key was held to (`None`: no quota, the floor).
+    pub quota: Option<portero::Quota>,
+    /// Keys the checks were spread over.
+    pub keys: usize,
+    /// The most any one key admitted.
+    pub largest: u64,
+    /// The most one key may admit in the run's span (`burst + ⌊t/T⌋`).
     pub allowed: Option<u64>,
+    /// Keys that admitted more than `allowed`.
+    pub over: usize,
 }
 
 impl Audit {
-    /// Whether no more was admitted than the quota allows.
+    /// Whether no key admitted more than its quota allows.
     pub fn holds(&self) -> bool {
-        self.allowed.is_none_or(|a| self.admitted <= a)
+        self.over == 0
+    }
+
+    /// The share of checks refused (how hard the quota bit).
+    pub fn refused_share(&self) -> f64 {
+        1.0 - self.admitted as f64 / self.checks.max(1) as f64
     }
 }
 

@@ -109,15 +109,44 @@ impl Subject {
 pub trait Checker: Send + Sync + 'static {
     /// The thread's `i`-th check.
     fn check(&self, i: usize, thread: usize) -> bool;
-    /// The most its quota admits in `elapsed` (`None`: no quota).
-    fn allowed(&self, elapsed: Duration) -> Option<u64>;
+    /// The quota it claims for each key (`None`: no quota, the floor).
+    fn quota(&self) -> Option<Quota>;
+    /// Which key the thread's `i`-th check counts against (`0..keys()`).
+    fn key(&self, i: usize, thread: usize) -> usize {
+        let _ = (i, thread);
+        0
+    }
+    /// How many keys its checks are spread over.
+    fn keys(&self) -> usize {
+        1
+    }
 }
 
-/// `burst + ⌈elapsed / T⌉` for `keys` keys of `quota`: what GCRA (and a token bucket)
-/// may admit in `elapsed` from full.
-pub fn gcra_allowance(quota: &Quota, keys: u64, elapsed: Duration) -> u64 {
-    let earned = (elapsed.as_nanos() as u64).div_ceil(quota.interval_nanos());
-    keys.saturating_mul(quota.burst().saturating_add(earned))
+/// `burst + ⌊elapsed / T⌋`: the most GCRA (and a token bucket, and `Striped`) may
+/// admit for one key of `quota` in any span of `elapsed`, from full — no slack: a
+/// limiter that admits one unit more somewhere fails the audit.
+pub fn gcra_allowance(quota: &Quota, elapsed: Duration) -> u64 {
+    let earned = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX) / quota.interval_nanos();
+    quota.burst().saturating_add(earned)
+}
+
+/// The quota a subject must enforce in an audit run of `duration`: each key may
+/// admit about a third of what the timed runs' `reach` (checks per second, every
+/// thread together) would send it in that time (`h`, spread evenly over `keys`), a
+/// sixth as burst and a sixth earned at the rate — so a key of average traffic sees
+/// most of its checks refused (the audit run, counting every admission, is a little
+/// slower than the timed runs), and a hot one more. At least burst 1 and 1 per second (a key that
+/// gets fewer than two checks in the run cannot be refused: with a million keys,
+/// only runs long enough for the keys to repeat test them), at most 1,000,000 per
+/// second (an interval of 1 µs or more, far above any clock's disagreement), and a
+/// burst of at least `stripes` for `Striped`.
+pub fn enforcing_quota(reach: f64, keys: usize, stripes: usize, duration: Duration) -> Quota {
+    let hits = reach * duration.as_secs_f64() / keys.max(1) as f64;
+    let burst = ((hits / 6.0) as u64).max(1).max(stripes as u64);
+    let rate = (hits / 6.0 / duration.as_secs_f64()).clamp(1.0, 1_000_000.0) as u64;
+    Quota::per_second(rate)
+        .and_then(|q| q.with_burst(burst))
+        .expect("a valid quota")
 }
 
 /// A quota that never runs out at this speed: 10^9 per second, burst 2^30.
@@ -162,7 +191,7 @@ impl Checker for Floor {
             .compare_exchange(v, v + 1, Ordering::AcqRel, Ordering::Relaxed)
             .is_ok()
     }
-    fn allowed(&self, _: Duration) -> Option<u64> {
+    fn quota(&self) -> Option<Quota> {
         None
     }
 }
@@ -233,8 +262,8 @@ macro_rules! one_limit {
                 let $l = &self.0;
                 $admits
             }
-            fn allowed(&self, elapsed: Duration) -> Option<u64> {
-                Some(gcra_allowance(&self.1, 1, elapsed))
+            fn quota(&self) -> Option<Quota> {
+                Some(self.1)
             }
         }
     )*};
@@ -257,8 +286,16 @@ macro_rules! per_key {
                 let ($l, $k) = (&self.$table, &keys[i & (keys.len() - 1)]);
                 $admits
             }
-            fn allowed(&self, elapsed: Duration) -> Option<u64> {
-                Some(gcra_allowance(&self.quota, self.distinct, elapsed))
+            fn quota(&self) -> Option<Quota> {
+                Some(self.quota)
+            }
+            #[inline]
+            fn key(&self, i: usize, thread: usize) -> usize {
+                let keys = &self.keys[thread];
+                keys[i & (keys.len() - 1)] as usize
+            }
+            fn keys(&self) -> usize {
+                self.distinct as usize
             }
         }
     )*};
@@ -301,40 +338,61 @@ impl Checker for MutexBucket {
             false
         }
     }
-    fn allowed(&self, elapsed: Duration) -> Option<u64> {
-        Some(gcra_allowance(&self.quota, 1, elapsed))
+    fn quota(&self) -> Option<Quota> {
+        Some(self.quota)
     }
 }
 
-/// A fresh `subject` for `threads` threads, behind one type per kind of limit.
-pub fn fresh(subject: Subject, threads: usize) -> Arc<dyn AnyChecker> {
+/// How many keys `subject`'s checks are spread over.
+pub fn distinct_keys(subject: Subject) -> usize {
+    match subject {
+        Subject::Keyed10kUniform | Subject::Keyed10kZipf | Subject::Governor10kUniform => 10_000,
+        Subject::Keyed1mUniform | Subject::Keyed1mZipf => 1_000_000,
+        _ => 1,
+    }
+}
+
+/// A fresh `subject` for `threads` threads, behind one type per kind of limit: on
+/// its speed quota (`None`: one that admits everything, the tight one for
+/// `gcra-reject`), or on `quota` per key (the audit run's).
+pub fn fresh(subject: Subject, threads: usize, quota: Option<Quota>) -> Arc<dyn AnyChecker> {
+    let speed = if subject == Subject::GcraReject {
+        tight_quota()
+    } else {
+        open_quota()
+    };
+    let q = quota.unwrap_or(speed);
     let keyed = |keys: u64, zipf: bool| Keyed {
-        table: KeyedLimiter::new(Gcra::new(open_quota()), keys as usize),
+        table: KeyedLimiter::new(Gcra::new(q), keys as usize),
         keys: key_streams(keys, zipf, threads),
         distinct: keys,
-        quota: open_quota(),
+        quota: q,
     };
     match subject {
         Subject::FloorCas => Arc::new(Floor(AtomicU64::new(0))),
-        Subject::GcraAdmit => Arc::new(Direct(RateLimiter::gcra(open_quota()), open_quota())),
-        Subject::GcraReject => Arc::new(Direct(RateLimiter::gcra(tight_quota()), tight_quota())),
+        Subject::GcraAdmit | Subject::GcraReject => Arc::new(Direct(RateLimiter::gcra(q), q)),
         Subject::KeyedHot => Arc::new(keyed(1, false)),
         Subject::Keyed10kUniform => Arc::new(keyed(10_000, false)),
         Subject::Keyed10kZipf => Arc::new(keyed(10_000, true)),
         Subject::Keyed1mUniform => Arc::new(keyed(1_000_000, false)),
         Subject::Keyed1mZipf => Arc::new(keyed(1_000_000, true)),
         Subject::Striped => Arc::new(StripedLimit(
-            Striped::new(open_quota(), threads.max(2)).expect("a valid quota"),
-            open_quota(),
+            Striped::new(q, stripes(threads)).expect("a valid quota"),
+            q,
         )),
-        Subject::GovernorDirect => Arc::new(GovernorDirect::new(open_quota())),
+        Subject::GovernorDirect => Arc::new(GovernorDirect::new(q)),
         Subject::Governor10kUniform => Arc::new(GovernorKeyed::new(
-            open_quota(),
+            q,
             key_streams(10_000, false, threads),
             10_000,
         )),
-        Subject::Mutex => Arc::new(MutexBucket::new(open_quota())),
+        Subject::Mutex => Arc::new(MutexBucket::new(q)),
     }
+}
+
+/// The stripes `Striped` gets on `threads` threads: one each, at least two.
+pub fn stripes(threads: usize) -> usize {
+    threads.max(2)
 }
 
 /// A [`Checker`] behind one object type (each subject's loop is still its own
@@ -344,8 +402,13 @@ pub trait AnyChecker: Send + Sync {
     fn checks(&self, i: usize, count: usize, thread: usize) -> u64;
     /// One check (for the latency samples).
     fn one(&self, i: usize, thread: usize) -> bool;
-    /// [`Checker::allowed`].
-    fn allowance(&self, elapsed: Duration) -> Option<u64>;
+    /// `count` checks starting at `i`, on `thread`, each admitted one counted in
+    /// `admitted[key]` (the audit run): how many were admitted.
+    fn counted(&self, i: usize, count: usize, thread: usize, admitted: &[AtomicU64]) -> u64;
+    /// [`Checker::quota`].
+    fn claimed(&self) -> Option<Quota>;
+    /// [`Checker::keys`].
+    fn key_count(&self) -> usize;
 }
 
 impl<C: Checker> AnyChecker for C {
@@ -357,7 +420,21 @@ impl<C: Checker> AnyChecker for C {
     fn one(&self, i: usize, thread: usize) -> bool {
         self.check(i, thread)
     }
-    fn allowance(&self, elapsed: Duration) -> Option<u64> {
-        self.allowed(elapsed)
+    #[inline(never)]
+    fn counted(&self, i: usize, count: usize, thread: usize, admitted: &[AtomicU64]) -> u64 {
+        let mut took = 0;
+        for j in i..i + count {
+            if self.check(j, thread) {
+                admitted[self.key(j, thread)].fetch_add(1, Ordering::Relaxed);
+                took += 1;
+            }
+        }
+        took
+    }
+    fn claimed(&self) -> Option<Quota> {
+        self.quota()
+    }
+    fn key_count(&self) -> usize {
+        self.keys()
     }
 }

@@ -10,7 +10,7 @@ use hdrhistogram::Histogram;
 
 use super::study::{Audit, Study};
 use super::subjects::Subject;
-use super::subjects::{fresh, AnyChecker};
+use super::subjects::{distinct_keys, enforcing_quota, fresh, gcra_allowance, stripes, AnyChecker};
 
 /// Checks between two looks at the clock.
 const BATCH: usize = 1_024;
@@ -49,66 +49,107 @@ pub(crate) struct Measured {
     pub(crate) audit: Audit,
 }
 
-/// A warm-up run, then `study.runs` timed runs, then the latency pass, each on a
-/// fresh subject (so every run's audit starts from a full quota).
+/// A warm-up run, then `study.runs` timed runs on the speed quota, then the latency
+/// pass, then the audit run on a quota the subject must enforce (a third of what
+/// the timed runs reached), each on a fresh subject.
 pub(crate) fn measure(subject: Subject, threads: usize, study: &Study) -> Measured {
-    let _warm = timed(&fresh(subject, threads), threads, study.duration / 4);
+    let _warm = timed(
+        &fresh(subject, threads, None),
+        threads,
+        study.duration / 4,
+        None,
+    );
     let mut mops = Vec::new();
-    let mut worst: Option<Audit> = None;
     for _ in 0..study.runs.max(1) {
-        let (audit, elapsed) = audited(&fresh(subject, threads), threads, study.duration);
-        mops.push(audit.checks as f64 / elapsed.as_secs_f64() / 1e6);
-        // Keep the run that came closest to (or past) its allowance.
-        let ratio = |a: &Audit| {
-            a.allowed
-                .map_or(0.0, |al| a.admitted as f64 / al.max(1) as f64)
-        };
-        if worst.as_ref().is_none_or(|w| ratio(&audit) >= ratio(w)) {
-            worst = Some(audit);
-        }
+        let run = timed(
+            &fresh(subject, threads, None),
+            threads,
+            study.duration,
+            None,
+        );
+        mops.push(run.checks as f64 / run.span.as_secs_f64() / 1e6);
     }
     mops.sort_by(f64::total_cmp);
+    let reach = mops[mops.len() / 2] * 1e6;
+    let quota = enforcing_quota(
+        reach,
+        distinct_keys(subject),
+        stripes(threads),
+        study.duration,
+    );
+    let audited = fresh(subject, threads, Some(quota));
     Measured {
         mops,
-        latency_ns: latency(&fresh(subject, threads), threads, study.samples),
-        audit: worst.expect("at least one run"),
+        latency_ns: latency(&fresh(subject, threads, None), threads, study.samples),
+        audit: audit(&audited, threads, study.duration),
     }
 }
 
-/// One timed run of `limit` (fresh: full) on `threads` threads for `duration`: its
-/// audit, and the span the checks took.
-pub fn audited(
+/// The audit run of `limit` (fresh: full) on `threads` threads for `duration`: every
+/// admission counted against its key, and each key held to its quota over the run's
+/// span.
+pub fn audit(limit: &Arc<dyn AnyChecker>, threads: usize, duration: Duration) -> Audit {
+    let admitted: Arc<Vec<AtomicU64>> =
+        Arc::new((0..limit.key_count()).map(|_| AtomicU64::new(0)).collect());
+    let run = timed(limit, threads, duration, Some(admitted.clone()));
+    let quota = limit.claimed();
+    let allowed = quota.map(|q| gcra_allowance(&q, run.span));
+    let counts = admitted.iter().map(|a| a.load(Ordering::Relaxed));
+    let (largest, over) = counts.fold((0, 0), |(largest, over), n| {
+        (
+            largest.max(n),
+            over + usize::from(allowed.is_some_and(|a| n > a)),
+        )
+    });
+    Audit {
+        checks: run.checks,
+        admitted: run.admitted,
+        quota,
+        keys: limit.key_count(),
+        largest,
+        allowed,
+        over,
+    }
+}
+
+/// What one run of [`timed`] gave.
+struct Run {
+    checks: u64,
+    admitted: u64,
+    /// From the first thread's first check to the last thread's last.
+    span: Duration,
+}
+
+/// Runs `limit` on `threads` pinned threads for `duration` (counting each admission
+/// against its key in `per_key`, when given): checks made, admitted, and the span
+/// from the first thread's first check to the last thread's last (each thread reads
+/// the clock around its own loop: a span timed by the main thread can miss checks
+/// made before it read the clock, and the audit must cover them all). The span is
+/// read on quanta's clock, the one the limiters here read.
+fn timed(
     limit: &Arc<dyn AnyChecker>,
     threads: usize,
     duration: Duration,
-) -> (Audit, Duration) {
-    let (checks, admitted, elapsed) = timed(limit, threads, duration);
-    let audit = Audit {
-        checks,
-        admitted,
-        allowed: limit.allowance(elapsed),
-    };
-    (audit, elapsed)
-}
-
-/// Runs `limit` on `threads` pinned threads for `duration`: checks made, admitted, and
-/// the span from the first thread's first check to the last thread's last (each
-/// thread reads the clock around its own loop: a span timed by the main thread can
-/// miss checks made before it read the clock, and the audit must cover them all).
-fn timed(limit: &Arc<dyn AnyChecker>, threads: usize, duration: Duration) -> (u64, u64, Duration) {
+    per_key: Option<Arc<Vec<AtomicU64>>>,
+) -> Run {
     let barrier = Arc::new(Barrier::new(threads + 1));
     let stop = Arc::new(AtomicBool::new(false));
+    let clock = quanta::Clock::new();
     let handles = spawn_pinned(threads, {
-        let (limit, barrier, stop) = (limit.clone(), barrier.clone(), stop.clone());
+        let (limit, barrier, stop, clock) =
+            (limit.clone(), barrier.clone(), stop.clone(), clock.clone());
         move |t| {
             barrier.wait();
-            let first = Instant::now();
+            let first = clock.raw();
             let (mut i, mut took) = (0, 0);
             while !stop.load(Ordering::Relaxed) {
-                took += limit.checks(i, BATCH, t);
+                took += match &per_key {
+                    Some(counts) => limit.counted(i, BATCH, t, counts),
+                    None => limit.checks(i, BATCH, t),
+                };
                 i += BATCH;
             }
-            (i as u64, took, first, Instant::now())
+            (i as u64, took, first, clock.raw())
         }
     });
     barrier.wait();
@@ -120,9 +161,11 @@ fn timed(limit: &Arc<dyn AnyChecker>, threads: usize, duration: Duration) -> (u6
         .collect();
     let first = ends.iter().map(|e| e.2).min().expect("a thread");
     let last = ends.iter().map(|e| e.3).max().expect("a thread");
-    let checks = ends.iter().map(|e| e.0).sum();
-    let admitted = ends.iter().map(|e| e.1).sum();
-    (checks, admitted, last - first)
+    Run {
+        checks: ends.iter().map(|e| e.0).sum(),
+        admitted: ends.iter().map(|e| e.1).sum(),
+        span: Duration::from_nanos(clock.delta_as_nanos(first, last)),
+    }
 }
 
 /// Every thread times `samples` single checks (all threads at once, as in the runs):
@@ -130,17 +173,7 @@ fn timed(limit: &Arc<dyn AnyChecker>, threads: usize, duration: Duration) -> (u6
 /// taken out.
 fn latency(limit: &Arc<dyn AnyChecker>, threads: usize, samples: usize) -> [f64; 3] {
     let clock = quanta::Clock::new();
-    let overhead = {
-        let mut empty: Vec<u64> = (0..10_000)
-            .map(|_| {
-                let a = clock.raw();
-                let b = clock.raw();
-                clock.delta_as_nanos(a, b)
-            })
-            .collect();
-        empty.sort_unstable();
-        empty[empty.len() / 2]
-    };
+    let overhead = timer_cost_ns();
     let barrier = Arc::new(Barrier::new(threads));
     let handles = spawn_pinned(threads, {
         let (limit, barrier, clock) = (limit.clone(), barrier.clone(), clock.clone());
@@ -164,6 +197,20 @@ fn latency(limit: &Arc<dyn AnyChecker>, threads: usize, samples: usize) -> [f64;
             .expect("histograms of one shape");
     }
     [0.5, 0.99, 0.999].map(|q| all.value_at_quantile(q) as f64)
+}
+
+/// The timer's own cost: the median of 10,000 empty timings on quanta's clock (ns).
+pub fn timer_cost_ns() -> u64 {
+    let clock = quanta::Clock::new();
+    let mut empty: Vec<u64> = (0..10_000)
+        .map(|_| {
+            let a = clock.raw();
+            let b = clock.raw();
+            clock.delta_as_nanos(a, b)
+        })
+        .collect();
+    empty.sort_unstable();
+    empty[empty.len() / 2]
 }
 
 /// What [`hammer`] measured.
