@@ -107,7 +107,8 @@ pub struct Admission {
     word: [u64; 2],
     /// What a refund knows of the word's ledger (see [`RefundLedger`]), in two words
     /// so that an admission stays small (it travels inside every check's answer):
-    /// the total `R` noted before the admission wrote (`[high + 3, low]`); or, in the
+    /// the total `R` noted before the admission wrote (`[2·high + 4, low]`, plus one
+    /// for a [`part`](Admission::part)); or, in the
     /// admission a refund hands to the algorithm, `[SEEN, moved]` — how far other
     /// refunds moved the word since (`u64::MAX`: not known); or `[NO_WORD, _]`. The
     /// high half is never 0, which leaves `Option<Admission>` no larger.
@@ -118,8 +119,11 @@ pub struct Admission {
 const NO_WORD: u64 = 1;
 /// The ledger's high half in an admission a refund has read the ledger for.
 const SEEN: u64 = 2;
-/// What a noted total's high half is stored above.
-const NOTED: u64 = 3;
+/// [`SEEN`], for a part of an admission whose request stays ([`Admission::part`]).
+const SEEN_PART: u64 = 3;
+/// What a noted total's high half is stored above, doubled, its lowest bit saying
+/// whether this is a part ([`Admission::part`]).
+const NOTED: u64 = 4;
 /// How far other refunds moved a word when no ledger says: as far as can be.
 const UNKNOWN: u64 = u64::MAX;
 
@@ -149,9 +153,9 @@ impl Admission {
         // A total this large (2^128 ns given back) cannot be reached; read it as
         // unknown.
         let high = (noted >> 64) as u64;
-        let ledger = match high.checked_add(NOTED) {
-            Some(tag) => tagged(tag, noted as u64),
-            None => tagged(SEEN, UNKNOWN),
+        let ledger = match high.checked_mul(2) {
+            Some(twice) if twice <= u64::MAX - NOTED => tagged(twice + NOTED, noted as u64),
+            _ => tagged(SEEN, UNKNOWN),
         };
         Self {
             at,
@@ -159,6 +163,40 @@ impl Admission {
             word: [before, after],
             ledger,
         }
+    }
+
+    /// This admission's request settled for less than it took: giving the part back
+    /// returns at most `units` (of [`cost`](Self::cost)) by the same rule, never by
+    /// the exact undo, and keeps the request — so a window's opener gives its part
+    /// back too (the twin that was charged the real cost at the start opened the
+    /// window at the same place). `units` above the cost are the cost.
+    ///
+    /// ```
+    /// use portero::{Quota, RateLimiter};
+    /// let limiter = RateLimiter::gcra(Quota::per_second(10)?);
+    /// let taken = limiter.acquire_at(0, 8)?.admission.unwrap(); // the estimate
+    /// assert!(limiter.refund_at(&taken.part(5), 0)); // it used 3
+    /// assert!(limiter.peek_at(0, 7)?.is_allowed() && !limiter.peek_at(0, 8)?.is_allowed());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub const fn part(&self, units: u64) -> Self {
+        let cost = if units < self.cost { units } else { self.cost };
+        let ledger = match self.ledger {
+            (tag, low) if tag.get() >= NOTED => tagged(tag.get() | 1, low),
+            (tag, low) if tag.get() == SEEN => tagged(SEEN_PART, low),
+            other => other,
+        };
+        Self {
+            cost,
+            ledger,
+            ..*self
+        }
+    }
+
+    /// Whether this is a [`part`](Self::part) of an admission whose request stays.
+    pub const fn keeps_request(&self) -> bool {
+        let tag = self.ledger.0.get();
+        tag == SEEN_PART || (tag >= NOTED && (tag - NOTED) & 1 == 1)
     }
 
     /// Whether another refund may have moved the word back since this admission wrote
@@ -174,7 +212,9 @@ impl Admission {
     /// admission not being given back by its limiter, or one without a word).
     pub const fn moved_since(&self) -> Option<u64> {
         match self.ledger {
-            (tag, moved) if tag.get() == SEEN && moved != UNKNOWN => Some(moved),
+            (tag, moved) if (tag.get() == SEEN || tag.get() == SEEN_PART) && moved != UNKNOWN => {
+                Some(moved)
+            }
             _ => None,
         }
     }
@@ -230,7 +270,7 @@ impl Admission {
     fn seen_at(&self, total: Option<u128>) -> Self {
         let moved = match (self.ledger, total) {
             ((tag, low), Some(total)) if tag.get() >= NOTED => {
-                let noted = (((tag.get() - NOTED) as u128) << 64) | low as u128;
+                let noted = ((((tag.get() - NOTED) >> 1) as u128) << 64) | low as u128;
                 // A total below the noted one cannot happen; read it as unknown.
                 match total.checked_sub(noted) {
                     Some(d) if d < UNKNOWN as u128 => d as u64,
@@ -241,6 +281,7 @@ impl Admission {
         };
         let ledger = match self.ledger.0.get() {
             NO_WORD => self.ledger,
+            _ if self.keeps_request() => tagged(SEEN_PART, moved),
             _ => tagged(SEEN, moved),
         };
         Self { ledger, ..*self }
@@ -273,7 +314,8 @@ impl Admission {
     /// admission's refund and a later admission can put back the very word this one
     /// wrote, and undoing then would give back the later one's units.
     fn exact_undo(&self, state: u64) -> Option<u64> {
-        if self.others_given_back() {
+        // A part is not the whole: the word it found is not the word to restore.
+        if self.others_given_back() || self.keeps_request() {
             return None;
         }
         self.undo(state)
@@ -399,6 +441,24 @@ pub(crate) fn schedule_refund(
     let still_ahead = wrote.saturating_sub(moved).saturating_sub(now);
     let ahead = increment.min(still_ahead);
     state.saturating_sub(ahead).max(state.min(now))
+}
+
+/// The most debt a charge leaves a schedule with, past `now`: 2^62 ns (146 years),
+/// so a word stays below `2^63 + 2^62` as every check's arithmetic assumes.
+pub(crate) const MAX_DEBT_NANOS: u64 = 1 << 62;
+
+/// A schedule of `quota` (GCRA, the token bucket, the leaky meter and queue) after
+/// taking `cost` units at `now` whether or not they fit: the word moves on by
+/// `cost·T` from where it stands (or from `now`, if it is paid off), into debt past
+/// the burst, up to [`MAX_DEBT_NANOS`] past `now`. Later checks wait the debt out,
+/// their `retry_after` exact as ever.
+pub(crate) fn quota_charge(quota: &Quota, state: u64, now: u64, cost: u64) -> u64 {
+    let increment = cost.saturating_mul(quota.interval_nanos());
+    state
+        .max(now)
+        .saturating_add(increment)
+        .min(now.saturating_add(MAX_DEBT_NANOS))
+        .max(state)
 }
 
 /// [`schedule_refund`] for a schedule of `quota` (GCRA, the token bucket, the leaky

@@ -196,6 +196,9 @@ pub enum CheckError {
         /// The time given, in nanoseconds.
         now: u64,
     },
+    /// The algorithm cannot take units after the fact (a settlement above the
+    /// estimate: see [`Algorithm::charge`](crate::algorithm::Algorithm::charge)).
+    CannotCharge,
 }
 
 impl fmt::Display for CheckError {
@@ -209,6 +212,9 @@ impl fmt::Display for CheckError {
                 f,
                 "time {now} ns is past the supported range (2^63 ns after the epoch)"
             ),
+            Self::CannotCharge => {
+                f.write_str("this algorithm cannot take units after the fact (into debt)")
+            }
         }
     }
 }

@@ -208,6 +208,10 @@ impl Algorithm for AnyAlgorithm {
     fn book(&self, state: u64, now: u64, cost: u64) -> Option<(u64, u64)> {
         forward!(self, a => a.book(state, now, cost))
     }
+
+    fn charge(&self, state: u64, now: u64, cost: u64) -> Option<u64> {
+        forward!(self, a => a.charge(state, now, cost))
+    }
 }
 
 #[cfg(test)]

@@ -166,7 +166,10 @@ impl Algorithm for CalendarQuota {
             return Some(state);
         };
         let counted = after >> self.used_bits;
-        let opened = before >> self.used_bits != counted && before & mask(self.used_bits) > 0;
+        // A part of a request that stays (a settlement): the opener rule does not apply.
+        let opened = !admission.keeps_request()
+            && before >> self.used_bits != counted
+            && before & mask(self.used_bits) > 0;
         if !opened && counted == state >> self.used_bits {
             Some(state - (state & mask(self.used_bits)).min(admission.cost()))
         } else {
@@ -174,21 +177,16 @@ impl Algorithm for CalendarQuota {
         }
     }
 
+    /// Counts the units in the period current at `now`, past the quota (up to what
+    /// the count's bits hold): the period refuses until its end.
+    fn charge(&self, state: u64, now: u64, cost: u64) -> Option<u64> {
+        let (t, used, _) = self.counting(state, now);
+        Some((t << self.used_bits) | used.saturating_add(cost).min(mask(self.used_bits)))
+    }
+
     fn decide(&self, state: u64, now: u64, cost: u64) -> Result<Transition, CheckError> {
         check_range(now, cost, self.limit)?;
-        let (index, _, end) = self.period_at(now);
-        let (stored, used) = (state >> self.used_bits, state & mask(self.used_bits));
-        let d = index_delta(index, stored);
-        let counting = used > 0 && d <= 0;
-        let (t, used, end) = if counting && d < 0 {
-            // Time went backwards into an earlier period: keep counting the stored one
-            // until its end (computed from its index).
-            (stored, used, self.end_of(stored))
-        } else if counting {
-            (stored, used, end)
-        } else {
-            (index, 0, end)
-        };
+        let (t, used, end) = self.counting(state, now);
         // Saturating: a quota lowered at run time may sit below what was used.
         let left = self.limit.saturating_sub(used);
         let to_end = end - now;
@@ -208,6 +206,24 @@ impl Algorithm for CalendarQuota {
 }
 
 impl CalendarQuota {
+    /// The period that counts at `now` as `state` holds it: its index, what it used
+    /// (zero for one not yet stored), and its end.
+    fn counting(&self, state: u64, now: u64) -> (u64, u64, u64) {
+        let (index, _, end) = self.period_at(now);
+        let (stored, used) = (state >> self.used_bits, state & mask(self.used_bits));
+        let d = index_delta(index, stored);
+        let counting = used > 0 && d <= 0;
+        if counting && d < 0 {
+            // Time went backwards into an earlier period: keep counting the stored one
+            // until its end (computed from its index).
+            (stored, used, self.end_of(stored))
+        } else if counting {
+            (stored, used, end)
+        } else {
+            (index, 0, end)
+        }
+    }
+
     fn end_of(&self, index: u64) -> u64 {
         match self.period {
             Period::Day => (index + 1).saturating_mul(DAY),

@@ -217,6 +217,25 @@ impl FixedWindow {
     }
 }
 
+impl FixedWindow {
+    /// The window current at `now` as `state` holds it: its tag, admitted and
+    /// rejected counts (zero for a window not yet stored), and its end.
+    #[inline]
+    fn current(&self, state: u64, now: u64) -> (u64, u64, u64, u64) {
+        let f = self.decode(state);
+        let (tag_now, same, end) = self.locate(f, now).unwrap_or_else(|| {
+            let q_now = now / self.quantum;
+            (
+                q_now,
+                false,
+                q_now * self.quantum + self.quanta * self.quantum,
+            )
+        });
+        let (admitted, excess) = if same { (f.admitted, f.excess) } else { (0, 0) };
+        (tag_now, admitted, excess, end)
+    }
+}
+
 fn clamp(end: i128) -> u64 {
     end.clamp(0, u64::MAX as i128) as u64
 }
@@ -245,10 +264,13 @@ impl Algorithm for FixedWindow {
         if f.tag != counted || f.admitted == 0 {
             return Some(state);
         }
-        let opened = match self.placement {
-            Placement::FirstRequest => b.tag != counted || b.admitted == 0,
-            Placement::Aligned => b.tag != counted && b.admitted > 0,
-        };
+        // A part of a request that stays (a settlement) leaves the window where it
+        // is: the opener rule does not apply.
+        let opened = !admission.keeps_request()
+            && match self.placement {
+                Placement::FirstRequest => b.tag != counted || b.admitted == 0,
+                Placement::Aligned => b.tag != counted && b.admitted > 0,
+            };
         if opened {
             return Some(state);
         }
@@ -262,19 +284,31 @@ impl Algorithm for FixedWindow {
         self.limit
     }
 
+    /// Counts the units in the window current at `now`, past the limit (up to what
+    /// the count's bits hold): the window refuses until its end, and its debt ends
+    /// with it. A window placed by its first request is never opened by a charge:
+    /// the admission the charge follows opened one, and once that window has ended
+    /// its units are gone with it — as for a twin charged them at the start; a
+    /// window opened here would lie earlier than that twin's next one.
+    fn charge(&self, state: u64, now: u64, cost: u64) -> Option<u64> {
+        if self.placement == Placement::FirstRequest
+            && self.locate(self.decode(state), now).is_none()
+        {
+            return Some(state);
+        }
+        let (tag, admitted, excess, _) = self.current(state, now);
+        let admitted = admitted.saturating_add(cost).min(mask(self.split().0));
+        Some(self.encode(Fields {
+            tag,
+            admitted,
+            excess,
+        }))
+    }
+
     #[inline]
     fn decide(&self, state: u64, now: u64, cost: u64) -> Result<Transition, CheckError> {
         check_range(now, cost, self.limit)?;
-        let f = self.decode(state);
-        let (tag_now, same, end) = self.locate(f, now).unwrap_or_else(|| {
-            let q_now = now / self.quantum;
-            (
-                q_now,
-                false,
-                q_now * self.quantum + self.quanta * self.quantum,
-            )
-        });
-        let (admitted, excess) = if same { (f.admitted, f.excess) } else { (0, 0) };
+        let (tag_now, admitted, excess, end) = self.current(state, now);
         // Saturating: a limit lowered at run time may sit below what was admitted.
         let left = self.limit.saturating_sub(admitted);
         if cost == 0 {

@@ -31,7 +31,7 @@
 //! and capacity admits (the property tests check it); it is the leaky bucket as a
 //! meter, written as a schedule.
 
-use crate::admission::{quota_refund, Admission};
+use crate::admission::{quota_charge, quota_refund, Admission};
 use crate::algorithm::limiter::RateLimiter;
 use crate::algorithm::Algorithm;
 use crate::clock::DefaultClock;
@@ -76,6 +76,11 @@ impl Algorithm for Gcra {
     /// plus what other refunds of the word gave back since).
     fn refund(&self, state: u64, admission: &Admission, now: u64) -> Option<u64> {
         Some(quota_refund(&self.quota, state, admission, now))
+    }
+
+    /// Moves the word on by `n·T` into debt (see [`quota_charge`]).
+    fn charge(&self, state: u64, now: u64, cost: u64) -> Option<u64> {
+        Some(quota_charge(&self.quota, state, now, cost))
     }
 
     fn capacity(&self) -> u64 {

@@ -24,7 +24,7 @@
 //! Range: `now ≤ 2^63` ns, `capacity·T ≤ 2^62` ns (checked by [`Quota`]). A `now`
 //! earlier than a previous one sees a fuller bucket, never an emptier one.
 
-use crate::admission::{quota_refund, Admission};
+use crate::admission::{quota_charge, quota_refund, Admission};
 use crate::algorithm::Algorithm;
 use crate::decision::{CheckError, Decision};
 use crate::quota::Quota;
@@ -87,6 +87,11 @@ impl Algorithm for LeakyMeter {
         self.quota.burst()
     }
 
+    /// Raises the level by `n` units past the capacity (see [`quota_charge`]).
+    fn charge(&self, state: u64, now: u64, cost: u64) -> Option<u64> {
+        Some(quota_charge(&self.quota, state, now, cost))
+    }
+
     #[inline]
     fn decide(&self, empty_at: u64, now: u64, cost: u64) -> Result<Transition, CheckError> {
         pour(&self.quota, empty_at, now, cost)
@@ -130,13 +135,26 @@ impl LeakyQueue {
 impl Algorithm for LeakyQueue {
     /// Gives nothing back once anything came since: the requests queued behind this
     /// one were told when they leave, and its slot lies between theirs. (While it is
-    /// still the last in the queue, [`Admission::give_back`] takes it out exactly.)
-    fn refund(&self, state: u64, _admission: &Admission, _now: u64) -> Option<u64> {
-        Some(state)
+    /// still the last in the queue, [`Admission::give_back`] takes it out exactly,
+    /// and a [`part`](Admission::part) of it comes off the tail by the schedule's
+    /// rule.)
+    fn refund(&self, state: u64, admission: &Admission, now: u64) -> Option<u64> {
+        let last = admission.after() == Some(state) && admission.moved_since() == Some(0);
+        Some(if last {
+            quota_refund(&self.quota, state, admission, now)
+        } else {
+            state
+        })
     }
 
     fn capacity(&self) -> u64 {
         self.quota.burst()
+    }
+
+    /// Lengthens the queue by `n` units past its slots: the requests that join
+    /// later leave that much later (see [`quota_charge`]).
+    fn charge(&self, state: u64, now: u64, cost: u64) -> Option<u64> {
+        Some(quota_charge(&self.quota, state, now, cost))
     }
 
     #[inline]

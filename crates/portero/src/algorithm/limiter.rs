@@ -3,6 +3,7 @@
 use crossbeam_utils::CachePadded;
 
 use crate::admission::{Acquired, Admission, RefundLedger};
+use crate::algorithm::charge::{standing, Charging};
 use crate::algorithm::Algorithm;
 use crate::clock::{Clock, DefaultClock};
 use crate::decision::{CheckError, Decision};
@@ -180,6 +181,85 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
             });
             (done, moved)
         })
+    }
+
+    /// Takes `units` now whether or not they fit: a cost learned after the request
+    /// was admitted, charged into debt past the burst (see
+    /// [`Algorithm::charge`]). Returns how the limiter stands afterwards for a
+    /// request of one unit (refused, with the exact `retry_after`, while in debt).
+    ///
+    /// ```
+    /// use portero::{ManualClock, Quota, RateLimiter};
+    /// let clock = ManualClock::new();
+    /// let tokens = RateLimiter::gcra(Quota::per_second(10)?).with_clock(&clock);
+    /// let after = tokens.charge(25)?; // 15 units past a burst of 10
+    /// assert!(!after.is_allowed());
+    /// assert_eq!(after.retry_after().as_millis(), 1_600); // until one unit fits
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn charge(&self, units: u64) -> Result<Decision, CheckError> {
+        self.charge_at(self.clock.now(), units)
+    }
+
+    /// [`charge`](Self::charge) at `now` on the caller's axis.
+    pub fn charge_at(&self, now: u64, units: u64) -> Result<Decision, CheckError> {
+        let charging = Charging(&self.algorithm);
+        self.state.apply(|state| charging.decide(state, now, units))
+    }
+
+    /// Settles an admission taken on an estimate at its real cost `real`, learned
+    /// afterwards (tokens a model call used; 0: a refund): the units not used go back by the
+    /// refund rule ([`Admission::part`]: less, never more, while others came
+    /// since), the units above the estimate are charged into debt
+    /// ([`charge`](Self::charge)). Returns how the limiter stands afterwards for a
+    /// request of one unit. Settle each admission at most once, instead of a refund.
+    ///
+    /// ```
+    /// use portero::{ManualClock, Quota, RateLimiter};
+    /// let clock = ManualClock::new();
+    /// let budget = RateLimiter::gcra(Quota::per_minute(10_000)?).with_clock(&clock);
+    /// let estimate = budget.acquire_at(0, 1_000)?.admission.unwrap();
+    /// let after = budget.settle(&estimate, 1_938)?; // the response said 1,938
+    /// assert_eq!(after.remaining(), 10_000 - 1_938);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn settle(&self, admission: &Admission, real: u64) -> Result<Decision, CheckError> {
+        self.settle_with(admission, real, None)
+    }
+
+    /// [`settle`](Self::settle) at `now` on the caller's axis (no earlier than any
+    /// check applied since the admission).
+    pub fn settle_at(
+        &self,
+        admission: &Admission,
+        real: u64,
+        now: u64,
+    ) -> Result<Decision, CheckError> {
+        self.settle_with(admission, real, Some(now))
+    }
+
+    fn settle_with(
+        &self,
+        admission: &Admission,
+        real: u64,
+        now: Option<u64>,
+    ) -> Result<Decision, CheckError> {
+        let estimate = admission.cost();
+        if real > estimate {
+            let now = now.unwrap_or_else(|| self.clock.now());
+            return self.charge_at(now.max(admission.at()), real - estimate);
+        }
+        if real < estimate {
+            // Nothing used is a refund (a window's opener kept by its rule); less
+            // than the estimate, a part of it (the request stays).
+            let back = match real {
+                0 => *admission,
+                _ => admission.part(estimate - real),
+            };
+            self.refund_with(&back, now);
+        }
+        let now = now.unwrap_or_else(|| self.clock.now()).max(admission.at());
+        standing(&self.algorithm, self.state.load(), now)
     }
 
     /// The refund ledger's total now, for a booking to note.

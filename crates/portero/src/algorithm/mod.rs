@@ -27,6 +27,7 @@ use crate::word::Transition;
 
 pub mod any;
 pub mod calendar;
+pub(crate) mod charge;
 pub mod fixed_window;
 pub mod from_quota;
 pub mod gcra;
@@ -72,6 +73,23 @@ pub trait Algorithm {
     /// give back).
     fn refund(&self, state: u64, admission: &Admission, now: u64) -> Option<u64> {
         let _ = (state, admission, now);
+        None
+    }
+
+    /// The state after taking `cost` units at `now` whether or not they fit: a
+    /// request's real cost settled after it was admitted on an estimate (tokens a
+    /// model call used), charged into debt past the burst — later requests wait it
+    /// out. `None` (the default): this algorithm cannot take units after the fact.
+    ///
+    /// Contract: pure; the result never admits more, at any later time and cost,
+    /// than `state` would after an admission of `cost` at `now` (were it to fit).
+    /// A schedule moves on by `cost·T` (at most 146 years of debt); a window counts
+    /// the units in the window current at `now` (its debt ends with that window, up
+    /// to what its count's bits hold), and a window placed by its first request is
+    /// never opened by a charge (the admission opened it; once it has ended, the
+    /// units are gone with it).
+    fn charge(&self, state: u64, now: u64, cost: u64) -> Option<u64> {
+        let _ = (state, now, cost);
         None
     }
 

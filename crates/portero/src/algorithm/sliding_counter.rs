@@ -92,6 +92,30 @@ impl SlidingWindowCounter {
             .saturating_sub(u64::try_from(whole).unwrap_or(u64::MAX))
     }
 
+    /// The windows as `state` holds them at `now`: `(prev, cur, elapsed in this
+    /// window, time from now to this window's end, its tag)`.
+    #[inline]
+    fn current(&self, state: u64, now: u64) -> (u64, u64, u64, u64, u64) {
+        let w = self.window;
+        let index = now / w;
+        let (stored, prev0, cur0) = self.unpack(state);
+        let d = if prev0 == 0 && cur0 == 0 {
+            2 // nothing stored: any window is a fresh one
+        } else {
+            index_delta(index, stored)
+        };
+        match d {
+            0 => (prev0, cur0, now - index * w, (index + 1) * w - now, index),
+            1 => (cur0, 0, now - index * w, (index + 1) * w - now, index),
+            d if d >= 2 => (0, 0, now - index * w, (index + 1) * w - now, index),
+            // Time went backwards: the stored window, as at its very start.
+            d => {
+                let ahead = (-d) as u64 * w - (now - index * w);
+                (prev0, cur0, 0, ahead + w, stored)
+            }
+        }
+    }
+
     /// Smallest elapsed `e ≥ 0` with `prev·(W − e) < k·W`, if one exists below `W`.
     fn first_fit(&self, prev: u64, k: u64) -> u64 {
         let w = self.window as u128;
@@ -119,7 +143,8 @@ impl Algorithm for SlidingWindowCounter {
         };
         let counted = self.unpack(after).0;
         let (was, was_prev, was_cur) = self.unpack(before);
-        if was != counted && was_prev + was_cur > 0 {
+        // A part of a request that stays (a settlement): the opener rule does not apply.
+        if !admission.keeps_request() && was != counted && was_prev + was_cur > 0 {
             return Some(state);
         }
         let (stored, prev, cur) = self.unpack(state);
@@ -135,29 +160,18 @@ impl Algorithm for SlidingWindowCounter {
         self.limit
     }
 
+    /// Counts the units in the window current at `now`, past the limit (up to what
+    /// a count's bits hold): refused until enough of it has slid out.
+    fn charge(&self, state: u64, now: u64, cost: u64) -> Option<u64> {
+        let (prev, cur, _, _, t) = self.current(state, now);
+        Some(self.pack(t, prev, cur.saturating_add(cost).min(mask(self.count_bits))))
+    }
+
     #[inline]
     fn decide(&self, state: u64, now: u64, cost: u64) -> Result<Transition, CheckError> {
         check_range(now, cost, self.limit)?;
         let (w, l) = (self.window, self.limit);
-        let index = now / w;
-        let current = index;
-        let (stored, prev0, cur0) = self.unpack(state);
-        let d = if prev0 == 0 && cur0 == 0 {
-            2 // nothing stored: any window is a fresh one
-        } else {
-            index_delta(current, stored)
-        };
-        // (prev, cur, elapsed in this window, time from now to this window's end, tag)
-        let (prev, cur, elapsed, to_end, t) = match d {
-            0 => (prev0, cur0, now - index * w, (index + 1) * w - now, current),
-            1 => (cur0, 0, now - index * w, (index + 1) * w - now, current),
-            d if d >= 2 => (0, 0, now - index * w, (index + 1) * w - now, current),
-            // Time went backwards: the stored window, as at its very start.
-            d => {
-                let ahead = (-d) as u64 * w - (now - index * w);
-                (prev0, cur0, 0, ahead + w, stored)
-            }
-        };
+        let (prev, cur, elapsed, to_end, t) = self.current(state, now);
         let weighted = self.weighted(prev, cur, elapsed);
         let remaining = self.largest_fit(weighted);
         let reset = if cur > 0 {

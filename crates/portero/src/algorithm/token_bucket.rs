@@ -29,7 +29,7 @@
 //! This is the same arithmetic as GCRA seen from the other side (tokens instead of a
 //! schedule); the property tests check that the two admit exactly the same requests.
 
-use crate::admission::{quota_refund, Admission};
+use crate::admission::{quota_charge, quota_refund, Admission};
 use crate::algorithm::limiter::RateLimiter;
 use crate::algorithm::Algorithm;
 use crate::clock::Clock;
@@ -92,6 +92,11 @@ impl Algorithm for TokenBucket {
     /// part of its `n·T` of debt after `now` (as [`Gcra`](crate::algorithm::gcra::Gcra)'s refund).
     fn refund(&self, state: u64, admission: &Admission, now: u64) -> Option<u64> {
         Some(quota_refund(&self.quota, state, admission, now))
+    }
+
+    /// Moves the word on by `n·T` into debt (see [`quota_charge`]).
+    fn charge(&self, state: u64, now: u64, cost: u64) -> Option<u64> {
+        Some(quota_charge(&self.quota, state, now, cost))
     }
 
     fn capacity(&self) -> u64 {

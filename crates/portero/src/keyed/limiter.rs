@@ -8,6 +8,7 @@ use crate::sync::ConfigCell;
 use super::fingerprint::{Fingerprint, SlotHint};
 use super::table::{self, Overflow, Table, Taken};
 use crate::admission::{Acquired, Admission};
+use crate::algorithm::charge::{standing, Charging};
 use crate::algorithm::Algorithm;
 use crate::clock::{Clock, DefaultClock};
 use crate::decision::{CheckError, Decision, KeyedError};
@@ -242,9 +243,9 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
     }
 
     /// [`check_slow`](Self::check_slow), with what the write changed.
-    pub(crate) fn insert_tag(
+    pub(crate) fn insert_tag<B: Algorithm>(
         &self,
-        algorithm: &A,
+        algorithm: &B,
         tag: u64,
         now: u64,
         cost: u64,
@@ -459,6 +460,89 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
     /// limiter's own time read after the key's slot is loaded.
     pub fn refund(&self, key: &K, admission: &Admission) {
         self.refund_fingerprint(self.fingerprint_of(key), admission)
+    }
+
+    /// Takes `units` from `key` now whether or not they fit: a cost learned after
+    /// the request was admitted, charged into debt past the burst (see
+    /// [`Algorithm::charge`]; a key not held is taken in, as a check would). Returns
+    /// how the key stands afterwards for a request of one unit.
+    pub fn charge(&self, key: &K, units: u64) -> Result<Decision, KeyedError> {
+        self.charge_fingerprint_at(self.fingerprint_of(key), self.clock.now(), units)
+    }
+
+    /// [`charge`](Self::charge) for the key `fingerprint` identifies, at `now`.
+    pub fn charge_fingerprint_at(
+        &self,
+        fingerprint: Fingerprint,
+        now: u64,
+        units: u64,
+    ) -> Result<Decision, KeyedError> {
+        let algorithm = self.algorithm.load();
+        let charging = Charging(&algorithm);
+        let tag = fingerprint.to_bits();
+        let probe = self.table.probe(tag);
+        let held = self
+            .table
+            .update_with(probe, |state| table::recorded(&charging, state, now, units))?;
+        match held {
+            Some((decision, _)) => Ok(decision),
+            None => self.insert_tag(&charging, tag, now, units).map(|(d, _)| d),
+        }
+    }
+
+    /// Settles what `admission` took from `key` on an estimate at its real cost
+    /// `real` (see [`RateLimiter::settle`](crate::algorithm::limiter::RateLimiter::settle)):
+    /// the units not used go back by the refund rule, the units above the estimate
+    /// are charged into debt. Returns how the key stands afterwards for a request of
+    /// one unit.
+    ///
+    /// ```
+    /// use portero::{Gcra, KeyedLimiter, Quota};
+    /// let per_key = KeyedLimiter::new(Gcra::new(Quota::per_minute(10_000)?), 1_000);
+    /// let estimate = per_key.acquire_at(&"ann", 0, 1_000)?.admission.unwrap();
+    /// let after = per_key.settle_fingerprint_at(per_key.fingerprint_of(&"ann"), &estimate, 12_000, 0)?;
+    /// assert!(!after.is_allowed()); // 2,000 units of debt past the burst
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn settle(
+        &self,
+        key: &K,
+        admission: &Admission,
+        real: u64,
+    ) -> Result<Decision, KeyedError> {
+        let now = self.clock.now();
+        self.settle_fingerprint_at(self.fingerprint_of(key), admission, real, now)
+    }
+
+    /// [`settle`](Self::settle) for the key `fingerprint` identifies, at `now` (no
+    /// earlier than any check of the key since the admission).
+    pub fn settle_fingerprint_at(
+        &self,
+        fingerprint: Fingerprint,
+        admission: &Admission,
+        real: u64,
+        now: u64,
+    ) -> Result<Decision, KeyedError> {
+        let estimate = admission.cost();
+        let now = now.max(admission.at());
+        if real > estimate {
+            return self.charge_fingerprint_at(fingerprint, now, real - estimate);
+        }
+        if real < estimate {
+            // Nothing used is a refund (a window's opener kept by its rule); less
+            // than the estimate, a part of it (the request stays).
+            let back = match real {
+                0 => *admission,
+                _ => admission.part(estimate - real),
+            };
+            self.refund_fingerprint_at(fingerprint, &back, now);
+        }
+        let algorithm = self.algorithm.load();
+        let state = self
+            .table
+            .state_of(fingerprint.to_bits())
+            .unwrap_or(algorithm.initial_state());
+        Ok(standing(&algorithm, state, now)?)
     }
 
     /// The fingerprint of the bucket that requests without a key share

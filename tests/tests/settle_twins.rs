@@ -1,0 +1,256 @@
+//! Settling exactly: a limiter that admits requests on an estimate and settles each
+//! at its real cost later, against a twin that was charged the real cost at the
+//! start, for every one-word algorithm, directly and in a keyed table.
+//!
+//! Limiter A admits a request of estimate `e` and later settles it at `r` (below,
+//! equal to, or above `e`, even above the capacity: into debt). Its twin B takes,
+//! at the moment A admitted each request, that request's real cost whether or not
+//! it fits (`charge_at`). The bound: while no settlement above its estimate is still
+//! to come, whatever A admits at any probe time and cost, B admits too — A is never
+//! looser than the twin beyond the units of the requests in flight whose real cost
+//! exceeds their estimate. And quiet (each settled at once, time moving forward),
+//! A *is* the twin: nothing kept that could have come back. (A real cost of 0 is a
+//! refund, whose twin never saw the request: `refund_twins.rs`.)
+
+use portero::keyed::RandomState;
+use portero::{
+    Admission, Algorithm, AlgorithmName, AnyAlgorithm, CalendarQuota, FixedWindow, Gcra,
+    KeyedLimiter, LeakyMeter, LeakyQueue, ManualClock, Period, Placement, Quota, RateLimiter,
+    SlidingWindowCounter, TokenBucket,
+};
+use proptest::prelude::*;
+
+/// One step of a schedule.
+#[derive(Debug, Clone)]
+enum Op {
+    /// `dt` later, a request of estimate `cost` whose real cost turns out `real`.
+    Check { dt: u64, cost: u64, real: u64 },
+    /// `dt` later, the settlement of outstanding admission number `which`.
+    Settle { dt: u64, which: usize },
+}
+
+fn ops() -> impl Strategy<Value = Vec<Op>> {
+    let op = prop_oneof![
+        3 => (0u64..40, 1u64..=4, 1u64..=9).prop_map(|(dt, cost, real)| Op::Check { dt, cost, real }),
+        2 => (0u64..40, any::<usize>()).prop_map(|(dt, which)| Op::Settle { dt, which }),
+    ];
+    prop::collection::vec(op, 1..50)
+}
+
+/// A limit under test: admitted on an estimate, settled, charged, peeked.
+trait Subject {
+    fn acquire(&self, now: u64, cost: u64) -> Option<Admission>;
+    fn settle(&self, admission: &Admission, real: u64, now: u64);
+    fn charge(&self, now: u64, units: u64);
+    fn admits(&self, now: u64, cost: u64) -> bool;
+    fn state(&self) -> Option<u64>;
+
+    /// The twin's take: `units` at `now` whether or not they fit, as a request of
+    /// that cost arriving then (one unit checked, opening a window as a request
+    /// does, and the rest charged; all charged when even one is refused).
+    fn take(&self, now: u64, units: u64) {
+        match self.acquire(now, 1) {
+            Some(one) => self.settle(&one, units, now),
+            None => self.charge(now, units),
+        }
+    }
+}
+
+struct Direct<A: Algorithm>(RateLimiter<A, ManualClock>);
+
+impl<A: Algorithm> Subject for Direct<A> {
+    fn acquire(&self, now: u64, cost: u64) -> Option<Admission> {
+        self.0.acquire_at(now, cost).ok()?.admission
+    }
+    fn settle(&self, admission: &Admission, real: u64, now: u64) {
+        self.0.settle_at(admission, real, now).expect("settles");
+    }
+    fn charge(&self, now: u64, units: u64) {
+        self.0.charge_at(now, units).expect("charges");
+    }
+    fn admits(&self, now: u64, cost: u64) -> bool {
+        self.0.peek_at(now, cost).is_ok_and(|d| d.is_allowed())
+    }
+    fn state(&self) -> Option<u64> {
+        Some(self.0.raw_state())
+    }
+}
+
+struct Keyed<A: Algorithm + Copy>(KeyedLimiter<u64, A, ManualClock>);
+
+impl<A: Algorithm + Copy> Subject for Keyed<A> {
+    fn acquire(&self, now: u64, cost: u64) -> Option<Admission> {
+        self.0.acquire_at(&7, now, cost).ok()?.admission
+    }
+    fn settle(&self, admission: &Admission, real: u64, now: u64) {
+        let key = self.0.fingerprint_of(&7);
+        self.0
+            .settle_fingerprint_at(key, admission, real, now)
+            .expect("settles");
+    }
+    fn charge(&self, now: u64, units: u64) {
+        let key = self.0.fingerprint_of(&7);
+        self.0
+            .charge_fingerprint_at(key, now, units)
+            .expect("charges");
+    }
+    fn admits(&self, now: u64, cost: u64) -> bool {
+        self.0.peek_at(&7, now, cost).is_ok_and(|d| d.is_allowed())
+    }
+    fn state(&self) -> Option<u64> {
+        self.0.state_of(&7)
+    }
+}
+
+/// Runs `ops` on A and its twin B; checks the bound whenever no settlement above
+/// its estimate is outstanding (probes at every time from now to a few periods on,
+/// every cost up to `capacity`).
+fn twins<S: Subject>(
+    make: impl Fn() -> S,
+    ops: &[Op],
+    step: u64,
+    capacity: u64,
+) -> Result<(), TestCaseError> {
+    let (a, b) = (make(), make());
+    let mut now = 1_000 * step;
+    // Outstanding admissions of A: (admission, real cost).
+    let mut outstanding: Vec<(Admission, u64)> = Vec::new();
+    for op in ops {
+        match *op {
+            Op::Check { dt, cost, real } => {
+                now += dt * step;
+                if let Some(admission) = a.acquire(now, cost) {
+                    b.take(now, real);
+                    outstanding.push((admission, real));
+                }
+            }
+            Op::Settle { dt, which } => {
+                now += dt * step;
+                if outstanding.is_empty() {
+                    continue;
+                }
+                let (admission, real) = outstanding.remove(which % outstanding.len());
+                a.settle(&admission, real, now);
+            }
+        }
+        if outstanding.iter().any(|(adm, real)| *real > adm.cost()) {
+            continue;
+        }
+        for probe in (0..60).map(|k| now + k * step) {
+            for cost in 1..=capacity {
+                prop_assert!(
+                    !a.admits(probe, cost) || b.admits(probe, cost),
+                    "A admits {cost} at {probe} where its twin refuses (A {:?}, B {:?})",
+                    a.state(),
+                    b.state()
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Quiet: each request settled at once, time moving forward — A is its twin.
+fn quiet<S: Subject>(make: impl Fn() -> S, ops: &[Op], step: u64) -> Result<(), TestCaseError> {
+    let (a, b) = (make(), make());
+    let mut now = 1_000 * step;
+    for op in ops {
+        if let Op::Check { dt, cost, real } = *op {
+            now += dt * step;
+            if let Some(admission) = a.acquire(now, cost) {
+                a.settle(&admission, real, now);
+                b.take(now, real);
+            }
+            prop_assert_eq!(a.state(), b.state(), "after {:?} at {}", op, now);
+        }
+    }
+    Ok(())
+}
+
+/// A quota of up to 4 per period, burst up to 4: small, so schedules fill it.
+fn quota() -> impl Strategy<Value = (Quota, u64)> {
+    (1u64..=4, 1u64..=4, 7u64..=200).prop_map(|(limit, burst, period)| {
+        let q = Quota::from_nanos(limit, period * 1_000)
+            .unwrap()
+            .with_burst(burst)
+            .unwrap();
+        (q, (q.interval_nanos() / 5).max(1))
+    })
+}
+
+fn direct<A: Algorithm + Copy>(a: A) -> impl Fn() -> Direct<A> {
+    move || Direct(RateLimiter::with_algorithm_and_clock(a, ManualClock::new()))
+}
+
+fn keyed<A: Algorithm + Copy>(a: A) -> impl Fn() -> Keyed<A> {
+    move || {
+        Keyed(KeyedLimiter::with_hasher(
+            a,
+            4,
+            ManualClock::new(),
+            RandomState::with_seeds(1, 2, 3, 4),
+        ))
+    }
+}
+
+fn both<A: Algorithm + Copy>(a: A, ops: &[Op], step: u64) -> Result<(), TestCaseError> {
+    let capacity = a.capacity().min(4);
+    twins(direct(a), ops, step, capacity)?;
+    twins(keyed(a), ops, step, capacity)?;
+    quiet(direct(a), ops, step)?;
+    quiet(keyed(a), ops, step)
+}
+
+/// [`both`] but for the bound alone: a window that counts its refusals too writes
+/// them, which the twin (shown only what A admitted) never sees, so its word is not
+/// the twin's even when it admits exactly as the twin does.
+fn bound_only<A: Algorithm + Copy>(a: A, ops: &[Op], step: u64) -> Result<(), TestCaseError> {
+    let capacity = a.capacity().min(4);
+    twins(direct(a), ops, step, capacity)?;
+    twins(keyed(a), ops, step, capacity)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn schedules_settle_like_a_twin_charged_the_real_cost(
+        (q, step) in quota(), ops in ops(),
+    ) {
+        both(Gcra::new(q), &ops, step)?;
+        both(TokenBucket::new(q), &ops, step)?;
+        both(LeakyMeter::new(q), &ops, step)?;
+        both(LeakyQueue::new(q), &ops, step)?;
+        both(AnyAlgorithm::new(AlgorithmName::Gcra, q).unwrap(), &ops, step)?;
+    }
+
+    #[test]
+    fn windows_settle_like_a_twin_charged_the_real_cost(
+        (q, step) in quota(), ops in ops(),
+    ) {
+        both(FixedWindow::new(q).unwrap(), &ops, step)?;
+        both(FixedWindow::with_placement(q, Placement::FirstRequest).unwrap(), &ops, step)?;
+        bound_only(FixedWindow::new(q).unwrap().count_excess().unwrap(), &ops, step)?;
+        both(SlidingWindowCounter::new(q).unwrap(), &ops, step)?;
+        let period = Period::Fixed(q.period_nanos());
+        both(CalendarQuota::new(q.limit(), period).unwrap(), &ops, step)?;
+    }
+}
+
+/// A real cost far above the capacity is charged whole (into debt), and the wait
+/// it leaves is exact: the key refuses until the debt is paid off, to the
+/// nanosecond.
+#[test]
+fn a_settlement_above_the_capacity_leaves_an_exact_wait() {
+    let q = Quota::per_minute(10_000).unwrap();
+    let clock = ManualClock::new();
+    let budget = RateLimiter::gcra(q).with_clock(&clock);
+    let estimate = budget.acquire_at(0, 1_000).unwrap().admission.unwrap();
+    let after = budget.settle_at(&estimate, 12_000, 0).unwrap();
+    assert!(!after.is_allowed());
+    // 12,000 taken at 0 with a burst of 10,000: one unit fits when 2,001 have refilled.
+    let t = q.interval_nanos();
+    assert_eq!(after.retry_after_nanos(), 2_001 * t);
+    assert!(!budget.peek_at(2_001 * t - 1, 1).unwrap().is_allowed());
+    assert!(budget.peek_at(2_001 * t, 1).unwrap().is_allowed());
+}
