@@ -15,8 +15,8 @@
 use portero::keyed::RandomState;
 use portero::{
     Admission, Algorithm, AlgorithmName, AnyAlgorithm, CalendarQuota, FixedWindow, Gcra,
-    KeyedLimiter, LeakyMeter, LeakyQueue, ManualClock, Period, Placement, Quota, RateLimiter,
-    SlidingWindowCounter, TokenBucket,
+    KeyedLimiter, KeyedLog, LeakyMeter, LeakyQueue, ManualClock, Period, Placement, Quota,
+    RateLimiter, SlidingWindowCounter, TokenBucket,
 };
 use proptest::prelude::*;
 
@@ -99,6 +99,32 @@ impl<A: Algorithm + Copy> Subject for Keyed<A> {
     }
     fn state(&self) -> Option<u64> {
         self.0.state_of(&7)
+    }
+}
+
+struct Log(KeyedLog<u64, ManualClock>);
+
+impl Subject for Log {
+    fn acquire(&self, now: u64, cost: u64) -> Option<Admission> {
+        self.0.acquire_at(&7, now, cost).ok()?.admission
+    }
+    fn settle(&self, admission: &Admission, real: u64, now: u64) {
+        let key = self.0.fingerprint_of(&7);
+        self.0
+            .settle_fingerprint_at(key, admission, real, now)
+            .expect("settles");
+    }
+    fn charge(&self, now: u64, units: u64) {
+        let key = self.0.fingerprint_of(&7);
+        self.0
+            .charge_fingerprint_at(key, now, units)
+            .expect("charges");
+    }
+    fn admits(&self, now: u64, cost: u64) -> bool {
+        self.0.peek_at(&7, now, cost).is_ok_and(|d| d.is_allowed())
+    }
+    fn state(&self) -> Option<u64> {
+        None
     }
 }
 
@@ -234,6 +260,14 @@ proptest! {
         both(SlidingWindowCounter::new(q).unwrap(), &ops, step)?;
         let period = Period::Fixed(q.period_nanos());
         both(CalendarQuota::new(q.limit(), period).unwrap(), &ops, step)?;
+    }
+
+    #[test]
+    fn the_exact_log_settles_like_a_twin_charged_the_real_cost(
+        (q, step) in quota(), ops in ops(),
+    ) {
+        let log = || Log(KeyedLog::with_clock(q, 4, ManualClock::new()).unwrap());
+        twins(log, &ops, step, q.limit().min(4))?;
     }
 }
 

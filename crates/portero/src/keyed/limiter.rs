@@ -439,6 +439,12 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
         self.table.remove(self.fingerprint(key));
     }
 
+    /// [`reset`](Self::reset) for the key `fingerprint` identifies (a login that
+    /// succeeded clears its failures).
+    pub fn reset_fingerprint(&self, fingerprint: Fingerprint) {
+        self.table.remove(fingerprint.to_bits());
+    }
+
     /// Drops every key whose state is back to full at `now` (no decision at or after
     /// `now` changes). Returns how many were dropped. O(table size); no background
     /// thread is needed, inserts also reclaim lazily.

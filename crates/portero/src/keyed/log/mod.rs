@@ -412,13 +412,77 @@ impl<K: Hash + ?Sized, C: Clock> KeyedLog<K, C> {
         self.lock(fp).refund(fp, admission.at(), admission.cost());
     }
 
-    /// Forgets `key`: its next request finds an empty log.
-    pub fn reset(&self, key: &K) {
-        let fp = self.fingerprint(key);
+    /// Records `units` entries for the key `fingerprint` at `now` whether or not
+    /// they fit: a cost learned after the request was admitted (see
+    /// [`settle_fingerprint_at`](Self::settle_fingerprint_at)). Past the limit the
+    /// newest entries replace the oldest: an exact log holds at most one window of
+    /// debt, `limit` units at the charge's time. Returns the key's standing.
+    pub fn charge_fingerprint_at(
+        &self,
+        fingerprint: Fingerprint,
+        now: u64,
+        units: u64,
+    ) -> Result<Decision, KeyedError> {
+        check_range(now, 0, 0)?;
+        let fp = fingerprint.to_bits();
+        let shard = self.lock(fp);
+        if units == 0 {
+            let one = shard.peek(fp, now, 1);
+            return Ok(if one.is_allowed() {
+                shard.peek(fp, now, 0)
+            } else {
+                one
+            });
+        }
+        let id = match shard.find(fp) {
+            Some((_, id)) => id,
+            None => {
+                // A key not held: taken in with one entry, as a check would.
+                shard.insert(fp, now, 1, self.max_keys)?;
+                let (_, id) = shard.find(fp).ok_or(KeyedError::KeyTableFull {
+                    max_keys: self.max_keys as u64,
+                })?;
+                return Ok(shard.charge(id, now, units - 1));
+            }
+        };
+        Ok(shard.charge(id, now, units))
+    }
+
+    /// Settles what `admission` took from the key `fingerprint` on an estimate at
+    /// its real cost `real` (0: a refund): the entries not used are removed (those
+    /// recorded at the admission's time, exact), the units above the estimate are
+    /// recorded at `now` ([`charge_fingerprint_at`](Self::charge_fingerprint_at)).
+    /// Returns the key's standing.
+    pub fn settle_fingerprint_at(
+        &self,
+        fingerprint: Fingerprint,
+        admission: &Admission,
+        real: u64,
+        now: u64,
+    ) -> Result<Decision, KeyedError> {
+        let estimate = admission.cost();
+        if real > estimate {
+            return self.charge_fingerprint_at(fingerprint, now, real - estimate);
+        }
+        if real < estimate {
+            self.refund_fingerprint(fingerprint, &admission.part(estimate - real));
+        }
+        self.charge_fingerprint_at(fingerprint, now.max(admission.at()), 0)
+    }
+
+    /// Forgets the key `fingerprint` identifies (a login that succeeded clears its
+    /// failures).
+    pub fn reset_fingerprint(&self, fingerprint: Fingerprint) {
+        let fp = fingerprint.to_bits();
         let shard = self.lock(fp);
         if let Some((pos, id)) = shard.find(fp) {
             shard.remove(pos, id, false);
         }
+    }
+
+    /// Forgets `key`: its next request finds an empty log.
+    pub fn reset(&self, key: &K) {
+        self.reset_fingerprint(self.fingerprint_of(key));
     }
 
     /// Drops every key whose log is entirely expired at `now` (no decision changes).
@@ -444,10 +508,6 @@ impl<K: Hash + ?Sized, C: Clock> KeyedLog<K, C> {
     /// [`stack::check_all`](crate::keyed::stack::check_all).
     pub fn limit_for<'a>(&'a self, key: &'a K) -> KeyedLogLimit<'a, K, C> {
         KeyedLogLimit { log: self, key }
-    }
-
-    fn fingerprint(&self, key: &K) -> u64 {
-        self.fingerprint_of(key).to_bits()
     }
 
     fn lock(&self, fp: u64) -> Locked<'_> {

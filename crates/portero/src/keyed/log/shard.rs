@@ -275,6 +275,41 @@ impl Locked<'_> {
         (d, t)
     }
 
+    /// Records `cost` entries at `now` (the key's latest time, if later) whether or
+    /// not they fit: a settlement above its estimate. Past the limit, the newest
+    /// entries take the oldest ones' places (the log refuses for a whole window
+    /// from now: at most `limit` units of debt). Returns the key's standing.
+    pub(super) fn charge(&self, id: usize, now: u64, cost: u64) -> Decision {
+        let limit = self.rule.limit;
+        let slot = &self.s.slots[id];
+        let t = now.max(get(&slot.seen));
+        let mut r = self.ring(id);
+        let (_, expired) = self.decide(r, t, 0);
+        put(&slot.seen, t);
+        r.head += expired;
+        if r.head >= limit {
+            r.head -= limit;
+        }
+        r.len -= expired;
+        for _ in 0..cost.min(limit) {
+            if r.len == limit {
+                // The oldest entry gives its place to a newer one: later to expire.
+                r.head = if r.head + 1 == limit { 0 } else { r.head + 1 };
+                r.len -= 1;
+            }
+            put(self.at(r, r.len), t);
+            r.len += 1;
+        }
+        self.set_ring(r);
+        self.note(r);
+        let one = self.decide(r, t, 1).0;
+        if one.is_allowed() {
+            self.decide(r, t, 0).0
+        } else {
+            one
+        }
+    }
+
     /// The decision for the key `fp` at `now` (held or not), changing nothing.
     pub(super) fn peek(&self, fp: u64, now: u64, cost: u64) -> Decision {
         match self.find(fp) {
