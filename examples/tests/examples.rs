@@ -103,6 +103,113 @@ fn the_api_service_answers_as_its_docs_say() {
     assert!(metrics.contains("outcome=\"rejected\""), "{metrics}");
 }
 
+/// One POST with `body` (a form): the status and the response, lowercased.
+fn post_form(addr: &str, path: &str, body: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).expect("the example listens");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\
+         Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response[9..12].parse().expect("a status");
+    (status, response.to_ascii_lowercase())
+}
+
+/// Whether `left` is `expected`, give or take what refills while the test runs
+/// (the example's clock is real: a free key earns a token every 6 ms).
+fn about(left: Option<u64>, expected: u64) -> bool {
+    left.is_some_and(|left| (expected..=expected + 100).contains(&left))
+}
+
+/// The `r` of the `RateLimit` item named `name` in a response head.
+fn remaining(head: &str, name: &str) -> Option<u64> {
+    let line = head.lines().find(|l| l.starts_with("ratelimit:"))?;
+    let item = line
+        .split(',')
+        .find(|i| i.contains(&format!("\"{name}\"")))?;
+    item.split(';')
+        .find_map(|p| p.trim().strip_prefix("r="))?
+        .parse()
+        .ok()
+}
+
+#[test]
+fn the_model_gateway_settles_costs_after_the_call_and_counts_failed_logins() {
+    let app = Running::start(env!("CARGO_BIN_EXE_llm_gateway"), &[]);
+    let a = app.addr.as_str();
+    let call = |key: &str, tokens: &str| {
+        send(
+            a,
+            "POST",
+            "/v1/complete",
+            &[("x-api-key", key), ("x-simulate-tokens", tokens)],
+        )
+    };
+    // A free key: 10,000 tokens a minute, each call settled at what it used.
+    let (status, head) = call("free_ann", "4000");
+    assert_eq!(status, 200);
+    assert!(about(remaining(&head, "free"), 6_000), "{head}");
+    assert!(
+        head.contains(r#"ratelimit-policy: "free";q=10000;w=60"#),
+        "{head}"
+    );
+    let (_, head) = call("free_ann", "4000");
+    assert!(about(remaining(&head, "free"), 2_000), "{head}");
+    // Admitted on its estimate of 500, it used 4,000: 2,000 tokens of debt.
+    let (status, head) = call("free_ann", "4000");
+    assert_eq!(status, 200);
+    assert_eq!(remaining(&head, "free"), Some(0), "{head}");
+    let (status, head) = call("free_ann", "10");
+    assert_eq!(status, 429, "{head}");
+    // 2,500 tokens to refill at 6 ms each (the debt and the next estimate): 15 s,
+    // give or take the time the calls took.
+    let wait: u64 = head
+        .lines()
+        .find_map(|l| l.strip_prefix("retry-after: "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("a retry-after");
+    assert!((14..=15).contains(&wait), "{head}");
+    // A pro key: its own plan, and only its own plan in its fields.
+    let (status, head) = call("pro_bo", "4000");
+    assert_eq!(status, 200);
+    assert!(about(remaining(&head, "pro"), 96_000), "{head}");
+    assert!(!head.contains("\"free\""), "{head}");
+    // A streamed completion settles when it ends: 3,000 tokens.
+    let (status, body) = send(
+        a,
+        "POST",
+        "/v1/stream",
+        &[("x-api-key", "free_cy"), ("x-simulate-tokens", "3000")],
+    );
+    assert_eq!(status, 200);
+    assert!(body.contains("chunk 9"), "{body}");
+    std::thread::sleep(Duration::from_millis(100));
+    let (_, head) = call("free_cy", "1000");
+    assert!(about(remaining(&head, "free"), 6_000), "{head}");
+    // Failed logins: 5 per user name; a success is not counted and clears them.
+    let form = |password: &str| format!("user=ann&password={password}");
+    for _ in 0..4 {
+        assert_eq!(post_form(a, "/login", &form("guess")).0, 401);
+    }
+    let (status, head) = post_form(a, "/login", &form("open-sesame"));
+    assert_eq!(status, 200);
+    assert_eq!(remaining(&head, "login"), Some(5), "{head}");
+    for _ in 0..5 {
+        assert_eq!(post_form(a, "/login", &form("guess")).0, 401);
+    }
+    assert_eq!(post_form(a, "/login", &form("open-sesame")).0, 429);
+    assert_eq!(
+        post_form(a, "/login", "user=bo&password=open-sesame").0,
+        200
+    );
+}
+
 #[test]
 fn the_shared_limit_holds_across_two_instances_and_says_when_redis_is_away() {
     let mut redis = portero_redis::LocalRedis::start().expect("redis-server for this test");

@@ -87,8 +87,9 @@ pub use client::{ClientAddr, ClientIp, TrustedProxies};
 pub use headers::{Policy, PolicyError};
 pub use limit::{
     AllRoutes, Batch, BatchPending, Checked, Checking, CostFn, Limit, LimitFuture, LimitLayer,
-    LimitService, NoRoutes, OutageAnswer, Pending, Prepared, RefusalFn, Route, Source, Store,
-    StoreError, StoreKey, Ticket, WhenNoKey, WhenUnavailable, RATELIMIT_SOURCE,
+    LimitService, NoRoutes, OutageAnswer, Pending, Plans, Prepare, Prepared, RefusalFn,
+    ResponseHead, Route, Source, Store, StoreError, StoreKey, Ticket, Usage, WhenNoKey,
+    WhenUnavailable, RATELIMIT_SOURCE,
 };
 pub use shed::{admission, LoadShedFuture, LoadShedLayer, LoadShedService};
 pub use throttle::{

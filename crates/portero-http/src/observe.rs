@@ -12,7 +12,9 @@
 //! only watches never changes an answer). `portero_shed_total{layer, reason}`, a counter of requests the
 //! overload layers answered without the inner service: `load_shed` / `over_capacity`,
 //! `deadline_queue` / `queue_full` or `deadline_passed`, `circuit_breaker` /
-//! `circuit_open`. Events (`tracing`, target `portero_http`): INFO per refused or
+//! `circuit_open`. `portero_settlements_total{policy, result}`: admitted requests whose
+//! limit settled after the response (`charged`, `given_back`, `unchanged`, `cleared`,
+//! `failed`). Events (`tracing`, target `portero_http`): INFO per refused or
 //! shadow-refused request, with the policy and the outcome; INFO per shed request,
 //! with the layer and the reason; WARN per fallback answer and per shadow limit that
 //! could not be checked; ERROR per limit that could not be checked, with its cause
@@ -47,10 +49,39 @@ impl Outcome {
     }
 }
 
+/// What a settlement after the response did to a limit's key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Settled {
+    /// The real cost was above the estimate: the rest was charged (into debt).
+    Charged,
+    /// The real cost was below the estimate (or the request did not count): units
+    /// went back.
+    GivenBack,
+    /// The real cost was the estimate.
+    Unchanged,
+    /// The key was forgotten (a success that clears it).
+    Cleared,
+    /// The store could not settle: the estimate stands.
+    Failed,
+}
+
+impl Settled {
+    #[cfg_attr(not(any(feature = "metrics", feature = "tracing")), allow(dead_code))]
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Charged => "charged",
+            Self::GivenBack => "given_back",
+            Self::Unchanged => "unchanged",
+            Self::Cleared => "cleared",
+            Self::Failed => "failed",
+        }
+    }
+}
+
 /// Every counter this crate records, and what it counts (its `# HELP`): one table,
 /// read by [`describe_metrics`].
 #[cfg(feature = "metrics")]
-const COUNTERS: [(&str, &str); 4] = [
+const COUNTERS: [(&str, &str); 5] = [
     (
         "portero_requests_total",
         "Requests a rate limit decided, by policy, outcome (admitted, rejected, shadow_rejected, unlimited) and source (memory, redis, cache, lease, fallback, unavailable).",
@@ -62,6 +93,10 @@ const COUNTERS: [(&str, &str); 4] = [
     (
         "portero_limit_failures_total",
         "Requests whose rate limit could not be checked, by cause: key or store (answered 500), shadow_key or shadow_store (a shadow limit; let through).",
+    ),
+    (
+        "portero_settlements_total",
+        "Admitted requests whose limit settled after the response, by policy and result (charged, given_back, unchanged, cleared, failed).",
     ),
     (
         "portero_shed_total",
@@ -133,6 +168,30 @@ pub(crate) fn fallback(policy: &Policy) {
         "rate limit decided by the outage policy: the shared store did not answer in time"
     );
     let _ = policy;
+}
+
+/// Counts (and traces) a settlement after the response: `error` when the store
+/// could not settle (the estimate stands).
+pub(crate) fn settled(policy: &Policy, result: Settled, error: Option<&dyn std::error::Error>) {
+    #[cfg(feature = "metrics")]
+    described();
+    #[cfg(feature = "metrics")]
+    metrics::counter!(
+        "portero_settlements_total",
+        "policy" => metrics::SharedString::from(policy.shared_name()),
+        "result" => result.as_str()
+    )
+    .increment(1);
+    #[cfg(feature = "tracing")]
+    match error {
+        Some(error) => tracing::warn!(
+            policy = policy.name(),
+            error = %error,
+            "a settlement after the response failed; the estimate stands"
+        ),
+        None => tracing::debug!(policy = policy.name(), result = result.as_str(), "settled"),
+    }
+    let _ = (policy, result, error);
 }
 
 /// Counts and logs a request answered 500 because its limit could not be checked.

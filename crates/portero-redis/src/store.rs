@@ -11,7 +11,7 @@
 //! counted and traced by the pipeline.
 
 use portero_http::{
-    Batch, BatchPending, Checked, Checking, Prepared, Source, Store, StoreError, StoreKey,
+    Batch, BatchPending, Checked, Checking, Prepare, Prepared, Source, Store, StoreError, StoreKey,
 };
 
 use crate::batch::{check_parts, Part};
@@ -57,13 +57,14 @@ impl<K: StoreKey + Send + 'static> Store<K> for RedisLimiter {
         carries_several.then_some(self as &dyn Batch)
     }
 
-    fn prepare(&self, key: Option<K>, cost: u64) -> Result<Prepared, Result<Checked, StoreError>> {
-        let call = self
-            .call_of(key.as_ref(), cost)
-            .map_err(|e| answer(Err(e), false))?;
+    fn prepare(&self, key: Option<K>, cost: u64) -> Prepare {
+        let call = match self.call_of(key.as_ref(), cost) {
+            Ok(call) => call,
+            Err(e) => return Prepare::Answered(answer(Err(e), false)),
+        };
         match Part::new(self, call) {
-            Ok(part) => Ok(Prepared(Box::new(part))),
-            Err(remembered) => Err(answer(Ok(remembered), false)),
+            Ok(part) => Prepare::Ready(Prepared(Box::new(part))),
+            Err(remembered) => Prepare::Answered(answer(Ok(remembered), false)),
         }
     }
 }

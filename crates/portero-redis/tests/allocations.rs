@@ -74,7 +74,7 @@ async fn a_typed_key_is_written_once_into_the_redis_key() {
     let client = addr();
     // The Redis key (one buffer) and the prepared check's box; nothing else.
     let (n, prepared) = allocations(|| Store::<ClientAddr>::prepare(&limiter, Some(client), 1));
-    assert!(prepared.is_ok());
+    assert!(matches!(prepared, portero_http::Prepare::Ready(_)));
     assert!(n <= 2, "ClientAddr: {n} allocations");
     let (n, _) = allocations(|| Store::<HeaderValue>::prepare(&limiter, Some(header.clone()), 1));
     assert!(n <= 2, "header: {n} allocations");

@@ -7,8 +7,9 @@ use std::sync::Arc;
 use http::Request;
 use portero::Decision;
 
+use super::after::{AfterResponse, ResponseHead};
 use super::options::{Charge, WhenNoKey};
-use super::store::{Batch, Checking, Prepared, Store, Ticket};
+use super::store::{Batch, Checking, Prepare, Prepared, Store, StoreError, Ticket};
 use crate::headers::Policy;
 use crate::keys::{IntoKey, KeyError};
 
@@ -66,6 +67,8 @@ pub struct Limit<St, F, R = AllRoutes> {
     // This limit's own cost and no-key policy, where it has them (else the layer's).
     pub(crate) cost: Option<Charge>,
     pub(crate) when_no_key: Option<WhenNoKey>,
+    // What it learns from the response.
+    pub(crate) after: AfterResponse,
 }
 
 impl<St, F, R> fmt::Debug for Limit<St, F, R> {
@@ -88,6 +91,7 @@ impl<St, F> Limit<St, F> {
             shadow: false,
             cost: None,
             when_no_key: None,
+            after: AfterResponse::default(),
         }
     }
 }
@@ -103,6 +107,7 @@ impl<St, F, R> Limit<St, F, R> {
             shadow: self.shadow,
             cost: self.cost,
             when_no_key: self.when_no_key,
+            after: self.after,
         }
     }
 
@@ -130,6 +135,76 @@ impl<St, F, R> Limit<St, F, R> {
         cost: impl Fn(&http::Method, &http::Uri, &http::HeaderMap) -> u64 + Send + Sync + 'static,
     ) -> Self {
         self.cost = Some(Charge::new(cost));
+        self
+    }
+
+    /// Settles each admitted request at the real cost its response head tells
+    /// (`real(head)`; `None`: the estimate stands) — a field the handler sets
+    /// ([`ResponseHead::units`]), or a value it put in the response's extensions.
+    /// The request was admitted on its estimate (its [`cost`](Self::cost), 1 by
+    /// default); the units not used go back (by the refund rule: less, never more,
+    /// once others came since), the units above it are charged even past the burst,
+    /// so the key goes into debt and later requests are refused, with an exact
+    /// `Retry-After`, until it is paid off. The response's fields show the key after
+    /// settlement. A store that cannot settle (Redis, leases) keeps the estimate.
+    ///
+    /// Bound: in any span, a key admits no more than a twin charged each request's
+    /// real cost on arrival would, plus what the requests still in flight will be
+    /// charged above their estimates.
+    ///
+    /// ```
+    /// use portero::{Gcra, KeyedLimiter, Quota};
+    /// use portero_http::{keys, Limit, LimitLayer, Policy};
+    ///
+    /// let tokens = Quota::per_minute(10_000)?;
+    /// let key = keys::header::<()>(http::HeaderName::from_static("x-api-key"));
+    /// let per_key = Limit::new(KeyedLimiter::new(Gcra::new(tokens), 10_000), Policy::for_quota("tokens", &tokens)?, key)
+    ///     .cost(|_, _, _| 500) // the estimate a request is admitted on
+    ///     .settle(|head| head.units("x-usage-tokens"));
+    /// let layer = LimitLayer::new(per_key);
+    /// # let _ = layer;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn settle(
+        mut self,
+        real: impl Fn(&ResponseHead<'_>) -> Option<u64> + Send + Sync + 'static,
+    ) -> Self {
+        self.after.real = Some(Arc::new(real));
+        self
+    }
+
+    /// Settles each admitted request at the units the handler reports through the
+    /// [`Usage`](crate::Usage) handle the layer puts in the request's extensions —
+    /// for a cost known only when a streamed body ends. It settles when the handle's
+    /// last clone is dropped, with what was reported (nothing reported: the
+    /// estimate stands); the response's fields show the key after the estimate, as
+    /// the body has not ended when they are sent. Settled as [`settle`](Self::settle)
+    /// does.
+    pub fn settle_by_usage(mut self) -> Self {
+        self.after.usage = true;
+        self
+    }
+
+    /// Counts only the requests whose response passes `test` (a failed login: 401
+    /// or 403): the others are given back after the response (by the refund rule).
+    /// A request is still checked, and refused while the key is exhausted, before
+    /// the handler runs — so at most the quota's failures get through at once, even
+    /// with many in flight; one that never answers (cancelled) stays counted.
+    pub fn count_only(
+        mut self,
+        test: impl Fn(&ResponseHead<'_>) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.after.count_if = Some(Arc::new(test));
+        self
+    }
+
+    /// Forgets the key when a response passes `test` (a login that succeeded
+    /// clears the failures before it). Checked before [`count_only`](Self::count_only).
+    pub fn clear_on(
+        mut self,
+        test: impl Fn(&ResponseHead<'_>) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.after.clear_if = Some(Arc::new(test));
         self
     }
 
@@ -164,6 +239,27 @@ pub(crate) enum Step {
     Refused,
     /// The server cannot tell the key.
     KeyFailed(KeyError),
+}
+
+/// What a request without a usable key gets in one limit: a [`Step`] decided
+/// without the store.
+pub(crate) enum Keyless {
+    /// Let through unlimited.
+    Unlimited,
+    /// Refused.
+    Refused,
+    /// The server cannot tell the key.
+    KeyFailed(KeyError),
+}
+
+impl From<Keyless> for Step {
+    fn from(keyless: Keyless) -> Self {
+        match keyless {
+            Keyless::Unlimited => Self::Unlimited,
+            Keyless::Refused => Self::Refused,
+            Keyless::KeyFailed(e) => Self::KeyFailed(e),
+        }
+    }
 }
 
 /// What preparing one limit for a batch gave.
@@ -211,6 +307,12 @@ pub(crate) trait Entry<B>: Send + Sync {
     fn has_own_cost(&self) -> bool;
     fn batch(&self) -> Option<&dyn Batch>;
     fn refund(&self, ticket: Ticket) -> Option<Decision>;
+    /// What it learns from the response (`None`: nothing).
+    fn after(&self) -> Option<&AfterResponse>;
+    fn settle(&self, ticket: Ticket, real: u64) -> Option<Result<Decision, StoreError>>;
+    fn forget(&self, ticket: Ticket) -> bool;
+    /// The policy plan `plan` advertises (`None`: the limit's own).
+    fn plan_policy(&self, plan: u16) -> Option<&Arc<Policy>>;
     fn capacity(&self) -> Option<u64>;
     /// Whether `request` has no key and this limit lets it through unlimited.
     fn lets_through(&self, request: &Request<B>, no_key: crate::limit::options::WhenNoKey) -> bool;
@@ -240,7 +342,7 @@ where
     ) -> Step {
         match self.key_of(request, no_key) {
             Ok(key) => Step::Checked(self.store.check(key, self.cost_of(request, cost))),
-            Err(step) => step,
+            Err(keyless) => keyless.into(),
         }
     }
 
@@ -255,7 +357,7 @@ where
                 .store
                 .peek(key, self.cost_of(request, cost))
                 .map(|answer| Step::Checked(Checking::Done(answer))),
-            Err(step) => Some(step),
+            Err(keyless) => Some(keyless.into()),
         }
     }
 
@@ -291,10 +393,10 @@ where
         let cost = self.cost_of(request, cost);
         match self.key_of(request, no_key) {
             Ok(key) => match self.store.prepare(key, cost) {
-                Ok(prepared) => Prep::Prepared(prepared),
-                Err(answer) => Prep::Decided(Step::Checked(Checking::Done(answer))),
+                Prepare::Ready(prepared) => Prep::Prepared(prepared),
+                Prepare::Answered(answer) => Prep::Decided(Step::Checked(Checking::Done(answer))),
             },
-            Err(step) => Prep::Decided(step),
+            Err(keyless) => Prep::Decided(keyless.into()),
         }
     }
 
@@ -306,12 +408,28 @@ where
         self.store.refund(ticket)
     }
 
+    fn after(&self) -> Option<&AfterResponse> {
+        (self.after.at_head() || self.after.usage).then_some(&self.after)
+    }
+
+    fn settle(&self, ticket: Ticket, real: u64) -> Option<Result<Decision, StoreError>> {
+        self.store.settle(ticket, real)
+    }
+
+    fn forget(&self, ticket: Ticket) -> bool {
+        self.store.forget(ticket)
+    }
+
+    fn plan_policy(&self, plan: u16) -> Option<&Arc<Policy>> {
+        self.store.plan_policy(plan)
+    }
+
     fn capacity(&self) -> Option<u64> {
         self.store.capacity()
     }
 
     fn lets_through(&self, request: &Request<B>, no_key: crate::limit::options::WhenNoKey) -> bool {
-        matches!(self.key_of(request, no_key), Err(Step::Unlimited))
+        matches!(self.key_of(request, no_key), Err(Keyless::Unlimited))
     }
 
     fn policy(&self) -> &Arc<Policy> {
@@ -335,7 +453,7 @@ impl<St, F, R> Limit<St, F, R> {
         &self,
         request: &Request<B>,
         no_key: crate::limit::options::WhenNoKey,
-    ) -> Result<Option<KR::Key>, Step>
+    ) -> Result<Option<KR::Key>, Keyless>
     where
         F: Fn(&Request<B>) -> KR,
     {
@@ -343,10 +461,10 @@ impl<St, F, R> Limit<St, F, R> {
             Ok(Some(key)) => Ok(Some(key)),
             Ok(None) => match self.when_no_key.unwrap_or(no_key) {
                 crate::limit::options::WhenNoKey::SharedBucket => Ok(None),
-                crate::limit::options::WhenNoKey::Allow => Err(Step::Unlimited),
-                crate::limit::options::WhenNoKey::Reject => Err(Step::Refused),
+                crate::limit::options::WhenNoKey::Allow => Err(Keyless::Unlimited),
+                crate::limit::options::WhenNoKey::Reject => Err(Keyless::Refused),
             },
-            Err(e) => Err(Step::KeyFailed(e)),
+            Err(e) => Err(Keyless::KeyFailed(e)),
         }
     }
 }

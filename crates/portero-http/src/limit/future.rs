@@ -11,6 +11,7 @@ use http::{Request, Response};
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
+use super::after::ResponseHead;
 use super::awaiting::Awaiting;
 use super::plan::{AppliedList, Flow, Pending as Waiting, Plan, Run};
 use super::respond::{refuse, write_fields};
@@ -88,7 +89,7 @@ impl<F, S, ReqB, ResB> LimitFuture<F, S, ReqB, ResB> {
     }
 }
 
-impl<S, ReqB, ResB> Future for LimitFuture<S::Future, S, ReqB, ResB>
+impl<S, ReqB: 'static, ResB> Future for LimitFuture<S::Future, S, ReqB, ResB>
 where
     S: Service<Request<ReqB>, Response = Response<ResB>>,
     ResB: From<&'static str> + From<String>,
@@ -122,11 +123,14 @@ where
                             });
                         }
                         Flow::Admitted => {
-                            let (Some(mut svc), Some(req), Some(r)) =
+                            let (Some(mut svc), Some(mut req), Some(mut r)) =
                                 (inner.take(), request.take(), run.finish())
                             else {
                                 panic!("LimitFuture polled after it completed");
                             };
+                            if plan.settles_by_usage {
+                                plan.hand_usage(&mut r.applied, &mut req);
+                            }
                             let call = svc.call(req);
                             state.set(State::Forwarded {
                                 inner: call,
@@ -140,7 +144,15 @@ where
                         Ok(response) => response,
                         Err(e) => return Poll::Ready(Err(e)),
                     };
-                    if let Some((plan, applied)) = fields.take() {
+                    if let Some((plan, mut applied)) = fields.take() {
+                        if plan.settles_at_head {
+                            let head = ResponseHead::new(
+                                response.status(),
+                                response.headers(),
+                                response.extensions(),
+                            );
+                            plan.settle_at_head(&mut applied, &head);
+                        }
                         write_fields(&plan, &applied, None, response.headers_mut());
                     }
                     return Poll::Ready(Ok(response));

@@ -131,6 +131,8 @@ impl<B: 'static> LimitLayer<B> {
             shadow: false,
             legacy: false,
             refusal: None,
+            settles_at_head: false,
+            settles_by_usage: false,
         };
         Self {
             plan: Arc::new(plan),
@@ -150,6 +152,10 @@ impl<B: 'static> LimitLayer<B> {
         let entry: Arc<dyn Entry<B>> = Arc::new(limit);
         self.with(|plan| {
             plan.limit_costs |= entry.has_own_cost();
+            if let Some(after) = entry.after() {
+                plan.settles_at_head |= after.at_head();
+                plan.settles_by_usage |= after.usage;
+            }
             let declared = plan.entries.len();
             // Local limits first, each group in the declared order; a remote limit
             // that can travel in a batch goes right after the last one of its
@@ -279,6 +285,8 @@ impl<B> Plan<B> {
             shadow: self.shadow,
             legacy: self.legacy,
             refusal: self.refusal.clone(),
+            settles_at_head: self.settles_at_head,
+            settles_by_usage: self.settles_by_usage,
         }
     }
 }

@@ -4,6 +4,7 @@
 //! each in its own file; the decision procedure is `plan.rs` (limits that travel in
 //! one call: `batching.rs`), the response writing `respond.rs`.
 
+pub(crate) mod after;
 pub(crate) mod awaiting;
 pub(crate) mod batching;
 pub(crate) mod entry;
@@ -12,18 +13,24 @@ pub(crate) mod layer;
 pub(crate) mod log_store;
 pub(crate) mod options;
 pub(crate) mod plan;
+pub(crate) mod plans;
 pub(crate) mod respond;
 pub(crate) mod service;
+pub(crate) mod settle;
 pub(crate) mod store;
 pub(crate) mod store_key;
 
+pub use after::ResponseHead;
 pub use entry::{AllRoutes, Limit, NoRoutes, Route};
 pub use future::LimitFuture;
 pub use layer::LimitLayer;
 pub use options::{CostFn, OutageAnswer, RefusalFn, WhenNoKey, WhenUnavailable};
+pub use plans::Plans;
 pub use respond::RATELIMIT_SOURCE;
 pub use service::LimitService;
+pub use settle::Usage;
 pub use store::{
-    Batch, BatchPending, Checked, Checking, Pending, Prepared, Source, Store, StoreError, Ticket,
+    Batch, BatchPending, Checked, Checking, Pending, Prepare, Prepared, Source, Store, StoreError,
+    Ticket,
 };
 pub use store_key::StoreKey;

@@ -52,6 +52,10 @@ pub(crate) struct Plan<B> {
     pub(crate) shadow: bool,
     pub(crate) legacy: bool,
     pub(crate) refusal: Option<Arc<RefusalFn>>,
+    /// Whether a limit settles from the response head (then the head is read).
+    pub(crate) settles_at_head: bool,
+    /// Whether a limit settles by usage (then an admitted request gets a `Usage`).
+    pub(crate) settles_by_usage: bool,
 }
 
 /// One applied limit's decision for one request.
@@ -65,6 +69,8 @@ pub(crate) struct Applied {
     /// A policy other than the entry's, when someone else decided (a fallback with
     /// its own quota).
     pub(crate) advertised: Option<Arc<Policy>>,
+    /// The plan whose quota decided (a `Plans` store; 0 otherwise).
+    pub(crate) plan: u16,
 }
 
 /// Why the pipeline answers a request itself.
@@ -136,7 +142,7 @@ impl AppliedList {
         }
     }
 
-    fn as_mut_slice(&mut self) -> &mut [Applied] {
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [Applied] {
         match self {
             Self::None => &mut [],
             Self::One(a) => core::slice::from_mut(a),
@@ -161,10 +167,12 @@ impl<B> Plan<B> {
 
     /// The policy an applied decision advertises.
     pub(crate) fn policy_of<'a>(&'a self, applied: &'a Applied) -> &'a Arc<Policy> {
+        let entry = &self.entries[applied.entry];
         applied
             .advertised
             .as_ref()
-            .unwrap_or_else(|| self.entries[applied.entry].policy())
+            .or_else(|| entry.plan_policy(applied.plan))
+            .unwrap_or_else(|| entry.policy())
     }
 
     /// Checks limits from where `run` stands until one is remote, one refuses, or
@@ -488,6 +496,7 @@ impl<B> Plan<B> {
             source: checked.source,
             ticket: checked.ticket,
             advertised,
+            plan: checked.plan,
         }
     }
 

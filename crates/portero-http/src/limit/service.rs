@@ -34,7 +34,7 @@ impl<S: fmt::Debug, B> fmt::Debug for LimitService<S, B> {
     }
 }
 
-impl<S, ReqB, ResB> Service<Request<ReqB>> for LimitService<S, ReqB>
+impl<S, ReqB: 'static, ResB> Service<Request<ReqB>> for LimitService<S, ReqB>
 where
     S: Service<Request<ReqB>, Response = Response<ResB>> + Clone,
     ResB: From<&'static str> + From<String>,
@@ -47,14 +47,19 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: Request<ReqB>) -> Self::Future {
+    fn call(&mut self, mut request: Request<ReqB>) -> Self::Future {
         let plan = &self.plan;
         let mut run = plan.start(&request);
         match plan.drive(&mut run, &request) {
-            Flow::Admitted => LimitFuture::forwarded(
-                self.inner.call(request),
-                Some((self.plan.clone(), run.applied)),
-            ),
+            Flow::Admitted => {
+                if plan.settles_by_usage {
+                    plan.hand_usage(&mut run.applied, &mut request);
+                }
+                LimitFuture::forwarded(
+                    self.inner.call(request),
+                    Some((self.plan.clone(), run.applied)),
+                )
+            }
             Flow::Refused(why) => LimitFuture::answered(refuse(plan, &run.applied, why)),
             Flow::Waiting(pending) => {
                 // The service that was polled ready serves this request once the

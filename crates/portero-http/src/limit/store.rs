@@ -67,6 +67,9 @@ pub struct Checked {
     /// store cannot, or took nothing, and the units stay charged — stricter, never
     /// looser). See [`Store::refund`] for how much a ticket gives back.
     pub ticket: Option<Ticket>,
+    /// The plan whose quota decided, in a [`Plans`](crate::Plans) store (its place
+    /// in the plans; 0 for any other store): the fields advertise that plan's policy.
+    pub plan: u16,
 }
 
 impl Checked {
@@ -76,6 +79,7 @@ impl Checked {
             decision,
             source,
             ticket: None,
+            plan: 0,
         }
     }
 }
@@ -89,6 +93,9 @@ pub struct Ticket {
     pub fingerprint: Fingerprint,
     /// What the check took (see the core's [`admission`](portero::admission) rule).
     pub admission: Admission,
+    /// The plan whose store took it, in a [`Plans`](crate::Plans) store (0 for any
+    /// other store).
+    pub plan: u16,
 }
 
 /// Why a store gave no decision.
@@ -224,6 +231,31 @@ pub trait Store<K>: Send + Sync + 'static {
         None
     }
 
+    /// Settles what the admission `ticket` names took on an estimate at its real
+    /// cost `real`, learned from the response (0: a refund): the units not used go
+    /// back by the rule of [`refund`](Self::refund), the units above the estimate
+    /// are charged into debt past the burst (later requests wait it out). Returns
+    /// how the key stands afterwards; `None` (the default) when the store cannot
+    /// settle, and the estimate stands.
+    fn settle(&self, ticket: Ticket, real: u64) -> Option<Result<Decision, StoreError>> {
+        let _ = (ticket, real);
+        None
+    }
+
+    /// Forgets the key the admission `ticket` was taken for (a login that succeeded
+    /// clears its failures): whether the store could.
+    fn forget(&self, ticket: Ticket) -> bool {
+        let _ = ticket;
+        false
+    }
+
+    /// The policy plan `plan` advertises, in a [`Plans`](crate::Plans) store
+    /// (`None`: the limit's own).
+    fn plan_policy(&self, plan: u16) -> Option<&Arc<crate::headers::Policy>> {
+        let _ = plan;
+        None
+    }
+
     /// The most units one check may cost (`None`: the store does not say). A request
     /// costing more than an applicable limit's capacity is answered 413 before any
     /// limit is checked: it could never be admitted, so a 429 from another limit
@@ -247,11 +279,11 @@ pub trait Store<K>: Send + Sync + 'static {
     }
 
     /// [`check`](Self::check) made ready for [`batch`](Self::batch) to send with
-    /// others instead of sent now: `Err` with the answer when none is needed (a cost
-    /// above capacity, a refusal remembered). Called only when `batch` is `Some`.
-    fn prepare(&self, key: Option<K>, cost: u64) -> Result<Prepared, Result<Checked, StoreError>> {
+    /// others instead of sent now, or the answer when none is needed (a cost above
+    /// capacity, a refusal remembered). Called only when `batch` is `Some`.
+    fn prepare(&self, key: Option<K>, cost: u64) -> Prepare {
         let _ = (key, cost);
-        Err(Err(StoreError::Faulty(
+        Prepare::Answered(Err(StoreError::Faulty(
             "this store sends no batches".into(),
         )))
     }
@@ -272,7 +304,7 @@ pub trait Store<K>: Send + Sync + 'static {
 /// use http::{HeaderName, HeaderValue, Request, StatusCode};
 /// use portero::Decision;
 /// use portero_http::{keys, Batch, BatchPending, Checked, Checking, Limit, LimitLayer, Policy};
-/// use portero_http::{Prepared, Source, Store, StoreError};
+/// use portero_http::{Prepare, Prepared, Source, Store, StoreError};
 /// use tower::{service_fn, Layer, ServiceExt};
 ///
 /// #[derive(Clone, Default)]
@@ -288,11 +320,11 @@ pub trait Store<K>: Send + Sync + 'static {
 /// impl Store<HeaderValue> for Counter {
 ///     fn check(&self, key: Option<HeaderValue>, cost: u64) -> Checking {
 ///         match self.prepare(key, cost) {
-///             Ok(one) => {
+///             Prepare::Ready(one) => {
 ///                 let call = self.send(vec![one]);
 ///                 Checking::Pending(Box::pin(async move { call.await.remove(0) }))
 ///             }
-///             Err(answer) => Checking::Done(answer),
+///             Prepare::Answered(answer) => Checking::Done(answer),
 ///         }
 ///     }
 ///     fn standing(&self, key: Option<HeaderValue>) -> Checking {
@@ -303,10 +335,9 @@ pub trait Store<K>: Send + Sync + 'static {
 ///     }
 ///     fn is_remote(&self) -> bool { true }
 ///     fn batch(&self) -> Option<&dyn Batch> { Some(self) }
-///     fn prepare(&self, key: Option<HeaderValue>, cost: u64)
-///         -> Result<Prepared, Result<Checked, StoreError>> {
+///     fn prepare(&self, key: Option<HeaderValue>, cost: u64) -> Prepare {
 ///         let key = key.and_then(|k| k.to_str().ok().map(str::to_owned)).unwrap_or_default();
-///         Ok(Prepared(Box::new((format!("{}:{key}", self.name), self.limit, cost))))
+///         Prepare::Ready(Prepared(Box::new((format!("{}:{key}", self.name), self.limit, cost))))
 ///     }
 /// }
 ///
@@ -370,6 +401,16 @@ pub trait Batch: Send + Sync {
     fn send(&self, checks: Vec<Prepared>) -> BatchPending;
 }
 
+/// What [`Store::prepare`] gave: a check ready for its batch, or the answer when no
+/// call is needed.
+#[derive(Debug)]
+pub enum Prepare {
+    /// Ready to be sent with the others.
+    Ready(Prepared),
+    /// Answered without a call (a cost above capacity, a refusal remembered).
+    Answered(Result<Checked, StoreError>),
+}
+
 /// A check made ready to be sent in a batch: what the store needs, opaque to the
 /// pipeline (see [`Batch`]'s example: a store boxes what its
 /// [`send`](Batch::send) downcasts).
@@ -409,7 +450,9 @@ macro_rules! in_memory_store {
                             ticket: taken.admission.map(|admission| Ticket {
                                 fingerprint,
                                 admission,
+                                plan: 0,
                             }),
+                            plan: 0,
                         })
                         .map_err(StoreError::from),
                 )
@@ -447,6 +490,18 @@ macro_rules! in_memory_store {
                 self.peek_fingerprint_at(ticket.fingerprint, now, 0).ok()
             }
 
+            fn settle(&self, ticket: Ticket, real: u64) -> Option<Result<Decision, StoreError>> {
+                let now = self.clock().now();
+                let settled =
+                    self.settle_fingerprint_at(ticket.fingerprint, &ticket.admission, real, now);
+                Some(settled.map_err(StoreError::from))
+            }
+
+            fn forget(&self, ticket: Ticket) -> bool {
+                self.reset_fingerprint(ticket.fingerprint);
+                true
+            }
+
             fn capacity(&self) -> Option<u64> {
                 let $t = self;
                 Some($capacity)
@@ -482,6 +537,18 @@ impl<K, T: Store<K> + ?Sized> Store<K> for Arc<T> {
         (**self).refund(ticket)
     }
 
+    fn settle(&self, ticket: Ticket, real: u64) -> Option<Result<Decision, StoreError>> {
+        (**self).settle(ticket, real)
+    }
+
+    fn forget(&self, ticket: Ticket) -> bool {
+        (**self).forget(ticket)
+    }
+
+    fn plan_policy(&self, plan: u16) -> Option<&Arc<crate::headers::Policy>> {
+        (**self).plan_policy(plan)
+    }
+
     fn capacity(&self) -> Option<u64> {
         (**self).capacity()
     }
@@ -494,7 +561,7 @@ impl<K, T: Store<K> + ?Sized> Store<K> for Arc<T> {
         (**self).batch()
     }
 
-    fn prepare(&self, key: Option<K>, cost: u64) -> Result<Prepared, Result<Checked, StoreError>> {
+    fn prepare(&self, key: Option<K>, cost: u64) -> Prepare {
         (**self).prepare(key, cost)
     }
 }

@@ -1,0 +1,215 @@
+//! After the response: what a limit learns from it. A request is admitted on an
+//! estimate (its cost, default 1) before the handler runs; the response may then
+//! settle the real cost (tokens a model call used), or decide whether the request
+//! counts at all (a failed login does, a good one does not and clears the key).
+//!
+//! Invariant: a settlement only ever moves a key toward what a twin charged the real
+//! cost at the start would hold — units not used go back by the refund rule (less,
+//! never more), units above the estimate are charged into debt past the burst. So
+//! while requests are in flight a key can be ahead of that twin by at most the units
+//! their real costs exceed their estimates by, and by nothing once they settle.
+//!
+//! Each admitted limit that settles keeps its ticket with the response future; the
+//! head settles them before the fields are written, so the fields show the state
+//! after settlement. A limit settled by [`Usage`] hands its ticket to the handle in
+//! the request's extensions instead: its fields show the estimate, and it settles
+//! when the handle's last clone is dropped (a streamed body that ended, or one
+//! dropped early with what it had reported).
+
+use core::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use http::Request;
+use portero::Decision;
+
+use super::after::ResponseHead;
+use super::plan::{Applied, AppliedList, Plan};
+use super::store::Ticket;
+use crate::observe::{self, Settled};
+
+/// The handle through which a handler reports a request's real cost when it is
+/// known only later — a streamed completion's token count, at its end. The layer
+/// puts one in the request's extensions when a limit settles by usage
+/// ([`Limit::settle_by_usage`](crate::Limit::settle_by_usage)); clone it into the
+/// body's stream, [`add`](Self::add) as the usage grows, and the limits settle when
+/// the last clone is dropped (the stream ended, or was dropped early: what was
+/// reported so far is settled). Nothing reported: the estimate stands.
+///
+/// ```
+/// use portero_http::Usage;
+/// # fn handler(usage: Usage) {
+/// usage.add(120); // the prompt's tokens
+/// usage.add(800); // the completion's, as the stream ends
+/// drop(usage); // the last clone: the limits settle at 920
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Usage(Arc<Report>);
+
+/// A settlement at the units reported.
+type Settlement = Box<dyn FnOnce(u64) + Send>;
+
+/// What a [`Usage`] handle's clones share.
+struct Report {
+    /// The units reported so far (`u64::MAX`: none).
+    units: AtomicU64,
+    /// The settlement, run once: when the last clone drops.
+    settle: Mutex<Option<Settlement>>,
+}
+
+/// No units reported.
+const NONE: u64 = u64::MAX;
+
+impl Usage {
+    fn new(settle: Settlement) -> Self {
+        Self(Arc::new(Report {
+            units: AtomicU64::new(NONE),
+            settle: Mutex::new(Some(settle)),
+        }))
+    }
+
+    /// Adds `units` to the request's real cost.
+    pub fn add(&self, units: u64) {
+        let _ = self
+            .0
+            .units
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |now| {
+                Some(match now {
+                    NONE => units.min(NONE - 1),
+                    n => n.saturating_add(units).min(NONE - 1),
+                })
+            });
+    }
+
+    /// Sets the request's real cost to `units` (the last report wins).
+    pub fn set(&self, units: u64) {
+        self.0.units.store(units.min(NONE - 1), Ordering::Release);
+    }
+
+    /// The units reported so far.
+    pub fn reported(&self) -> Option<u64> {
+        match self.0.units.load(Ordering::Acquire) {
+            NONE => None,
+            n => Some(n),
+        }
+    }
+
+    /// Settles now, with what was reported (later reports change nothing).
+    pub fn finish(&self) {
+        self.0.run();
+    }
+}
+
+impl Report {
+    fn run(&self) {
+        let settle = self.settle.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let (Some(settle), n) = (settle, self.units.load(Ordering::Acquire)) {
+            if n != NONE {
+                settle(n);
+            }
+        }
+    }
+}
+
+impl Drop for Report {
+    fn drop(&mut self) {
+        self.run();
+    }
+}
+
+impl fmt::Debug for Usage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Usage")
+            .field("reported", &self.reported())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<B: 'static> Plan<B> {
+    /// Hands the tickets of the limits that settle by usage to a [`Usage`] handle
+    /// in `request`'s extensions (called once the request is admitted).
+    pub(crate) fn hand_usage(
+        self: &Arc<Self>,
+        applied: &mut AppliedList,
+        request: &mut Request<B>,
+    ) {
+        let mut tickets: Vec<(usize, Ticket, u64)> = Vec::new();
+        for a in applied.as_mut_slice() {
+            let entry = &self.entries[a.entry];
+            if entry.after().is_some_and(|after| after.usage) {
+                if let Some(ticket) = a.ticket.take() {
+                    tickets.push((a.entry, ticket, ticket.admission.cost()));
+                }
+            }
+        }
+        if tickets.is_empty() {
+            return;
+        }
+        let plan = self.clone();
+        request
+            .extensions_mut()
+            .insert(Usage::new(Box::new(move |real| {
+                for (entry, ticket, _) in tickets {
+                    plan.settle_one(entry, ticket, real);
+                }
+            })));
+    }
+}
+
+impl<B> Plan<B> {
+    /// Settles what the response head tells, for every admitted limit that reads it,
+    /// and replaces each one's decision with how its key stands afterwards.
+    pub(crate) fn settle_at_head(&self, applied: &mut AppliedList, head: &ResponseHead<'_>) {
+        for a in applied.as_mut_slice() {
+            if let Some(after) = self.settled_at_head(a, head) {
+                a.decision = after;
+            }
+        }
+    }
+
+    fn settled_at_head(&self, a: &mut Applied, head: &ResponseHead<'_>) -> Option<Decision> {
+        let entry = &self.entries[a.entry];
+        let after = entry.after().filter(|after| after.at_head())?;
+        let ticket = a.ticket.take()?;
+        if after.clear_if.as_ref().is_some_and(|test| test(head)) {
+            let forgot = entry.forget(ticket);
+            let outcome = if forgot {
+                Settled::Cleared
+            } else {
+                Settled::Failed
+            };
+            observe::settled(entry.policy(), outcome, None);
+            // Forgotten: the key is as new, its whole quota ahead of it.
+            let quota = entry.policy().quota();
+            return forgot.then(|| Decision::admitted(quota, quota, 0));
+        }
+        let real = match &after.count_if {
+            Some(test) if !test(head) => Some(0),
+            _ => after.real.as_ref().and_then(|real| real(head)),
+        };
+        match real {
+            Some(real) => self.settle_one(a.entry, ticket, real),
+            None => None,
+        }
+    }
+
+    /// Settles entry `at`'s admission `ticket` at `real`, counted: how its key stands.
+    pub(crate) fn settle_one(&self, at: usize, ticket: Ticket, real: u64) -> Option<Decision> {
+        let entry = &self.entries[at];
+        let estimate = ticket.admission.cost();
+        let settled = entry.settle(ticket, real);
+        let outcome = match &settled {
+            None | Some(Err(_)) => Settled::Failed,
+            Some(Ok(_)) if real > estimate => Settled::Charged,
+            Some(Ok(_)) if real < estimate => Settled::GivenBack,
+            Some(Ok(_)) => Settled::Unchanged,
+        };
+        let error = match &settled {
+            Some(Err(e)) => Some(e as &dyn std::error::Error),
+            _ => None,
+        };
+        observe::settled(entry.policy(), outcome, error);
+        settled?.ok()
+    }
+}
