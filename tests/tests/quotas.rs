@@ -94,3 +94,21 @@ fn time_going_back_into_yesterday_restores_nothing() {
     assert!(CalendarQuota::new((1 << 47) - 1, Period::Day).is_ok());
     let _ = Gcra::new(Quota::per_second(1).unwrap());
 }
+
+/// The guide's "N in any window" table: "60 per minute" on GCRA (burst 60) lets a
+/// fresh client through 119 times in its first 60 s (a full bucket, then one a
+/// second); the sliding log, exactly 60.
+#[test]
+fn sixty_a_minute_is_119_in_the_first_minute_on_gcra_and_60_on_the_sliding_log() {
+    let q = Quota::per_minute(60).unwrap();
+    let gcra = RateLimiter::with_algorithm_and_clock(Gcra::new(q), ManualClock::new());
+    let log = portero::SlidingLog::with_clock(q, ManualClock::new());
+    // A request every 10 ms for the first 60 s.
+    let times = (0..6_000u64).map(|i| i * 10_000_000);
+    let (mut on_gcra, mut on_log) = (0, 0);
+    for t in times {
+        on_gcra += u32::from(gcra.check_at(t, 1).unwrap().is_allowed());
+        on_log += u32::from(log.check_at(t, 1).unwrap().is_allowed());
+    }
+    assert_eq!((on_gcra, on_log), (119, 60));
+}
