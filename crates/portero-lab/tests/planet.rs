@@ -72,8 +72,11 @@ fn leases_stay_within_their_bound() {
     for (l, i) in PLANETS {
         let s = setup(l, i);
         let trip = farthest(&s);
-        for batch in [1, 10, 50] {
-            let leased = run(&s, Topology::Leases { batch });
+        let leases = [1, 10, 50].map(|batch| (Topology::Leases { batch }, batch, batch - 1));
+        // Fetched ahead, an isolate holds the next lease too: up to 2b - 1 units.
+        let ahead = [10, 50].map(|batch| (Topology::Prefetch { batch }, batch, 2 * batch - 1));
+        for (topology, batch, most_held) in leases.into_iter().chain(ahead) {
+            let leased = run(&s, topology);
             assert!(
                 leased.oldest_spend_ns < s.lease_ms * 1_000_000,
                 "a unit spent after its lease's life"
@@ -82,7 +85,7 @@ fn leases_stay_within_their_bound() {
                 let holders = leased.lease_holders[key];
                 for span in SPANS {
                     let most = leased.most_in(key, span);
-                    let held = s.allowance(span + trip) + holders * (batch - 1);
+                    let held = s.allowance(span + trip) + holders * most_held;
                     let lived = s.allowance(span + trip.max(s.lease_ms * 1_000_000));
                     assert!(
                         most <= held.min(lived),
@@ -90,7 +93,7 @@ fn leases_stay_within_their_bound() {
                     );
                 }
             }
-            if batch == 1 {
+            if topology == (Topology::Leases { batch: 1 }) {
                 // Exact: within the rule itself in every span (answers reach the
                 // isolates up to a round trip after the object decided).
                 for key in 0..s.keys as usize {
@@ -156,4 +159,36 @@ fn leases_answer_at_local_latency_where_the_object_is_far() {
     assert_eq!(leased.total(), exact.total(), "and it admits the same");
     // The same seed, the same run.
     assert_eq!(run(&s, Topology::Exact).admitted, exact.admitted);
+}
+
+#[test]
+fn prefetch_takes_the_round_trip_off_a_busy_keys_slowest_requests() {
+    // A hot key below its limit (200 per second of 1,000), 10 locations x 2 isolates:
+    // leases alone make every tenth request wait for the next lease; fetched ahead,
+    // the next lease is there when the one held runs dry.
+    let s = Setup {
+        keys: 1,
+        limit: 60_000,
+        burst: 1_000,
+        ..setup(10, 2)
+    };
+    let (leased, ahead) = (
+        run(&s, Topology::Leases { batch: 10 }),
+        run(&s, Topology::Prefetch { batch: 10 }),
+    );
+    println!(
+        "leases of 10: hot p99 {:.1} ms, waited {:.1} %; + prefetch: {:.1} ms, {:.1} %",
+        leased.latency_of(0, 0.99),
+        100.0 * leased.waited(),
+        ahead.latency_of(0, 0.99),
+        100.0 * ahead.waited()
+    );
+    assert!(leased.latency_of(0, 0.99) > 50.0);
+    assert!(
+        ahead.latency_of(0, 0.99) <= 10.0,
+        "{}",
+        ahead.latency_of(0, 0.99)
+    );
+    assert!(ahead.waited() < leased.waited() / 5.0);
+    assert_eq!(ahead.total(), leased.total(), "and it admits the same");
 }

@@ -16,7 +16,12 @@
 //! - **object + refusals**: the object, with the refusals an isolate remembers answered
 //!   locally until their retry-after (what `EdgeLimiter` does);
 //! - **leases of `b`**: the same, and a call takes up to `b` units the isolate then
-//!   spends locally for the lease's life (`EdgeLimiter`'s `lease` option).
+//!   spends locally for the lease's life (`EdgeLimiter`'s `lease` option);
+//! - **leases of `b` + prefetch**: the same, and once a lease holds half of `b` or
+//!   less, a call off the request's path fetches the next one, which takes over when
+//!   the one held runs dry: a key an isolate keeps using waits on no round trip. An
+//!   isolate then holds up to `2b − 1` units of a key (the next lease, and what is
+//!   left of the one held).
 //!
 //! Simulated time, so the figures are the same on every machine. What the model leaves
 //! out: queueing at the object (one object serves every call at once), the local stage
@@ -56,6 +61,12 @@ pub enum Topology {
         /// Units a lease takes at most.
         batch: u64,
     },
+    /// Leases of `batch` units, the next fetched off the request's path once the one
+    /// held is down to half.
+    Prefetch {
+        /// Units a lease takes at most.
+        batch: u64,
+    },
 }
 
 impl Topology {
@@ -66,6 +77,7 @@ impl Topology {
             Self::Exact => "exact object".into(),
             Self::Remembered => "object + refusals".into(),
             Self::Leases { batch } => format!("leases of {batch}"),
+            Self::Prefetch { batch } => format!("leases of {batch} + prefetch"),
         }
     }
 }
@@ -137,6 +149,8 @@ pub struct Outcome {
     pub lease_holders: Vec<u64>,
     /// Decision latency of every request (ms): 0 when answered in the isolate.
     pub latency_ms: Vec<f64>,
+    /// The key of every request (the hottest is 0).
+    pub keys: Vec<u64>,
     /// Calls made to the object.
     pub calls: u64,
     /// The oldest a lease was when one of its units was spent (ns since its call left).
@@ -152,6 +166,28 @@ impl Outcome {
         let mut sorted = self.latency_ms.clone();
         sorted.sort_by(f64::total_cmp);
         sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+    }
+
+    /// The `q` quantile of the decision latency of `key`'s requests (ms).
+    pub fn latency_of(&self, key: u64, q: f64) -> f64 {
+        let mut sorted: Vec<f64> = self
+            .latency_ms
+            .iter()
+            .zip(&self.keys)
+            .filter(|(_, &k)| k == key)
+            .map(|(&ms, _)| ms)
+            .collect();
+        if sorted.is_empty() {
+            return 0.0;
+        }
+        sorted.sort_by(f64::total_cmp);
+        sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+    }
+
+    /// The share of requests that waited on a round trip to the object.
+    pub fn waited(&self) -> f64 {
+        let waited = self.latency_ms.iter().filter(|&&ms| ms > 0.0).count();
+        waited as f64 / self.latency_ms.len().max(1) as f64
     }
 
     /// The most admissions of `key` answered within any closed span of `span` ns.
@@ -213,6 +249,8 @@ struct Isolate {
     refused: HashMap<u64, u64>,
     /// Its lease of a key: units left, when its call left, until when it may be spent.
     leases: HashMap<u64, (u64, u64, u64)>,
+    /// The next lease of a key, fetched ahead: it takes over when the one held ends.
+    next: HashMap<u64, (u64, u64, u64)>,
     /// Keys with a lease request of this isolate in flight.
     leasing: HashSet<u64>,
 }
@@ -222,12 +260,15 @@ enum Event {
     AtObject {
         request: usize,
         ask: u64,
+        /// A lease fetched ahead, off the request's path (the request was answered).
+        ahead: bool,
     },
     Reply {
         request: usize,
         decision: Decision,
         granted: u64,
         ask: u64,
+        ahead: bool,
     },
 }
 
@@ -249,6 +290,7 @@ pub fn run(setup: &Setup, topology: Topology) -> Outcome {
         seen_by: vec![0; keys],
         lease_holders: vec![0; keys],
         latency_ms: vec![0.0; requests.len()],
+        keys: requests.iter().map(|r| r.key).collect(),
         calls: 0,
         oldest_spend_ns: 0,
     };
@@ -286,18 +328,47 @@ pub fn run(setup: &Setup, topology: Topology) -> Outcome {
                         out.calls += 1;
                         events.push(
                             now.saturating_add(half),
-                            Event::AtObject { request: i, ask: 1 },
+                            Event::AtObject {
+                                request: i,
+                                ask: 1,
+                                ahead: false,
+                            },
                         );
                     }
-                    Topology::Remembered | Topology::Leases { .. } => {
+                    Topology::Remembered | Topology::Leases { .. } | Topology::Prefetch { .. } => {
+                        // The lease fetched ahead takes over once the one held is gone.
+                        if !iso.leases.contains_key(&r.key) {
+                            if let Some(next) = iso.next.remove(&r.key) {
+                                iso.leases.insert(r.key, next);
+                            }
+                        }
                         if let Some((left, sent, until)) = iso.leases.get_mut(&r.key) {
                             if now < *until {
                                 out.oldest_spend_ns = out.oldest_spend_ns.max(now - *sent);
                                 *left -= 1;
-                                if *left == 0 {
+                                let left = *left;
+                                if left == 0 {
                                     iso.leases.remove(&r.key);
                                 }
                                 out.admitted[r.key as usize].push(now);
+                                if let Topology::Prefetch { batch } = topology {
+                                    let low = left * 2 <= batch;
+                                    if low
+                                        && batch > 1
+                                        && !iso.next.contains_key(&r.key)
+                                        && iso.leasing.insert(r.key)
+                                    {
+                                        out.calls += 1;
+                                        events.push(
+                                            now.saturating_add(half),
+                                            Event::AtObject {
+                                                request: i,
+                                                ask: batch,
+                                                ahead: true,
+                                            },
+                                        );
+                                    }
+                                }
                                 continue;
                             }
                             iso.leases.remove(&r.key);
@@ -306,7 +377,7 @@ pub fn run(setup: &Setup, topology: Topology) -> Outcome {
                             continue; // refused in the isolate, at no latency
                         }
                         let ask = match topology {
-                            Topology::Leases { batch }
+                            Topology::Leases { batch } | Topology::Prefetch { batch }
                                 if batch > 1 && iso.leasing.insert(r.key) =>
                             {
                                 batch
@@ -316,20 +387,29 @@ pub fn run(setup: &Setup, topology: Topology) -> Outcome {
                         out.calls += 1;
                         events.push(
                             now.saturating_add(half),
-                            Event::AtObject { request: i, ask },
+                            Event::AtObject {
+                                request: i,
+                                ask,
+                                ahead: false,
+                            },
                         );
                     }
                 }
             }
-            Event::AtObject { request, ask } => {
+            Event::AtObject {
+                request,
+                ask,
+                ahead,
+            } => {
                 let r = requests[request];
                 let key = r.key;
-                // The object's lease: the cost, and what else fits up to `ask`.
+                // The object's lease: the cost, and what else fits up to `ask` (a
+                // lease fetched ahead: what fits, none if nothing does).
                 let state = object.get(&key).copied();
                 let room = decide(state.as_ref(), now, 0).decision.remaining();
                 let take = ask.min(room).max(1);
                 let t = decide(state.as_ref(), now, take);
-                let (t, granted) = if t.decision.is_allowed() || take == 1 {
+                let (t, granted) = if t.decision.is_allowed() || take == 1 || ahead {
                     (t, take)
                 } else {
                     (decide(state.as_ref(), now, 1), 1)
@@ -346,6 +426,7 @@ pub fn run(setup: &Setup, topology: Topology) -> Outcome {
                         decision: t.decision,
                         granted,
                         ask,
+                        ahead,
                     },
                 );
             }
@@ -353,7 +434,34 @@ pub fn run(setup: &Setup, topology: Topology) -> Outcome {
                 request,
                 decision,
                 granted,
+                ahead: true,
+                ..
+            } => {
+                // A lease fetched ahead: it waits for the one held to end. Refused,
+                // it is a refusal remembered like any other.
+                let r = requests[request];
+                let iso = &mut isolates[r.isolate];
+                iso.leasing.remove(&r.key);
+                if !decision.is_allowed() {
+                    let until =
+                        r.at.saturating_add(decision.retry_after_nanos())
+                            .saturating_sub(MS);
+                    iso.refused.insert(r.key, until);
+                }
+                if granted > 0 {
+                    let until = r.at.saturating_add(setup.lease_ms.saturating_mul(MS));
+                    iso.next.insert(r.key, (granted, r.at, until));
+                    if held.insert((r.isolate, r.key)) {
+                        out.lease_holders[r.key as usize] += 1;
+                    }
+                }
+            }
+            Event::Reply {
+                request,
+                decision,
+                granted,
                 ask,
+                ahead: false,
             } => {
                 let r = requests[request];
                 out.latency_ms[request] = (now - r.at) as f64 / MS as f64;
@@ -388,6 +496,7 @@ pub fn run(setup: &Setup, topology: Topology) -> Outcome {
 pub fn topologies() -> Vec<Topology> {
     let mut all = vec![Topology::PerIsolate, Topology::Exact, Topology::Remembered];
     all.extend([1, 10, 50].map(|batch| Topology::Leases { batch }));
+    all.extend([10, 50].map(|batch| Topology::Prefetch { batch }));
     all
 }
 

@@ -23,6 +23,14 @@ pub struct Row {
     pub p50_ms: f64,
     /// 99th percentile decision latency (ms).
     pub p99_ms: f64,
+    /// 99th percentile decision latency of the hottest key's requests (ms).
+    pub hot_p99_ms: f64,
+    /// The share of requests that waited on a round trip to the object.
+    pub waited: f64,
+    /// What the hottest key asked for ÷ what its rule admits (above 1: most of its
+    /// requests are refusals, which only the object can give once a remembered one
+    /// has run out).
+    pub hot_demand: f64,
     /// Object calls per request.
     pub calls: f64,
 }
@@ -43,6 +51,13 @@ impl Row {
             worst: worst as f64 / allowed,
             p50_ms: outcome.latency_at(0.5),
             p99_ms: outcome.latency_at(0.99),
+            hot_p99_ms: outcome.latency_of(0, 0.99),
+            waited: outcome.waited(),
+            hot_demand: {
+                let asked = outcome.keys.iter().filter(|&&k| k == 0).count() as f64;
+                let minutes = setup.seconds as f64 / 60.0;
+                asked / minutes / setup.limit as f64
+            },
             calls: outcome.calls as f64 / requests,
         }
     }
@@ -90,25 +105,30 @@ pub fn table(rows: &[Row]) -> String {
         if last != Some((r.locations, r.isolates)) {
             last = Some((r.locations, r.isolates));
             out.push_str(&format!(
-                "\n{} locations x {} isolates (farthest round trip {:.0} ms)\n{:<18} {:>12} {:>12} {:>9} {:>9} {:>10}\n",
+                "\n{} locations x {} isolates (farthest round trip {:.0} ms; the hottest key asks {:.1}x its rule)\n{:<26} {:>8} {:>10} {:>7} {:>7} {:>11} {:>7} {:>10}\n",
                 r.locations,
                 r.isolates,
                 (0..r.locations).map(places::round_trip_ms).fold(0.0, f64::max),
+                r.hot_demand,
                 "topology",
                 "hot key",
                 "worst key",
                 "p50 ms",
                 "p99 ms",
+                "hot p99 ms",
+                "waited",
                 "calls/req"
             ));
         }
         out.push_str(&format!(
-            "{:<18} {:>11.2}x {:>11.2}x {:>9.1} {:>9.1} {:>10.3}\n",
+            "{:<26} {:>7.2}x {:>9.2}x {:>7.1} {:>7.1} {:>11.1} {:>6.1}% {:>10.3}\n",
             r.topology.name(),
             r.over,
             r.worst,
             r.p50_ms,
             r.p99_ms,
+            r.hot_p99_ms,
+            100.0 * r.waited,
             r.calls
         ));
     }
@@ -116,7 +136,7 @@ pub fn table(rows: &[Row]) -> String {
 }
 
 /// The rows as JSON: `{"rows": [{locations, isolates, topology, over, worst, p50_ms,
-/// p99_ms, calls_per_request}, …]}`.
+/// p99_ms, hot_key_p99_ms, waited_on_round_trip, calls_per_request}, …]}`.
 pub fn json(rows: &[Row]) -> serde_json::Value {
     let rows: Vec<_> = rows
         .iter()
@@ -129,6 +149,9 @@ pub fn json(rows: &[Row]) -> serde_json::Value {
                 "worst": r.worst,
                 "p50_ms": r.p50_ms,
                 "p99_ms": r.p99_ms,
+                "hot_key_p99_ms": r.hot_p99_ms,
+                "hot_key_demand": r.hot_demand,
+                "waited_on_round_trip": r.waited,
                 "calls_per_request": r.calls,
             })
         })
@@ -177,6 +200,13 @@ pub fn chart(rows: &[Row], isolates: usize) -> String {
                 x_label: "locations".into(),
                 y_label: "ms".into(),
                 series: line(|r| r.p99_ms),
+                marker: None,
+            },
+            Panel {
+                heading: "Requests that waited on a round trip to the object".into(),
+                x_label: "locations".into(),
+                y_label: "% of requests".into(),
+                series: line(|r| 100.0 * r.waited),
                 marker: None,
             },
         ],
