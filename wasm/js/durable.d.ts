@@ -48,6 +48,19 @@ export interface LeaseOptions {
   batch: number;
   /** How long (ms) a lease may be spent, from when its call was sent (this isolate's clock): 1 ms to a day. */
   lifetimeMs: number;
+  /**
+   * Fetch the next lease off the request's path once the one held is down to half its
+   * batch (given to the check's `ctx.waitUntil`), so a key this isolate keeps using
+   * waits on no round trip; it takes over when the one held ends. A limiter then holds
+   * up to `2 × batch - 1` units of a key, and the first bound becomes the rule's plus
+   * `I × (2 × batch - 1)`. Default false.
+   */
+  prefetch?: boolean;
+}
+
+/** What a check may be given of its fetch handler: `waitUntil`, which keeps a lease fetched ahead alive past the response. */
+export interface CheckContext {
+  waitUntil(promise: Promise<unknown>): void;
 }
 
 /** The options of `new EdgeLimiter(...)`. */
@@ -101,11 +114,11 @@ export declare class EdgeLimiter {
   /** Calls made to shards by this isolate. */
   calls: number;
   /** `now` (default `Date.now()`) is checked as a time; the local stages and leases run on this isolate's clock. */
-  check(key: string, now?: number, cost?: number): Promise<EdgeDecision>;
+  check(key: string, now?: number, cost?: number, ctx?: CheckContext): Promise<EdgeDecision>;
   /** One call per shard needed; throws (sending nothing) if any check is bad. */
-  checkMany(checks: readonly EdgeCheck[], now?: number): Promise<EdgeDecision[]>;
+  checkMany(checks: readonly EdgeCheck[], now?: number, ctx?: CheckContext): Promise<EdgeDecision[]>;
   headers(decision: Decision, policy?: string): Headers;
   shardStats(key: string): Promise<ShardStats>;
-  /** Units of `key` this isolate's lease still holds at `now` (0 without one). */
+  /** Units of `key` this isolate holds at `now`: its lease's and one fetched ahead (0 without one). */
   leasedUnits(key: string, now?: number): number;
 }

@@ -9,6 +9,7 @@
 import { DurableObject } from "cloudflare:workers";
 import { KeyedLimiter, Rule } from "./index.js";
 import { fail, shown } from "./errors.js";
+import { Leases, leaseOf } from "./lease.js";
 
 const STATE = "k:"; // k:<rule id>:<key> -> state (a decimal string)
 const RULE = "r:"; // r:<rule id> -> { rule, shards } (JSON)
@@ -302,6 +303,14 @@ function pairsOf(checks) {
  * table of leases (`localKeys`) takes no new lease until one ends, so a flood of new
  * keys asks for its cost alone and cannot push out a live lease. A live isolate loses
  * no leased unit; one that ends mid-lease loses what it held, at most `batch - 1` a key.
+ *
+ * With `lease: { …, prefetch: true }`, once the lease held is down to half its batch
+ * the next one is fetched off the request's path (handed to the check's
+ * `ctx.waitUntil`), and takes over when the one held runs dry or ends: a key this
+ * isolate keeps using waits on no round trip. A limiter then holds up to
+ * `2 × batch - 1` units of a key, so the first bound becomes `I × (2 × batch - 1)`
+ * (the second is unchanged), and an isolate that ends loses up to that much. The
+ * leases themselves: `lease.js`.
  */
 export class EdgeLimiter {
   #namespace;
@@ -309,13 +318,7 @@ export class EdgeLimiter {
   #shards;
   #local;
   #rule; // the rule, checked (its decisions validate times)
-  #lease; // { batch, lifetimeMs }, or null
-  #leases = new Map(); // key -> this isolate's lease: { left, expires, limit, resetAt }
-  #leasing = new Set(); // keys with a lease request of this isolate in flight
-  #pending = 0; // of those, requests for keys that hold no lease (each takes a place)
-  #nextEnd = Infinity; // no held lease ends before this, while the clock runs forward
-  #scanned = -Infinity; // when the table was last scanned for ended leases
-  #localKeys;
+  #leases; // this isolate's leases (`lease.js`), or null
   #refused = new Map(); // key -> the shard's last refusal: { cost, limit, retryAt, resetAt }
   /** Calls made to shards by this isolate (for tests and metrics). */
   calls = 0;
@@ -340,17 +343,20 @@ export class EdgeLimiter {
     this.#options = { ...settings, rule: quota };
     this.#shards = shards;
     this.#local = new KeyedLimiter({ ...quota, maxKeys: localKeys, evict: true });
-    this.#localKeys = localKeys;
     // The capacity from the rule, not from the local table: building the table draws
     // the hash seed's random numbers, which workerd refuses at module scope, where a
     // Worker builds its limiter.
     const capacity = checked.decide(checked.initialState, 0, 0, false)[0].limit;
-    this.#lease = lease === undefined ? null : leaseOf(lease, capacity);
+    this.#leases = lease === undefined ? null : new Leases(leaseOf(lease, capacity), localKeys);
   }
 
-  /** Checks `cost` units (default 1) of `key`; `now` is read once per request. */
-  async check(key, now = Date.now(), cost = 1) {
-    return (await this.checkMany([[key, cost]], now))[0];
+  /**
+   * Checks `cost` units (default 1) of `key`; `now` is read once per request. `ctx`
+   * (the fetch handler's, optional) keeps a lease fetched ahead alive past the
+   * response: its `waitUntil` is given the call.
+   */
+  async check(key, now = Date.now(), cost = 1, ctx = undefined) {
+    return (await this.checkMany([[key, cost]], now, ctx))[0];
   }
 
   /**
@@ -358,7 +364,7 @@ export class EdgeLimiter {
    * call per shard that any of them needs. The batch is checked whole first: a bad
    * check throws and nothing is sent.
    */
-  async checkMany(checks, now = Date.now()) {
+  async checkMany(checks, now = Date.now(), ctx = undefined) {
     if (typeof now !== "number") fail(`now must be a number of milliseconds, e.g. Date.now(), got ${typeof now}`);
     // The one rule for a time (finite, not negative, within the range), the module's, as
     // at every other entry point: a peek at `now` itself throws its error. (The later of
@@ -379,13 +385,16 @@ export class EdgeLimiter {
     const out = new Array(asked.length);
     const byShard = new Map();
     asked.forEach((check, i) => {
-      const { cost, slot } = check;
+      const { key, cost, slot } = check;
       // Units a live lease holds count toward the cost: they were charged by the shard
       // (and are in this isolate's count) already, so the local stages judge the rest.
-      const rest = cost - this.#held(slot, at, cost);
+      const leases = this.#leases;
+      const rest = cost - (leases?.held(slot, at, cost) ?? 0);
       const mine = rest === cost ? check.mine : this.#local.peek(slot, at, rest);
       // A lease's units were charged by the shard already: they come first.
-      const answer = this.#spend(slot, at, cost) ?? this.#remembered(slot, at, rest) ?? (mine.allowed ? null : local(mine));
+      const spent = leases?.spend(slot, at, cost) ?? null;
+      if (spent !== null && leases.wantsNext(slot, at)) this.#fetchAhead(key, slot, at, ctx);
+      const answer = spent ?? this.#remembered(slot, at, rest) ?? (mine.allowed ? null : local(mine));
       if (answer !== null) {
         out[i] = answer;
         return;
@@ -393,17 +402,13 @@ export class EdgeLimiter {
       // Units a live lease holds, fewer than the cost: set aside for this check, the
       // shard is asked for the rest only, and they go back to the lease if it refuses
       // (a new lease no longer replaces units still held).
-      check.from = cost >= 1 ? this.#leases.get(slot) : undefined;
-      check.held = check.from === undefined ? 0 : this.#setAside(check.from, at, cost);
+      check.from = cost >= 1 ? leases?.of(slot, at) : undefined;
+      check.held = check.from === undefined ? 0 : leases.setAside(check.from, at, cost);
       check.ask = cost - check.held;
-      // One lease request per key in flight: a check meanwhile asks for its cost alone.
-      if (this.#lease !== null && cost >= 1 && !this.#leasing.has(slot) && this.#roomFor(slot, at)) {
-        this.#leasing.add(slot);
-        // A request for a key that holds no lease takes a place in the table now.
-        check.place = !this.#leases.has(slot);
-        if (check.place) this.#pending += 1;
-        check.lease = Math.max(check.ask, this.#lease.batch);
-      }
+      // One lease request per key in flight (a check meanwhile asks for its cost
+      // alone), and a place in the table for a key that holds no lease.
+      check.asked = leases !== null && cost >= 1 ? leases.ask(slot, at) : null;
+      if (check.asked !== null) check.lease = Math.max(check.ask, leases.batch);
       const shard = shardOf(slot, this.#shards);
       if (!byShard.has(shard)) byShard.set(shard, []);
       byShard.get(shard).push(i);
@@ -416,13 +421,11 @@ export class EdgeLimiter {
         try {
           decisions = await this.#stub(shard).checkMany(this.#options, batch);
         } catch (e) {
-          for (const i of indices) this.#putBack(asked[i]);
+          for (const i of indices) this.#leases?.putBack(asked[i]);
           throw e;
         } finally {
           for (const i of indices) {
-            if (asked[i].lease === undefined) continue;
-            this.#leasing.delete(asked[i].slot);
-            if (asked[i].place) this.#pending -= 1;
+            if (asked[i].asked) this.#leases.done(asked[i].slot, asked[i].asked);
           }
         }
         // The isolate's clock when the answer came: a lease that ended while the call
@@ -435,8 +438,8 @@ export class EdgeLimiter {
           const took = d.allowed ? (granted ?? cost) : 0;
           this.#learn(slot, at, d.allowed ? took : cost, decision);
           // Refused: the units set aside go back to their lease, while it lives.
-          if (!d.allowed) this.#putBack(asked[indices[j]]);
-          if (lease !== undefined && took > cost) this.#keep(slot, at, took - cost, decision);
+          if (!d.allowed) this.#leases?.putBack(asked[indices[j]]);
+          if (lease !== undefined && took > cost) this.#leases.keep(slot, at, took - cost, decision);
           // The key's units left count the ones this isolate holds for it.
           if (d.allowed) decision.remaining += this.leasedUnits(asked[indices[j]].key, answered);
           out[indices[j]] = { ...decision, servedBy: "shard" };
@@ -460,91 +463,35 @@ export class EdgeLimiter {
     return this.#namespace.get(this.#namespace.idFromName(`portero-shard-${shard}`));
   }
 
-  // A lease of `left` units of `slot` granted by a call sent at `sent`, replacing any
-  // this isolate held. A check that asks for a lease has set aside every unit the old
-  // one held, so what is replaced holds nothing — unless a refused check gave units
-  // back meanwhile: those are lost, never more than `batch - 1`.
-  #keep(slot, sent, left, decision) {
-    this.#leases.delete(slot);
-    this.#nextEnd = Math.min(this.#nextEnd, sent + this.#lease.lifetimeMs);
-    this.#leases.set(slot, {
-      left,
-      sent,
-      expires: sent + this.#lease.lifetimeMs,
-      limit: decision.limit,
-      resetAt: sent + decision.resetAfterMs,
-    });
-  }
-
-  // Units of `slot`'s live lease at `at` that a check of `cost` would use (no more than
-  // the cost); 0 without one.
-  #held(slot, at, cost) {
-    const lease = this.#leases.get(slot);
-    if (lease === undefined || cost < 1 || at >= lease.expires || at < lease.sent) return 0;
-    return Math.min(lease.left, cost);
-  }
-
-  // Sets aside for a check of `cost` the units `lease` holds at `at` (fewer than the
-  // cost, or the check would have been answered from it); 0 once it has ended.
-  #setAside(lease, at, cost) {
-    if (at >= lease.expires || at < lease.sent) return 0;
-    const n = Math.min(lease.left, cost);
-    lease.left -= n;
-    return n;
-  }
-
-  // Gives a refused (or failed) check's units set aside back to their lease, if it is
-  // still this key's and still lives: a lease's units are never spent after its end.
-  #putBack(check) {
-    const { from, held, slot } = check;
-    if (held > 0 && this.#leases.get(slot) === from && Date.now() < from.expires) from.left += held;
-  }
-
-  // Whether `slot` may take a new lease: it holds one, or the table has room once the
-  // leases that ended are dropped. A full table of live leases takes none (the key asks
-  // for its cost alone): a flood of new keys cannot push out a key's live lease.
-  #roomFor(slot, at) {
-    if (this.#leases.has(slot)) return true;
-    const full = () => this.#leases.size + this.#pending >= this.#localKeys;
-    if (!full()) return true;
-    // Scanned only once the earliest held lease may have ended (or the clock went back):
-    // a flood of new keys against a table of live leases costs no scan each.
-    if (at < this.#nextEnd && at >= this.#scanned) return false;
-    this.#scanned = at;
-    this.#nextEnd = Infinity;
-    for (const [k, lease] of this.#leases) {
-      if (at >= lease.expires || at < lease.sent) this.#leases.delete(k);
-      else this.#nextEnd = Math.min(this.#nextEnd, lease.expires);
-    }
-    return !full();
-  }
-
-  // `cost` units of this isolate's lease of `slot` at `at`, as an answer: only before the
-  // lease's end and only while it holds them (a cost of 0, a question, goes to the shard).
-  // `remaining` is what the lease still holds (the key may have more elsewhere), the
-  // reset when the shard said the key is full again (later checks only move it later).
-  #spend(slot, at, cost) {
-    const lease = this.#leases.get(slot);
-    if (lease === undefined || cost < 1) return null;
-    // Past its life, or a clock that went back before its call: spent no more.
-    if (at >= lease.expires || at < lease.sent) {
-      this.#leases.delete(slot);
-      return null;
-    }
-    if (cost > lease.left) return null;
-    lease.left -= cost;
-    const resetAfterMs = Math.max(0, lease.resetAt - at);
-    return { allowed: true, limit: lease.limit, remaining: lease.left, retryAfterMs: 0, resetAfterMs, servedBy: "lease" };
-  }
-
-  /** Units of `key` this isolate's lease still holds (0 without one; for tests and metrics). */
+  /** Units of `key` this isolate holds (its lease's, and one fetched ahead; 0 without one; for tests and metrics). */
   leasedUnits(key, now = Date.now()) {
     // The rules of every other entry point: a string key, a time in range.
     if (typeof key !== "string") fail(`key must be a string, got ${typeof key}`);
     if (typeof now !== "number") fail(`now must be a number of milliseconds, e.g. Date.now(), got ${typeof now}`);
     this.#rule.decide(this.#rule.initialState, now, 0, false);
-    const lease = this.#leases.get(keyOf(key));
-    return lease === undefined || now >= lease.expires || now < lease.sent ? 0 : lease.left;
+    return this.#leases?.units(keyOf(key), now) ?? 0;
+  }
+
+  // Fetches the next lease of `key` off the request's path: a lease request of one
+  // unit (the object charges a lease's units only with a check's) up to the batch,
+  // kept to take over when the one held ends; a refusal is remembered as any other.
+  // Given to `ctx.waitUntil` when there is one (else the runtime may cancel it with
+  // the request: units the object charged then are lost, never over-admitted).
+  #fetchAhead(key, slot, at, ctx) {
+    const asked = this.#leases.ask(slot, at);
+    if (asked === null) return;
+    this.calls += 1;
+    const call = this.#stub(shardOf(slot, this.#shards))
+      .checkMany(this.#options, [[key, 1, this.#leases.batch]])
+      .then(([d]) => {
+        const { granted, ...decision } = d;
+        const took = d.allowed ? (granted ?? 1) : 0;
+        this.#learn(slot, at, d.allowed ? took : 1, decision);
+        if (took > 0) this.#leases.keep(slot, at, took, decision, true);
+      })
+      .catch(() => {}) // a failed fetch ahead changes nothing: the next check asks
+      .finally(() => this.#leases.done(slot, asked));
+    if (ctx !== undefined && ctx !== null && typeof ctx.waitUntil === "function") ctx.waitUntil(call);
   }
 
   // The shard's last refusal of `slot` as an answer at `at`, if it covers `cost`: the
@@ -580,24 +527,6 @@ export class EdgeLimiter {
       });
     }
   }
-}
-
-// The most a lease may last: a day (a unit charged then spent a day later is no
-// rate limit anyone asked for).
-const MAX_LEASE_MS = 86_400_000;
-
-// The lease settings: `batch` whole units from 1 to the rule's `capacity`, `lifetimeMs`
-// from 1 ms (a shorter one could never be spent: it ends within the clock's step) to a day.
-function leaseOf(lease, capacity) {
-  if (lease === null || typeof lease !== "object") fail(`lease must be { batch, lifetimeMs }, got ${shown(lease)}`);
-  const { batch, lifetimeMs } = lease;
-  if (!(Number.isSafeInteger(batch) && batch >= 1 && batch <= capacity)) {
-    fail(`lease.batch must be a whole number from 1 to the rule's capacity (${capacity}), got ${shown(batch)}`);
-  }
-  if (!(typeof lifetimeMs === "number" && lifetimeMs >= 1 && lifetimeMs <= MAX_LEASE_MS)) {
-    fail(`lease.lifetimeMs must be a number of milliseconds from 1 to ${MAX_LEASE_MS} (a day), got ${shown(lifetimeMs)}`);
-  }
-  return { batch, lifetimeMs };
 }
 
 function local({ limit, retryAfterMs, resetAfterMs }) {

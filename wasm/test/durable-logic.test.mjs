@@ -733,3 +733,135 @@ test("a NaN cost is reported as the cost's error, not a lease's", async () => {
   assert.match(message, /^portero: /);
   assert.doesNotMatch(message, /lease/);
 });
+
+/** A namespace whose calls each take `ms` on the test clock, and resolve only when `release()` is called. */
+function slowNamespace(clock, ms) {
+  const ns = namespace();
+  const get = ns.get.bind(ns);
+  const waiting = [];
+  // Lets every call made so far answer (calls on their way reach the wait first).
+  ns.release = async () => {
+    for (let round = 0; round < 5; round++) {
+      await new Promise((r) => setTimeout(r, 0));
+      while (waiting.length > 0) waiting.shift()();
+    }
+  };
+  ns.get = (id) => {
+    const stub = get(id);
+    return {
+      ...stub,
+      checkMany: async (...args) => {
+        const r = await stub.checkMany(...args);
+        await new Promise((resolve) => waiting.push(resolve));
+        clock.now += ms;
+        return r;
+      },
+    };
+  };
+  return ns;
+}
+
+test("with prefetch, the next lease is fetched off the request's path and no check of a busy key waits on the object", () =>
+  withClock(async (clock) => {
+    const ns = slowNamespace(clock, 0);
+    const kept = [];
+    const ctx = { waitUntil: (p) => kept.push(p) };
+    const a = leasing(ns, 10, { lease: { batch: 10, lifetimeMs: 60_000, prefetch: true } });
+    const first = a.check("k", clock.now, 1, ctx);
+    await ns.release();
+    assert.equal((await first).servedBy, "shard");
+    // 9 held: spending down to 5 fetches the next lease, given to ctx.waitUntil; no
+    // check waits for it.
+    const served = [];
+    for (let i = 0; i < 9; i++) served.push((await a.check("k", clock.now, 1, ctx)).servedBy);
+    assert.deepEqual(served, Array(9).fill("lease"));
+    assert.equal(kept.length, 1, "one fetch ahead, handed to waitUntil");
+    assert.equal(ns.calls, 2);
+    await ns.release();
+    await kept[0];
+    assert.equal(a.leasedUnits("k", clock.now), 10, "the next lease waits for the one held to end");
+    // The held lease ran dry: the next one takes over, still without a call waiting.
+    for (let i = 0; i < 10; i++) assert.equal((await a.check("k", clock.now, 1, ctx)).servedBy, "lease");
+    // Everything the object charged is admitted or held: 1 + 9 + 10 of the 50.
+    const other = new EdgeLimiter({ namespace: ns, rule: { perHour: 50 }, shards: 1 });
+    const peek = other.check("k", clock.now, 0);
+    await ns.release();
+    const held = a.leasedUnits("k", clock.now);
+    assert.equal(20 + held + (await peek).remaining, 50);
+  }));
+
+test("a fetch ahead of an exhausted key is remembered as its refusal, and one that fails changes nothing", () =>
+  withClock(async (clock) => {
+    const ns = namespace();
+    const other = new EdgeLimiter({ namespace: ns, rule: { perHour: 50 }, shards: 1 });
+    for (let i = 0; i < 40; i++) assert.ok((await other.check("k", clock.now)).allowed);
+    const a = leasing(ns, 10, { lease: { batch: 10, lifetimeMs: 60_000, prefetch: true } });
+    assert.equal((await a.check("k", clock.now)).servedBy, "shard"); // 1 + 9 held: the key is spent
+    const kept = [];
+    for (let i = 0; i < 9; i++) assert.equal((await a.check("k", clock.now, 1, { waitUntil: (p) => kept.push(p) })).servedBy, "lease");
+    await Promise.all(kept);
+    const calls = ns.calls;
+    const refused = await a.check("k", clock.now);
+    assert.deepEqual([refused.allowed, refused.servedBy], [false, "local"], "the fetch ahead's refusal, remembered");
+    assert.equal(ns.calls, calls);
+    // A fetch ahead whose call fails: the lease held is untouched, the next check asks.
+    const broken = namespace();
+    const get = broken.get.bind(broken);
+    let fail = false;
+    broken.get = (id) => {
+      const stub = get(id);
+      return { ...stub, checkMany: async (...args) => (fail ? Promise.reject(new Error("down")) : stub.checkMany(...args)) };
+    };
+    const b = leasing(broken, 10, { lease: { batch: 10, lifetimeMs: 60_000, prefetch: true } });
+    await b.check("k", clock.now);
+    fail = true;
+    const pending = [];
+    for (let i = 0; i < 5; i++) await b.check("k", clock.now, 1, { waitUntil: (p) => pending.push(p) });
+    await Promise.all(pending);
+    assert.equal(b.leasedUnits("k", clock.now), 4);
+  }));
+
+test("prefetch is a boolean", () => {
+  const make = (prefetch) => () => leasing(namespace(), 10, { lease: { batch: 10, lifetimeMs: 1_000, prefetch } });
+  for (const bad of ["yes", 1, null]) assert.throws(make(bad), portero(/lease.prefetch must be true or false/));
+  make(true)();
+  make(false)();
+});
+
+test("with prefetch, what leases admit across isolates stays within I x (2 batch - 1) over the rule", () =>
+  withClock(async (clock) => {
+    const rule = { perSecond: 10 };
+    const allowed = (w) => 10 + Math.floor(w / 100);
+    const L = 1_000;
+    const I = 3;
+    for (const batch of [2, 5, 10]) {
+      const ns = namespace();
+      const isolates = Array.from({ length: I }, () =>
+        new EdgeLimiter({ namespace: ns, rule, shards: 1, lease: { batch, lifetimeMs: L, prefetch: true } }),
+      );
+      const rand = random(batch + 7);
+      const start = clock.now;
+      const at = [];
+      const ahead = [];
+      for (let t = 0; t < 8_000; t += 10) {
+        clock.now = start + t;
+        if (t >= 3_000 && t < 4_500) continue;
+        for (const isolate of isolates) {
+          if (rand(t < 3_000 ? 40 : 3) !== 0) continue;
+          if ((await isolate.check("hot", clock.now, 1, { waitUntil: (p) => ahead.push(p) })).allowed) at.push(t);
+        }
+        await Promise.all(ahead.splice(0));
+      }
+      at.sort((x, y) => x - y);
+      for (const w of [0, 200, 1_000, 3_000]) {
+        let most = 0;
+        for (let i = 0, j = 0; i < at.length; i++) {
+          while (at[j] < at[i] - w) j++;
+          most = Math.max(most, i - j + 1);
+        }
+        const bound = Math.min(allowed(w) + I * (2 * batch - 1), allowed(w + L));
+        assert.ok(most <= bound, `batch ${batch}: ${most} admitted in a span of ${w} ms, bound ${bound}`);
+      }
+      assert.ok(at.length > 50, `batch ${batch}: the run admitted ${at.length}`);
+    }
+  }));
