@@ -486,3 +486,71 @@ fn settlements_are_counted_by_result() {
         assert_eq!(recorder.get(&key), 1, "{key}");
     }
 }
+
+/// Two layers that both settle by usage (an organisation's budget outside, a user's
+/// inside): the handler reports once, and both limits settle at it (the inner
+/// layer's handle used to replace the outer's, whose limit kept the estimate).
+#[tokio::test]
+async fn nested_layers_settling_by_usage_both_hear_the_report() {
+    let (org, _, q) = budget();
+    let (user, _, _) = budget();
+    let limit = |table: Budget, name: &str| {
+        Limit::new(table, Policy::for_quota(name, &q).unwrap(), api_key())
+            .cost(|_, _, _| 500)
+            .settle_by_usage()
+    };
+    let app = Router::new()
+        .route(
+            "/",
+            post(|Extension(usage): Extension<Usage>| async move {
+                usage.set(4_000);
+                "done"
+            }),
+        )
+        .layer(LimitLayer::new(limit(user.clone(), "user")))
+        .layer(LimitLayer::new(limit(org.clone(), "org")));
+    let request = Request::post("/")
+        .header("x-api-key", "ann")
+        .body(Body::empty())
+        .unwrap();
+    assert_eq!(app.oneshot(request).await.unwrap().status(), 200);
+    assert_eq!(left(&user, "ann"), 6_000);
+    assert_eq!(
+        left(&org, "ann"),
+        6_000,
+        "the outer layer's limit settled too"
+    );
+}
+
+/// A key of a plan cleared by a success advertises its own plan's whole quota.
+#[tokio::test]
+async fn a_cleared_key_of_a_plan_advertises_its_plans_quota() {
+    let clock = Arc::new(ManualClock::new());
+    let plan = |name: &str, n| {
+        let q = Quota::per_minute(n).unwrap();
+        (
+            Policy::for_quota(name, &q).unwrap(),
+            KeyedLimiter::with_clock(Gcra::new(q), 100, clock.clone()),
+        )
+    };
+    let (free, pro) = (plan("free", 5), plan("pro", 600));
+    let plans = Plans::new().plan(free.0, free.1).plan(pro.0, pro.1);
+    let key = |req: &Request<Body>| {
+        let key = req.headers().get("x-api-key")?.to_str().ok()?.to_owned();
+        Some((usize::from(key.starts_with("pro_")), key))
+    };
+    let limit = Limit::new(plans, Policy::new("plan", 5, 60).unwrap(), key)
+        .clear_on(|head| head.status().is_success());
+    let app = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .layer(LimitLayer::new(limit));
+    let addr = serve(app).await;
+    let reply = send(addr, "GET", "/", &[("x-api-key", "pro_1")]).await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(
+        remaining_in(&reply.head, "pro"),
+        Some(600),
+        "{}",
+        reply.head
+    );
+}

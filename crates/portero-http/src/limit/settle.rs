@@ -56,21 +56,28 @@ struct Report {
     units: AtomicU64,
     /// The settlement, run once: when the last clone drops.
     settle: Mutex<Option<Settlement>>,
+    /// The handle an outer layer put in the request before this one: every report goes
+    /// to it too (a layer inside must not leave the outer one's limits unsettled).
+    outer: Option<Usage>,
 }
 
 /// No units reported.
 const NONE: u64 = u64::MAX;
 
 impl Usage {
-    fn new(settle: Settlement) -> Self {
+    fn new(settle: Settlement, outer: Option<Usage>) -> Self {
         Self(Arc::new(Report {
             units: AtomicU64::new(NONE),
             settle: Mutex::new(Some(settle)),
+            outer,
         }))
     }
 
     /// Adds `units` to the request's real cost.
     pub fn add(&self, units: u64) {
+        if let Some(outer) = &self.0.outer {
+            outer.add(units);
+        }
         let _ = self
             .0
             .units
@@ -84,6 +91,9 @@ impl Usage {
 
     /// Sets the request's real cost to `units` (the last report wins).
     pub fn set(&self, units: u64) {
+        if let Some(outer) = &self.0.outer {
+            outer.set(units);
+        }
         self.0.units.store(units.min(NONE - 1), Ordering::Release);
     }
 
@@ -95,9 +105,12 @@ impl Usage {
         }
     }
 
-    /// Settles now, with what was reported (later reports change nothing).
+    /// Settles now, with what was reported (later reports change nothing here).
     pub fn finish(&self) {
         self.0.run();
+        if let Some(outer) = &self.0.outer {
+            outer.finish();
+        }
     }
 }
 
@@ -147,13 +160,18 @@ impl<B: 'static> Plan<B> {
             return;
         }
         let plan = self.clone();
-        request
-            .extensions_mut()
-            .insert(Usage::new(Box::new(move |real| {
+        // A handle an outer layer put there keeps hearing every report (through this
+        // one, which holds it until it drops).
+        let outer = request.extensions().get::<Usage>().cloned();
+        let usage = Usage::new(
+            Box::new(move |real| {
                 for (entry, ticket, _) in tickets {
                     plan.settle_one(entry, ticket, real);
                 }
-            })));
+            }),
+            outer,
+        );
+        request.extensions_mut().insert(usage);
     }
 }
 
@@ -180,8 +198,8 @@ impl<B> Plan<B> {
                 Settled::Failed
             };
             observe::settled(entry.policy(), outcome, None);
-            // Forgotten: the key is as new, its whole quota ahead of it.
-            let quota = entry.policy().quota();
+            // Forgotten: the key is as new, its whole quota (its plan's) ahead of it.
+            let quota = self.policy_of(a).quota();
             return forgot.then(|| Decision::admitted(quota, quota, 0));
         }
         let real = match &after.count_if {

@@ -170,8 +170,13 @@ impl Algorithm for CalendarQuota {
         let opened = !admission.keeps_request()
             && before >> self.used_bits != counted
             && before & mask(self.used_bits) > 0;
-        if !opened && counted == state >> self.used_bits {
-            Some(state - (state & mask(self.used_bits)).min(admission.cost()))
+        // Nothing while the word may have been reset or replaced since (the ledger
+        // says everything went back), or its count saturated (a charge past what the
+        // count holds: it no longer tells what is counted).
+        let used = state & mask(self.used_bits);
+        let kept = admission.moved_since().is_none() || used >= mask(self.used_bits);
+        if !opened && !kept && counted == state >> self.used_bits {
+            Some(state - used.min(admission.cost()))
         } else {
             Some(state)
         }

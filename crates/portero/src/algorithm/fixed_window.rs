@@ -261,7 +261,11 @@ impl Algorithm for FixedWindow {
             self.decode(before),
             self.decode(after).tag,
         );
-        if f.tag != counted || f.admitted == 0 {
+        // Nothing while the word may have been reset or replaced since (the ledger
+        // says everything went back), or its count saturated (a charge past what the
+        // count holds: it no longer tells what is counted).
+        let saturated = f.admitted >= mask(self.split().0);
+        if f.tag != counted || f.admitted == 0 || admission.moved_since().is_none() || saturated {
             return Some(state);
         }
         // A part of a request that stays (a settlement) leaves the window where it

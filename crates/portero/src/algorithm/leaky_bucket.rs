@@ -51,7 +51,8 @@ fn pour(q: &Quota, empty_at: u64, now: u64, cost: u64) -> Result<Transition, Che
         );
         return Ok(Transition::keep(d));
     }
-    let d = Decision::new(true, q.burst(), full - poured, t, 0, poured);
+    // A peek (no units) of a level past the capacity (charged into debt) is full.
+    let d = Decision::new(true, q.burst(), full.saturating_sub(poured), t, 0, poured);
     if cost == 0 {
         return Ok(Transition::keep(d));
     }

@@ -185,8 +185,10 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
 
     /// Takes `units` now whether or not they fit: a cost learned after the request
     /// was admitted, charged into debt past the burst (see
-    /// [`Algorithm::charge`]). Returns how the limiter stands afterwards for a
-    /// request of one unit (refused, with the exact `retry_after`, while in debt).
+    /// [`Algorithm::charge`]: a window placed by its first request is never opened
+    /// by a charge, so one charged with no window open takes nothing). Returns how
+    /// the limiter stands afterwards (refused, with the exact `retry_after` of one
+    /// unit, while in debt).
     ///
     /// ```
     /// use portero::{ManualClock, Quota, RateLimiter};

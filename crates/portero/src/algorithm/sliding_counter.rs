@@ -148,6 +148,13 @@ impl Algorithm for SlidingWindowCounter {
             return Some(state);
         }
         let (stored, prev, cur) = self.unpack(state);
+        // Nothing while the word may have been reset or replaced since (the ledger
+        // says everything went back), or a count saturated (a charge past what the
+        // count holds: it no longer tells what is counted).
+        let most = mask(self.count_bits);
+        if admission.moved_since().is_none() || prev >= most || cur >= most {
+            return Some(state);
+        }
         let (prev, cur) = match index_delta(stored, counted) {
             0 => (prev, cur.saturating_sub(cost)),
             1 => (prev.saturating_sub(cost), cur),
