@@ -7,3 +7,22 @@ pub mod reference;
 /// The README's examples, compiled and run as doc tests.
 #[doc = include_str!("../../README.md")]
 pub mod readme {}
+
+/// The book's pages (`docs/book`), each Rust block compiled and run as a doc test.
+#[cfg(doctest)]
+pub mod book {
+    #[doc = include_str!("../../docs/book/core.md")]
+    pub mod core {}
+    #[doc = include_str!("../../docs/book/http.md")]
+    pub mod http {}
+    #[doc = include_str!("../../docs/book/tokens-and-logins.md")]
+    pub mod tokens_and_logins {}
+    #[doc = include_str!("../../docs/book/redis.md")]
+    pub mod redis {}
+    #[doc = include_str!("../../docs/book/edge.md")]
+    pub mod edge {}
+    #[doc = include_str!("../../docs/book/lab.md")]
+    pub mod lab {}
+    #[doc = include_str!("../../docs/book/choosing.md")]
+    pub mod choosing {}
+}

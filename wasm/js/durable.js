@@ -5,7 +5,7 @@
 // Export `PorteroShard` from your Worker and bind it as a Durable Object namespace; use
 // `EdgeLimiter` in the fetch handler. The bounds both keep (exactness, rule identity,
 // local answers, durability, keys, work per check, bad input) are listed once, with
-// what tests each, in the README's "The edge, exact".
+// what tests each, in `wasm/README.md`'s "The edge, exact".
 import { DurableObject } from "cloudflare:workers";
 import { KeyedLimiter, Rule } from "./index.js";
 import { fail, shown } from "./errors.js";
