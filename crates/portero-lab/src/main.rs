@@ -419,6 +419,7 @@ fn contention(args: ContentionArgs) -> Result<()> {
         ProgressStyle::with_template("{bar:40} {pos}/{len} measurements {msg}")
             .expect("static template"),
     );
+    let load_before = report::load_average();
     let rows = contention::run(&study, |subject, t| {
         bar.set_message(format!("{} x {t}", subject.name()));
         bar.inc(1);
@@ -450,8 +451,21 @@ fn contention(args: ContentionArgs) -> Result<()> {
             " latency: one check, timer cost taken out (timer: quanta, {} ns per reading here);",
             threads::timer_cost_ns()
         );
-        println!(" audit run: the subject on a quota it must enforce, a third of what its timed runs reached, spread over its keys;");
+        println!(" audit run: the subject on a quota it must enforce, a third of what it reached just before, spread over its keys;");
         println!(" every key held to burst + floor(t/T) for the run's span t, no slack; keys drawn uniformly or by Zipf, exponent 1)");
+        if let (Some(before), Some(after)) = (load_before, report::load_average()) {
+            println!(
+                "load average (1 min) before the study {before:.2}, after {after:.2}{}",
+                if before > 0.5 {
+                    ": something else was running; expect the figures to move"
+                } else {
+                    ""
+                }
+            );
+        }
+        if let Some(verdict) = report::verdict(&rows) {
+            println!("{verdict}");
+        }
     }
     let over: Vec<_> = rows.iter().filter(|r| !r.audit.holds()).collect();
     if !over.is_empty() {

@@ -387,6 +387,8 @@ pub struct Series {
     pub dashed: bool,
     /// `(x, y)` in the order to join them.
     pub points: Vec<(f64, f64)>,
+    /// A dot at each point (measured points, not a curve), and in the legend.
+    pub dots: bool,
 }
 
 impl Series {
@@ -397,7 +399,14 @@ impl Series {
             color,
             dashed: false,
             points,
+            dots: false,
         }
+    }
+
+    /// The same line with a dot at each point.
+    pub fn dotted(mut self) -> Self {
+        self.dots = true;
+        self
     }
 
     /// The same line, dashed.
@@ -434,8 +443,50 @@ const SWATCH: f64 = 24.0;
 /// One or more panels under a title, each a line chart with its legend on the right;
 /// the y axes start at zero.
 pub fn figure(title: &str, subtitle: &str, panels: &[Panel]) -> String {
+    figure_on(title, subtitle, panels, false)
+}
+
+/// [`figure`] with a base-2 logarithmic x axis (thread counts): the points and the
+/// marks are placed at `log2(x)`, and the ticks fall on the powers of two, labelled
+/// as whole numbers (x must be above 0).
+pub fn figure_log2_x(title: &str, subtitle: &str, panels: &[Panel]) -> String {
+    let logged: Vec<Panel> = panels
+        .iter()
+        .map(|p| Panel {
+            series: p
+                .series
+                .iter()
+                .map(|s| Series {
+                    points: s
+                        .points
+                        .iter()
+                        .map(|&(x, y)| (x.max(1e-9).log2(), y))
+                        .collect(),
+                    ..s.clone()
+                })
+                .collect(),
+            marker: p
+                .marker
+                .clone()
+                .map(|(x, label)| (x.max(1e-9).log2(), label)),
+            ..p.clone()
+        })
+        .collect();
+    figure_on(title, subtitle, &logged, true)
+}
+
+fn figure_on(title: &str, subtitle: &str, panels: &[Panel], log2_x: bool) -> String {
     let width = width_for(&[(title, TITLE), (subtitle, MUTED)]);
-    let scales: Vec<Scale> = panels.iter().map(Scale::of).collect();
+    let scales: Vec<Scale> = panels
+        .iter()
+        .map(|p| {
+            let mut scale = Scale::of(p);
+            if log2_x {
+                scale.powers_of_two();
+            }
+            scale
+        })
+        .collect();
     // One left margin and one legend column for all panels, so their axes line up.
     let tick_w = scales
         .iter()
@@ -503,6 +554,21 @@ impl Scale {
     }
 }
 
+impl Scale {
+    /// The x axis of log2 values: from the whole power below the lowest point to the
+    /// one above the highest, a tick at each, labelled as the power itself (1, 2, 4…).
+    fn powers_of_two(&mut self) {
+        let (lo, hi) = (
+            self.x.0.floor(),
+            self.x.1.ceil().max(self.x.0.floor() + 1.0),
+        );
+        self.x = (lo, hi);
+        self.x_ticks = (lo as i32..=hi as i32)
+            .map(|k| (f64::from(k), format!("{}", 2f64.powi(k))))
+            .collect();
+    }
+}
+
 fn draw_panel(s: &mut String, panel: &Panel, scale: &Scale, y0: f64, left: f64, right: f64) {
     let plot_top = y0 + 58.0;
     let plot_bottom = y0 + 240.0;
@@ -559,6 +625,16 @@ fn draw_panel(s: &mut String, panel: &Panel, scale: &Scale, y0: f64, left: f64, 
             r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="2"{dash} stroke-linejoin="round"/>"#,
             points.join(" ")
         );
+        if series.dots {
+            for &(px, py) in &series.points {
+                let _ = writeln!(
+                    s,
+                    r#"<circle cx="{:.1}" cy="{:.1}" r="3.5" fill="{color}"/>"#,
+                    x(px),
+                    y(py)
+                );
+            }
+        }
     }
     if let Some((at, label)) = &panel.marker {
         let xx = x(*at);
@@ -592,6 +668,14 @@ fn draw_panel(s: &mut String, panel: &Panel, scale: &Scale, y0: f64, left: f64, 
             lx + SWATCH,
             ly - 4.0
         );
+        if series.dots {
+            let _ = writeln!(
+                s,
+                r#"<circle cx="{:.1}" cy="{:.1}" r="3.5" fill="{color}"/>"#,
+                lx + SWATCH / 2.0,
+                ly - 4.0
+            );
+        }
         text(s, lx + SWATCH + 6.0, ly, Anchor::Start, BODY, &series.name);
     }
 }

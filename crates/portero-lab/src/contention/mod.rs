@@ -5,7 +5,7 @@
 //! of single checks (p50, p99, p99.9 from a histogram, the timer's own cost taken
 //! out), the scaling efficiency (throughput at T ÷ (T × one thread's)), and the
 //! admission audit: a run on a quota the subject must enforce (a third of what
-//! its timed runs reached), every key's admissions held to `burst + ⌊t/T⌋` for the run's
+//! it reached in a short run just before), every key's admissions held to `burst + ⌊t/T⌋` for the run's
 //! span `t`, with no slack. A faster limiter that admits one unit more than its
 //! quota is wrong, and the study says so (and exits non-zero).
 //!

@@ -76,6 +76,60 @@ fn audit_cell(a: &super::study::Audit) -> String {
     )
 }
 
+/// What the table means for this machine, from its own figures: the fastest subject
+/// whose audit held, at the most threads measured, for one hot global limit and for
+/// keyed limits (`None` when the rows have neither).
+pub fn verdict(rows: &[Row]) -> Option<String> {
+    let most = rows.iter().map(|r| r.threads).max()?;
+    let best = |family: &[Subject]| {
+        rows.iter()
+            .filter(|r| r.threads == most && family.contains(&r.subject) && r.audit.holds())
+            .max_by(|a, b| a.median_mops().total_cmp(&b.median_mops()))
+    };
+    let hot = [
+        Subject::GcraAdmit,
+        Subject::KeyedHot,
+        Subject::Striped,
+        Subject::GovernorDirect,
+        Subject::Mutex,
+    ];
+    let keyed = [
+        Subject::Keyed10kUniform,
+        Subject::Keyed10kZipf,
+        Subject::Governor10kUniform,
+    ];
+    let say = |what: &str, r: Option<&Row>| {
+        r.map(|r| {
+            format!(
+                "{what}: {} ({:.1} Mops/s)",
+                r.subject.name(),
+                r.median_mops()
+            )
+        })
+    };
+    let parts: Vec<String> = [
+        say("one hot global limit", best(&hot)),
+        say("keyed limits (10,000 keys)", best(&keyed)),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    (!parts.is_empty()).then(|| {
+        format!(
+            "On this machine, at {most} thread{}, the fastest that held its quota — {}.",
+            if most == 1 { "" } else { "s" },
+            parts.join("; ")
+        )
+    })
+}
+
+/// The 1-minute load average (`/proc/loadavg`), where the OS tells it: a study run on a
+/// machine busy with something else reads low, and this says so.
+pub fn load_average() -> Option<f64> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    text.split_whitespace().next()?.parse().ok()
+}
+
 /// Every figure, for `--json`: the study's settings, the machine, and each row.
 pub fn json(study: &Study, rows: &[Row], machine: &str, pinned: bool) -> Value {
     json!({
@@ -107,46 +161,96 @@ pub fn json(study: &Study, rows: &[Row], machine: &str, pinned: bool) -> Value {
     })
 }
 
-/// Throughput and p99 over threads, one line per subject.
+/// The chart's families: one limit shared by every thread, a limit per key over a
+/// table, and every thread on one key; portero beside its peers in each.
+const FAMILIES: [(&str, &[Subject]); 3] = [
+    (
+        "One limit shared by every thread",
+        &[
+            Subject::FloorCas,
+            Subject::GcraAdmit,
+            Subject::GcraReject,
+            Subject::Striped,
+            Subject::GovernorDirect,
+            Subject::Mutex,
+        ],
+    ),
+    (
+        "A limit per key (10,000 and 1,000,000 keys)",
+        &[
+            Subject::Keyed10kUniform,
+            Subject::Keyed10kZipf,
+            Subject::Keyed1mUniform,
+            Subject::Keyed1mZipf,
+            Subject::Governor10kUniform,
+        ],
+    ),
+    (
+        "Every thread on one key",
+        &[
+            Subject::FloorCas,
+            Subject::KeyedHot,
+            Subject::GcraAdmit,
+            Subject::GovernorDirect,
+        ],
+    ),
+];
+
+/// Small multiples: throughput, then p99, for each family of subjects, over a log2
+/// thread axis (a dot per measurement, the machine's core count marked; thread counts
+/// past it are oversubscribed).
 pub fn chart(rows: &[Row], machine: &str) -> String {
-    let mut subjects: Vec<Subject> = Vec::new();
-    for r in rows {
-        if !subjects.contains(&r.subject) {
-            subjects.push(r.subject);
-        }
-    }
-    let series = |y: fn(&Row) -> f64| -> Vec<Series> {
-        subjects
+    let cores = super::study::cores();
+    let color = |s: Subject| Subject::ALL.iter().position(|&x| x == s).unwrap_or(0);
+    let series = |family: &[Subject], y: fn(&Row) -> f64| -> Vec<Series> {
+        family
             .iter()
-            .enumerate()
-            .map(|(i, &s)| {
+            .filter(|&&s| rows.iter().any(|r| r.subject == s))
+            .map(|&s| {
                 let points = rows
                     .iter()
                     .filter(|r| r.subject == s)
                     .map(|r| (r.threads as f64, y(r)))
                     .collect();
-                Series::new(s.name(), i, points).dashed_if(s == Subject::FloorCas)
+                Series::new(s.name(), color(s), points)
+                    .dashed_if(s == Subject::FloorCas)
+                    .dotted()
             })
             .collect()
     };
-    svg::figure(
+    let mark = Some((cores as f64, format!("{cores} cores")));
+    let mut panels = Vec::new();
+    for (y_label, y) in [
+        (
+            "million checks per second",
+            Row::median_mops as fn(&Row) -> f64,
+        ),
+        ("p99 of one check, ns", |r: &Row| r.latency_ns[1]),
+    ] {
+        for (heading, family) in FAMILIES {
+            let lines = series(family, y);
+            if lines.is_empty() {
+                continue;
+            }
+            let what = if y_label.starts_with("million") {
+                "throughput"
+            } else {
+                "latency"
+            };
+            panels.push(Panel {
+                heading: format!("{heading}: {what}"),
+                x_label: "threads (log2)".into(),
+                y_label: y_label.into(),
+                series: lines,
+                marker: mark.clone(),
+            });
+        }
+    }
+    svg::figure_log2_x(
         "Contention: T threads on one limiter",
-        &format!("{machine} · median of the timed runs; p99 of single checks"),
-        &[
-            Panel {
-                heading: "Throughput".into(),
-                x_label: "threads".into(),
-                y_label: "million checks per second".into(),
-                series: series(Row::median_mops),
-                marker: None,
-            },
-            Panel {
-                heading: "Latency of one check".into(),
-                x_label: "threads".into(),
-                y_label: "p99, ns".into(),
-                series: series(|r| r.latency_ns[1]),
-                marker: None,
-            },
-        ],
+        &format!(
+            "{machine} · median of the timed runs; p99 of single checks; the core count marked"
+        ),
+        &panels,
     )
 }

@@ -131,11 +131,11 @@ pub fn gcra_allowance(quota: &Quota, elapsed: Duration) -> u64 {
 }
 
 /// The quota a subject must enforce in an audit run of `duration`: each key may
-/// admit about a third of what the timed runs' `reach` (checks per second, every
-/// thread together) would send it in that time (`h`, spread evenly over `keys`), a
-/// sixth as burst and a sixth earned at the rate — so a key of average traffic sees
-/// most of its checks refused (the audit run, counting every admission, is a little
-/// slower than the timed runs), and a hot one more. At least burst 1 and 1 per second (a key that
+/// admit about a third of what `reach` (checks per second, every thread together,
+/// measured counting as the audit run does) would send it in that time (`h`, spread
+/// evenly over `keys`), a sixth as burst and about a sixth earned at the rate (rounded
+/// down onto the 1-2-5 series) — so a key of average traffic sees most of its checks
+/// refused, and a hot one more. At least burst 1 and 1 per second (a key that
 /// gets fewer than two checks in the run cannot be refused: with a million keys,
 /// only runs long enough for the keys to repeat test them), at most 1,000,000 per
 /// second (an interval of 1 µs or more, far above any clock's disagreement), and a
@@ -143,7 +143,16 @@ pub fn gcra_allowance(quota: &Quota, elapsed: Duration) -> u64 {
 pub fn enforcing_quota(reach: f64, keys: usize, stripes: usize, duration: Duration) -> Quota {
     let hits = reach * duration.as_secs_f64() / keys.max(1) as f64;
     let burst = ((hits / 6.0) as u64).max(1).max(stripes as u64);
-    let rate = (hits / 6.0 / duration.as_secs_f64()).clamp(1.0, 1_000_000.0) as u64;
+    let wanted = (hits / 6.0 / duration.as_secs_f64()).clamp(1.0, 1_000_000.0) as u64;
+    // On the 1-2-5 series (1, 2, 5, 10, 20, 50…), each of which divides a second into
+    // whole nanoseconds: every limiter here then has the very same interval (governor
+    // and portero round a fraction differently, which at 1.46 µs is 16 units in 30 ms).
+    let rate = [1, 2, 5]
+        .iter()
+        .flat_map(|&m| (0..7).map(move |k| m * 10u64.pow(k)))
+        .filter(|&r| r <= wanted)
+        .max()
+        .unwrap_or(1);
     Quota::per_second(rate)
         .and_then(|q| q.with_burst(burst))
         .expect("a valid quota")
