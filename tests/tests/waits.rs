@@ -370,3 +370,35 @@ async fn a_waiters_jitter_does_not_delay_the_next_turn() {
     assert_eq!(start.elapsed(), Duration::from_millis(200), "its own turn");
     jittered.await.unwrap().unwrap();
 }
+
+/// The bound `until_ready_n` states: a waiter that asks `n` units when the limiter's
+/// debt is `b` units (⌈(TAT − ask)/T⌉, here a spent burst) and `u` units wait in line
+/// ahead of it is admitted `(b + u + n − B)⁺ · T` after it asked, on GCRA, exactly
+/// (on tokio's paused clock). The bound stated before, `(u + n − B)⁺ · T`, left out
+/// the debt: it said 0 for the first waiter here, which waits 200 ms.
+#[tokio::test(start_paused = true)]
+async fn a_waiter_is_admitted_by_the_stated_bound_debt_included() {
+    const T: u64 = 100 * MS;
+    let l = gcra(10, 3); // B = 3, T = 100 ms
+    assert!(l.check_n(3).unwrap().is_allowed()); // b = 3: the burst spent now
+    let start = Instant::now();
+    let first = tokio::spawn({
+        let l = l.clone();
+        async move {
+            l.until_ready_n(2).await.unwrap(); // b = 3, u = 0, n = 2
+            start.elapsed()
+        }
+    });
+    tokio::task::yield_now().await; // the first is in line before the second asks
+    let second = tokio::spawn({
+        let l = l.clone();
+        async move {
+            l.until_ready_n(1).await.unwrap(); // b = 3, u = 2, n = 1
+            start.elapsed()
+        }
+    });
+    let (first, second) = (first.await.unwrap(), second.await.unwrap());
+    let bound = |b: u64, u: u64, n: u64| Duration::from_nanos((b + u + n).saturating_sub(3) * T);
+    assert_eq!(first, bound(3, 0, 2));
+    assert_eq!(second, bound(3, 2, 1));
+}

@@ -152,11 +152,14 @@ impl<A: Algorithm + Send + Sync, C: Clock + Send + Sync> RateLimiter<A, C> {
     ///
     /// Waiters stand in one line (see the [module docs](crate::wait)): the one at its
     /// head checks when it wakes and sleeps the refusal's `retry_after` between
-    /// checks. So a waiter that finds `u` units waiting ahead of it (the burst spent)
-    /// is admitted at most `(u + n − B)⁺ · T` after it asked for GCRA, unless checks
-    /// outside the line take units meanwhile; `N` tasks asking for one unit each at
-    /// once from a full GCRA limiter are admitted `B` at once, then the `k`-th (`k >
-    /// B`) exactly `(k − B) · T` later. A wait dropped anywhere in the line took
+    /// checks. So on GCRA a waiter of `n` units that asks when the limiter owes `b`
+    /// units (`⌈(TAT − ask) / T⌉`: what was admitted and has not refilled yet) and
+    /// finds `u` units waiting in line ahead of it is admitted at most
+    /// `(b + u + n − B)⁺ · T` after it asked, plus how late the runtime's timer wakes
+    /// it (a millisecond or two on tokio), unless checks outside the line take units
+    /// meanwhile. `N` tasks asking for one unit each at once from a full GCRA limiter
+    /// are admitted `B` at once, then the `k`-th (`k > B`: `b = B`, `u = k − B − 1`)
+    /// exactly `(k − B) · T` later. A wait dropped anywhere in the line took
     /// nothing and leaves no turn unused: the next waiter moves up. And every unit is
     /// checked at the instant it is used, so the limiter's bound holds for real start
     /// times (never more than `B + t / T` in any interval `t` for GCRA).
