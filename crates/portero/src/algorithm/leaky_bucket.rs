@@ -88,7 +88,7 @@ impl Algorithm for LeakyMeter {
         self.quota.burst()
     }
 
-    /// Raises the level by `n` units past the capacity (see [`quota_charge`]).
+    /// Raises the level by `n` units past the capacity (at most 146 years of debt, as [`Algorithm::charge`] says).
     fn charge(&self, state: u64, now: u64, cost: u64) -> Option<u64> {
         Some(quota_charge(&self.quota, state, now, cost))
     }
@@ -153,7 +153,7 @@ impl Algorithm for LeakyQueue {
     }
 
     /// Lengthens the queue by `n` units past its slots: the requests that join
-    /// later leave that much later (see [`quota_charge`]).
+    /// later leave that much later (at most 146 years of debt, as [`Algorithm::charge`] says).
     fn charge(&self, state: u64, now: u64, cost: u64) -> Option<u64> {
         Some(quota_charge(&self.quota, state, now, cost))
     }

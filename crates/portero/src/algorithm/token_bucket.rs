@@ -94,7 +94,7 @@ impl Algorithm for TokenBucket {
         Some(quota_refund(&self.quota, state, admission, now))
     }
 
-    /// Moves the word on by `n·T` into debt (see [`quota_charge`]).
+    /// Moves the word on by `n·T` into debt (at most 146 years of debt, as [`Algorithm::charge`] says).
     fn charge(&self, state: u64, now: u64, cost: u64) -> Option<u64> {
         Some(quota_charge(&self.quota, state, now, cost))
     }
