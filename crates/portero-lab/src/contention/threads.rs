@@ -10,7 +10,9 @@ use hdrhistogram::Histogram;
 
 use super::study::{Audit, Study};
 use super::subjects::Subject;
-use super::subjects::{distinct_keys, enforcing_quota, fresh, gcra_allowance, stripes, AnyChecker};
+use super::subjects::{
+    distinct_keys, enforcing_quota, fresh, gcra_allowance, open_quota, stripes, AnyChecker,
+};
 
 /// Checks between two looks at the clock.
 const BATCH: usize = 1_024;
@@ -72,7 +74,10 @@ pub(crate) fn measure(subject: Subject, threads: usize, study: &Study) -> Measur
     mops.sort_by(f64::total_cmp);
     // The audit run's own reach, counting as it does, just before it: a machine busy
     // with something else slows both alike, so the quota bites however loaded it is.
-    let counting = fresh(subject, threads, None);
+    // (On the quota that admits everything: the admit path, which the audit run
+    // takes until the quota bites — the reject subject's own quota would measure its
+    // refusals, twice as fast, and leave the audit nothing to refuse.)
+    let counting = fresh(subject, threads, Some(open_quota()));
     let counts = Arc::new(
         (0..counting.key_count())
             .map(|_| AtomicU64::new(0))
