@@ -83,20 +83,108 @@ impl<C: Clock + Send + Sync> Waitable for SlidingLog<C> {
 /// of `jitter` after its admission. The admission's decision, or why there is none: a
 /// cost that can never fit (at once), or a wait past `max_wait` (at once when the line
 /// and the limiter say so already, else when it would be; nothing is taken either way).
-pub async fn until_admitted<W: Waitable + ?Sized>(
+///
+/// The future's first poll is one check when nobody is in line (where most waits end:
+/// no state machine runs, and nothing is allocated); a wait that must queue runs the
+/// line's loop, in a box.
+pub fn until_admitted<W: Waitable + ?Sized>(
+    limit: &W,
+    cost: u64,
+    max_wait: Duration,
+    jitter: Duration,
+) -> UntilAdmitted<'_, W> {
+    UntilAdmitted {
+        limit,
+        cost,
+        max_wait,
+        jitter,
+        map: core::convert::identity,
+        queued: None,
+    }
+}
+
+/// A wait in line ([`until_admitted`], `RateLimiter::until_ready*`): what the
+/// admission gave (`T`: its [`Decision`], or nothing), or why there is none.
+#[must_use = "a wait does nothing until awaited"]
+pub struct UntilAdmitted<'a, W: ?Sized, T = Decision> {
+    limit: &'a W,
+    cost: u64,
+    max_wait: Duration,
+    jitter: Duration,
+    map: fn(Decision) -> T,
+    // The line's loop, once the first check found the limit refusing or a line ahead.
+    queued: Option<Queued<'a>>,
+}
+
+type Queued<'a> = core::pin::Pin<
+    Box<dyn core::future::Future<Output = Result<Decision, ReserveError>> + Send + 'a>,
+>;
+
+impl<'a, W: Waitable + ?Sized, T> UntilAdmitted<'a, W, T> {
+    /// The same wait, answering `map(decision)` when admitted.
+    fn map<U>(self, map: fn(Decision) -> U) -> UntilAdmitted<'a, W, U> {
+        UntilAdmitted {
+            limit: self.limit,
+            cost: self.cost,
+            max_wait: self.max_wait,
+            jitter: self.jitter,
+            map,
+            queued: None,
+        }
+    }
+}
+
+impl<W: Waitable + ?Sized, T> core::future::Future for UntilAdmitted<'_, W, T> {
+    type Output = Result<T, ReserveError>;
+
+    #[inline]
+    fn poll(
+        mut self: core::pin::Pin<&mut Self>,
+        cx: &mut core::task::Context<'_>,
+    ) -> core::task::Poll<Self::Output> {
+        use core::task::Poll;
+        let this = &mut *self;
+        if this.queued.is_none() {
+            // Nobody in line: one check, and most waits end here.
+            if this.limit.line().waiting() == 0 {
+                match this.limit.check_now(this.cost) {
+                    Err(e) => return Poll::Ready(Err(ReserveError::Check(e))),
+                    Ok(d) if d.is_allowed() => return Poll::Ready(Ok((this.map)(d))),
+                    Ok(_) => {}
+                }
+            }
+            this.queued = Some(Box::pin(in_line(
+                this.limit,
+                this.cost,
+                this.max_wait,
+                this.jitter,
+            )));
+        }
+        match this.queued.as_mut().map(|q| q.as_mut().poll(cx)) {
+            Some(Poll::Ready(answer)) => Poll::Ready(answer.map(this.map)),
+            _ => Poll::Pending,
+        }
+    }
+}
+
+impl<W: ?Sized, T> core::fmt::Debug for UntilAdmitted<'_, W, T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("UntilAdmitted")
+            .field("cost", &self.cost)
+            .field("queued", &self.queued.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The line's loop: past `max_wait` already, or joined and waited for the head, then
+/// checks until admitted (see [`until_admitted`]).
+async fn in_line<W: Waitable + ?Sized>(
     limit: &W,
     cost: u64,
     max_wait: Duration,
     jitter: Duration,
 ) -> Result<Decision, ReserveError> {
     let line = limit.line();
-    // Nobody in line: one check, and most waits end here.
-    if line.waiting() == 0 {
-        let d = limit.check_now(cost).map_err(ReserveError::Check)?;
-        if d.is_allowed() {
-            return Ok(d);
-        }
-    }
     // Past the fast path: join the line.
     let max_wait = Duration::from_nanos(wait_cap(max_wait));
     let started = tokio::time::Instant::now();
@@ -141,8 +229,8 @@ pub async fn until_admitted<W: Waitable + ?Sized>(
 
 impl<A: Algorithm + Send + Sync, C: Clock + Send + Sync> RateLimiter<A, C> {
     /// Waits until one unit is admitted: [`until_ready_n`](Self::until_ready_n)`(1)`.
-    pub async fn until_ready(&self) -> Result<(), ReserveError> {
-        self.until_ready_with_jitter(1, Duration::ZERO).await
+    pub fn until_ready(&self) -> UntilAdmitted<'_, Self, ()> {
+        self.until_ready_with_jitter(1, Duration::ZERO)
     }
 
     /// Waits in line until `cost` units are admitted, however long that is; a cost
@@ -175,8 +263,8 @@ impl<A: Algorithm + Send + Sync, C: Clock + Send + Sync> RateLimiter<A, C> {
     /// assert!(provider.until_ready_n(101).await.is_err()); // can never fit
     /// # Ok(()) }
     /// ```
-    pub async fn until_ready_n(&self, cost: u64) -> Result<(), ReserveError> {
-        self.until_ready_with_jitter(cost, Duration::ZERO).await
+    pub fn until_ready_n(&self, cost: u64) -> UntilAdmitted<'_, Self, ()> {
+        self.until_ready_with_jitter(cost, Duration::ZERO)
     }
 
     /// [`until_ready_n`](Self::until_ready_n), at most `max_wait` in all: the
@@ -194,14 +282,12 @@ impl<A: Algorithm + Send + Sync, C: Clock + Send + Sync> RateLimiter<A, C> {
     /// also waits a uniformly random part of `jitter` after its admission ("full
     /// jitter": tasks admitted one after another do not all call the dependency at
     /// the same instant); each waiter is late by at most `jitter`.
-    pub async fn until_ready_with_jitter(
+    pub fn until_ready_with_jitter(
         &self,
         cost: u64,
         jitter: Duration,
-    ) -> Result<(), ReserveError> {
-        until_admitted(self, cost, Duration::MAX, jitter)
-            .await
-            .map(|_| ())
+    ) -> UntilAdmitted<'_, Self, ()> {
+        until_admitted(self, cost, Duration::MAX, jitter).map(|_| ())
     }
 }
 
