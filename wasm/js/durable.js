@@ -481,8 +481,15 @@ export class EdgeLimiter {
     const asked = this.#leases.ask(slot, at);
     if (asked === null) return;
     this.calls += 1;
-    const call = this.#stub(shardOf(slot, this.#shards))
-      .checkMany(this.#options, [[key, 1, this.#leases.batch]])
+    let sent;
+    try {
+      sent = this.#stub(shardOf(slot, this.#shards)).checkMany(this.#options, [[key, 1, this.#leases.batch]]);
+    } catch {
+      // A stub that throws at once: nothing was sent; the key may ask again.
+      this.#leases.done(slot, asked);
+      return;
+    }
+    const call = Promise.resolve(sent)
       .then(([d]) => {
         const { granted, ...decision } = d;
         const took = d.allowed ? (granted ?? 1) : 0;
@@ -491,7 +498,14 @@ export class EdgeLimiter {
       })
       .catch(() => {}) // a failed fetch ahead changes nothing: the next check asks
       .finally(() => this.#leases.done(slot, asked));
-    if (ctx !== undefined && ctx !== null && typeof ctx.waitUntil === "function") ctx.waitUntil(call);
+    if (ctx !== undefined && ctx !== null && typeof ctx.waitUntil === "function") {
+      try {
+        ctx.waitUntil(call);
+      } catch {
+        // The runtime refused to keep it: the call runs on (or is cancelled with the
+        // request); nothing else of this check depends on it.
+      }
+    }
   }
 
   // The shard's last refusal of `slot` as an answer at `at`, if it covers `cost`: the

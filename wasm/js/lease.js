@@ -66,6 +66,7 @@ export class Leases {
         this.#next.delete(slot);
         if (at < next.expires && at >= next.sent) {
           this.#held.set(slot, next);
+          this.#nextEnd = Math.min(this.#nextEnd, next.expires);
           return next;
         }
       }
@@ -73,11 +74,18 @@ export class Leases {
     return lease;
   }
 
-  /** Units of `slot`'s live lease at `at` that a check of `cost` would use (no more than the cost). */
+  // The lease fetched ahead for `slot`, while it lives at `at`.
+  #ahead(slot, at) {
+    const next = this.#next.get(slot);
+    return next !== undefined && at < next.expires && at >= next.sent ? next : undefined;
+  }
+
+  /** Units of `slot`'s live leases at `at` (the one held and one fetched ahead) that a check of `cost` would use (no more than the cost). */
   held(slot, at, cost) {
     if (cost < 1) return 0;
     const lease = this.#live(slot, at);
-    return lease === undefined ? 0 : Math.min(lease.left, cost);
+    if (lease === undefined) return 0;
+    return Math.min(lease.left + (this.#ahead(slot, at)?.left ?? 0), cost);
   }
 
   /** The live lease of `slot` (for a check that sets units aside from it). */
@@ -127,8 +135,12 @@ export class Leases {
     this.#scanned = at;
     this.#nextEnd = Infinity;
     for (const [k, lease] of this.#held) {
-      if (at >= lease.expires || at < lease.sent) this.#held.delete(k);
-      else this.#nextEnd = Math.min(this.#nextEnd, lease.expires);
+      if (at >= lease.expires || at < lease.sent) {
+        // A lease fetched ahead goes with the one it was waiting behind: it holds no
+        // place of its own (its units are lost, never spent past its end).
+        this.#held.delete(k);
+        this.#next.delete(k);
+      } else this.#nextEnd = Math.min(this.#nextEnd, lease.expires);
     }
     return !full();
   }
@@ -147,9 +159,15 @@ export class Leases {
       limit: decision.limit,
       resetAt: sent + decision.resetAfterMs,
     };
+    if (ahead && this.#held.has(slot)) {
+      this.#next.set(slot, lease);
+      return;
+    }
+    // Fetched ahead for a lease that has since been dropped: it takes a place only if
+    // the table has one (it asked for none); else its units are lost.
+    if (ahead && !this.#roomFor(slot, sent)) return;
     this.#nextEnd = Math.min(this.#nextEnd, lease.expires);
-    if (ahead && this.#held.has(slot)) this.#next.set(slot, lease);
-    else this.#held.set(slot, lease);
+    this.#held.set(slot, lease);
   }
 
   /**
@@ -160,8 +178,14 @@ export class Leases {
   spend(slot, at, cost) {
     if (cost < 1) return null;
     const lease = this.#live(slot, at);
-    if (lease === undefined || cost > lease.left) return null;
-    lease.left -= cost;
+    if (lease === undefined) return null;
+    // The one held first, then the one fetched ahead: both live now, so every unit is
+    // spent before its own lease's end.
+    const next = this.#ahead(slot, at);
+    if (cost > lease.left + (next?.left ?? 0)) return null;
+    const first = Math.min(lease.left, cost);
+    lease.left -= first;
+    if (cost > first) next.left -= cost - first;
     const resetAfterMs = Math.max(0, lease.resetAt - at);
     const remaining = this.units(slot, at);
     return { allowed: true, limit: lease.limit, remaining, retryAfterMs: 0, resetAfterMs, servedBy: "lease" };

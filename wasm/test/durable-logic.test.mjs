@@ -865,3 +865,83 @@ test("with prefetch, what leases admit across isolates stays within I x (2 batch
       assert.ok(at.length > 50, `batch ${batch}: the run admitted ${at.length}`);
     }
   }));
+
+// Found by an outside review of prefetch (each failed before its fix).
+const prefetching = (ns, extra = {}) =>
+  new EdgeLimiter({ namespace: ns, rule: { perHour: 1000 }, shards: 1, lease: { batch: 10, lifetimeMs: 60_000, prefetch: true }, ...extra });
+
+test("a waitUntil that throws costs nothing else: the batch's other checks still lease", () =>
+  withClock(async (clock) => {
+    const a = prefetching(namespace(), { localKeys: 2 });
+    await a.check("k", clock.now);
+    for (let i = 0; i < 3; i++) await a.check("k", clock.now); // k holds 6: the next check fetches ahead
+    const throwing = { waitUntil() { throw new Error("refused"); } };
+    const d = await a.checkMany([["new", 1], ["k", 1]], clock.now, throwing);
+    assert.ok(d.every((x) => x.allowed));
+    assert.ok(a.leasedUnits("new", clock.now) > 0, "the other check of the batch got its lease");
+    clock.now += 120_000;
+    assert.equal((await a.check("new", clock.now)).servedBy, "shard");
+    assert.ok(a.leasedUnits("new", clock.now) > 0, "and leases again later");
+  }));
+
+test("a stub that throws at once leaves the key free to lease again", () =>
+  withClock(async (clock) => {
+    const ns = namespace();
+    const get = ns.get.bind(ns);
+    let calls = 0;
+    ns.get = (id) => {
+      const stub = get(id);
+      return {
+        ...stub,
+        checkMany: (...args) => {
+          calls += 1;
+          if (calls === 2) throw new TypeError("broken stub");
+          return stub.checkMany(...args);
+        },
+      };
+    };
+    const a = prefetching(ns);
+    await a.check("k", clock.now);
+    const kept = [];
+    for (let i = 0; i < 5; i++) assert.ok((await a.check("k", clock.now, 1, { waitUntil: (p) => kept.push(p) })).allowed);
+    await Promise.all(kept);
+    clock.now += 120_000; // the lease ended
+    const d = await a.check("k", clock.now);
+    assert.ok(a.leasedUnits("k", clock.now) > 0, `the key leased again (${calls} calls, ${JSON.stringify(d)})`);
+  }));
+
+test("a lease fetched ahead that lands after its key's lease was dropped takes no place the table lacks", () =>
+  withClock(async (clock) => {
+    const ns = slowNamespace(clock, 0);
+    const a = prefetching(ns, { localKeys: 1 });
+    const first = a.check("k", clock.now);
+    await ns.release();
+    await first;
+    clock.now += 30_000;
+    const kept = [];
+    for (let i = 0; i < 4; i++) await a.check("k", clock.now, 1, { waitUntil: (p) => kept.push(p) });
+    assert.equal(kept.length, 1, "a fetch ahead is on its way");
+    clock.now += 30_000; // k's lease ended
+    const b = a.check("b", clock.now);
+    await ns.release();
+    await b;
+    await Promise.all(kept);
+    const holding = ["k", "b"].filter((key) => a.leasedUnits(key, clock.now) > 0);
+    assert.equal(holding.length, 1, `localKeys is 1: ${holding}`);
+  }));
+
+test("a check costing more than the lease held is served from the one fetched ahead too", () =>
+  withClock(async (clock) => {
+    const ns = namespace();
+    const a = new EdgeLimiter({ namespace: ns, rule: { perHour: 20 }, shards: 1, lease: { batch: 10, lifetimeMs: 60_000, prefetch: true } });
+    await a.check("k", clock.now);
+    const kept = [];
+    for (let i = 0; i < 7; i++) await a.check("k", clock.now, 1, { waitUntil: (p) => kept.push(p) });
+    await Promise.all(kept);
+    assert.equal(a.leasedUnits("k", clock.now), 2 + 10);
+    const calls = ns.calls;
+    const d = await a.check("k", clock.now, 5);
+    assert.deepEqual([d.allowed, d.servedBy], [true, "lease"]);
+    assert.equal(ns.calls, calls);
+    assert.equal(a.leasedUnits("k", clock.now), 7);
+  }));
