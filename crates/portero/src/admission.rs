@@ -193,6 +193,19 @@ impl Admission {
         }
     }
 
+    /// What settling this admission at its real cost `real` asks of its limiter: the
+    /// units above the estimate to charge, or what to give back below it — a part,
+    /// the request kept, or the whole admission for a real cost of 0 (a refund, a
+    /// window's opener kept by its rule).
+    pub(crate) fn settled_at(&self, real: u64) -> Settlement {
+        match real {
+            r if r > self.cost => Settlement::Charge(r - self.cost),
+            r if r == self.cost => Settlement::Kept,
+            0 => Settlement::GiveBack(*self),
+            r => Settlement::GiveBack(self.part(self.cost - r)),
+        }
+    }
+
     /// Whether this is a [`part`](Self::part) of an admission whose request stays.
     pub const fn keeps_request(&self) -> bool {
         let tag = self.ledger.0.get();
@@ -395,6 +408,16 @@ impl RefundLedger {
         }
         drop(turns);
     }
+}
+
+/// What a settlement asks of a limiter ([`Admission::settled_at`]).
+pub(crate) enum Settlement {
+    /// Charge these units into debt.
+    Charge(u64),
+    /// Give this (the admission, or a part of it) back by the refund rule.
+    GiveBack(Admission),
+    /// The estimate was the real cost.
+    Kept,
 }
 
 /// A decision, and what gives its units back when it admitted something.

@@ -2,7 +2,7 @@
 
 use crossbeam_utils::CachePadded;
 
-use crate::admission::{Acquired, Admission, RefundLedger};
+use crate::admission::{Acquired, Admission, RefundLedger, Settlement};
 use crate::algorithm::charge::{standing, Charging};
 use crate::algorithm::Algorithm;
 use crate::clock::{Clock, DefaultClock};
@@ -246,19 +246,15 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
         real: u64,
         now: Option<u64>,
     ) -> Result<Decision, CheckError> {
-        let estimate = admission.cost();
-        if real > estimate {
-            let now = now.unwrap_or_else(|| self.clock.now());
-            return self.charge_at(now.max(admission.at()), real - estimate);
-        }
-        if real < estimate {
-            // Nothing used is a refund (a window's opener kept by its rule); less
-            // than the estimate, a part of it (the request stays).
-            let back = match real {
-                0 => *admission,
-                _ => admission.part(estimate - real),
-            };
-            self.refund_with(&back, now);
+        match admission.settled_at(real) {
+            Settlement::Charge(units) => {
+                let now = now.unwrap_or_else(|| self.clock.now());
+                return self.charge_at(now.max(admission.at()), units);
+            }
+            Settlement::GiveBack(back) => {
+                self.refund_with(&back, now);
+            }
+            Settlement::Kept => {}
         }
         let now = now.unwrap_or_else(|| self.clock.now()).max(admission.at());
         standing(&self.algorithm, self.state.load(), now)

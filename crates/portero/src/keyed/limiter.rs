@@ -7,7 +7,7 @@ use crate::sync::ConfigCell;
 
 use super::fingerprint::{Fingerprint, SlotHint};
 use super::table::{self, Overflow, Table, Taken};
-use crate::admission::{Acquired, Admission};
+use crate::admission::{Acquired, Admission, Settlement};
 use crate::algorithm::charge::{standing, Charging};
 use crate::algorithm::Algorithm;
 use crate::clock::{Clock, DefaultClock};
@@ -529,19 +529,13 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
         real: u64,
         now: u64,
     ) -> Result<Decision, KeyedError> {
-        let estimate = admission.cost();
         let now = now.max(admission.at());
-        if real > estimate {
-            return self.charge_fingerprint_at(fingerprint, now, real - estimate);
-        }
-        if real < estimate {
-            // Nothing used is a refund (a window's opener kept by its rule); less
-            // than the estimate, a part of it (the request stays).
-            let back = match real {
-                0 => *admission,
-                _ => admission.part(estimate - real),
-            };
-            self.refund_fingerprint_at(fingerprint, &back, now);
+        match admission.settled_at(real) {
+            Settlement::Charge(units) => {
+                return self.charge_fingerprint_at(fingerprint, now, units)
+            }
+            Settlement::GiveBack(back) => self.refund_fingerprint_at(fingerprint, &back, now),
+            Settlement::Kept => {}
         }
         let algorithm = self.algorithm.load();
         let state = self

@@ -82,7 +82,7 @@ use core::marker::PhantomData;
 
 use crossbeam_utils::CachePadded;
 
-use crate::admission::{Acquired, Admission};
+use crate::admission::{Acquired, Admission, Settlement};
 use crate::clock::{Clock, DefaultClock};
 use crate::decision::check_range;
 use crate::decision::{CheckError, Decision, KeyedError};
@@ -460,12 +460,12 @@ impl<K: Hash + ?Sized, C: Clock> KeyedLog<K, C> {
         real: u64,
         now: u64,
     ) -> Result<Decision, KeyedError> {
-        let estimate = admission.cost();
-        if real > estimate {
-            return self.charge_fingerprint_at(fingerprint, now, real - estimate);
-        }
-        if real < estimate {
-            self.refund_fingerprint(fingerprint, &admission.part(estimate - real));
+        match admission.settled_at(real) {
+            Settlement::Charge(units) => {
+                return self.charge_fingerprint_at(fingerprint, now, units)
+            }
+            Settlement::GiveBack(back) => self.refund_fingerprint(fingerprint, &back),
+            Settlement::Kept => {}
         }
         self.charge_fingerprint_at(fingerprint, now.max(admission.at()), 0)
     }
