@@ -396,3 +396,83 @@ mod word_moved_without_a_refund {
         );
     }
 }
+
+/// Settling under load: 8 threads on one key of a frozen clock, each admitted on an
+/// estimate and settled at once at its real cost. Below the estimate (4, used 1), the
+/// key must owe at least what was used (never looser than the twin charged the real
+/// cost) and at least 99 % of the unused units must come back; above it (1, used 3),
+/// every unit above the estimate is charged — none lost. GCRA and the token bucket,
+/// direct and keyed.
+#[test]
+fn eight_threads_settling_one_key_owe_what_they_used() {
+    const EACH: u64 = 3_000;
+    fn settled<A: Algorithm + Copy + Send + Sync + 'static>(a: A, name: &str, keyed: bool) {
+        for (estimate, real) in [(4u64, 1u64), (1, 3)] {
+            let clock = Arc::new(ManualClock::starting_at(1_000_000_000));
+            let table = Arc::new(KeyedLimiter::with_clock(a, 1_000, clock.clone()));
+            let direct = Arc::new(RateLimiter::with_algorithm_and_clock(a, clock.clone()));
+            let (t, d) = (table.clone(), direct.clone());
+            let admitted: Vec<u64> = (0..THREADS)
+                .map(|_| {
+                    let (t, d) = (t.clone(), d.clone());
+                    std::thread::spawn(move || {
+                        let mut n = 0;
+                        for _ in 0..EACH {
+                            if keyed {
+                                let now = t.clock().now();
+                                if let Some(x) =
+                                    t.acquire_at(&7u64, now, estimate).unwrap().admission
+                                {
+                                    t.settle(&7u64, &x, real).unwrap();
+                                    n += 1;
+                                }
+                            } else if let Some(x) =
+                                d.acquire_at(d.clock().now(), estimate).unwrap().admission
+                            {
+                                d.settle(&x, real).unwrap();
+                                n += 1;
+                            }
+                        }
+                        n
+                    })
+                })
+                .collect::<Vec<_>>()
+                .into_iter()
+                .map(|h| h.join().unwrap())
+                .collect();
+            let admitted: u64 = admitted.iter().sum();
+            assert_eq!(admitted, THREADS * EACH, "{name}: the burst holds them all");
+            let left = if keyed {
+                table.peek_at(&7u64, clock.now(), 0).unwrap().remaining()
+            } else {
+                direct.peek_at(clock.now(), 0).unwrap().remaining()
+            };
+            let owed = a.capacity() - left;
+            let used = admitted * real;
+            println!(
+                "{name} ({}), estimate {estimate}, used {real}: owes {owed} of {used} used ({} kept above the real cost)",
+                if keyed { "keyed" } else { "direct" },
+                owed - used.min(owed)
+            );
+            assert!(
+                owed >= used,
+                "{name}: owes {owed}, less than the {used} used"
+            );
+            if real < estimate {
+                let unused = admitted * (estimate - real);
+                assert!(
+                    100 * (owed - used) <= unused,
+                    "{name}: kept {} of {unused} unused",
+                    owed - used
+                );
+            } else {
+                assert_eq!(owed, used, "{name}: units above the estimate lost");
+            }
+        }
+    }
+    let q = big_quota();
+    for keyed in [false, true] {
+        settled(Gcra::new(q), "gcra", keyed);
+        settled(TokenBucket::new(q), "token bucket", keyed);
+    }
+}
