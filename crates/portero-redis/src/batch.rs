@@ -68,14 +68,15 @@ pub(crate) async fn check_parts(parts: Vec<Part>) -> Vec<Result<Verdict, RedisCh
             .zip(&calls)
             .zip(decided)
             .zip(sent)
-            .map(|(((limiter, call), (decision, _)), sent)| {
+            .map(|(((limiter, call), limited), sent)| {
+                let decision = limited.decision;
                 if !decision.is_allowed() {
                     let retry = decision.retry_after_nanos();
                     limiter.remember_refusal(&call.keys[0], call.cost, retry, sent);
                 }
                 Ok(Verdict {
-                    decision,
-                    served_by: ServedBy::Redis,
+                    taken: crate::settle::taken_by(call, &limited),
+                    ..Verdict::new(decision, ServedBy::Redis)
                 })
             })
             .collect(),
@@ -115,10 +116,7 @@ fn fallbacks(owners: &[RedisLimiter], calls: &[Call]) -> Vec<Result<Verdict, Red
         {
             let Some(admission) = admission else { continue };
             if let Some(decision) = limiter.fallback_refund(call, admission) {
-                *verdict = Ok(Verdict {
-                    decision,
-                    served_by: ServedBy::Fallback,
-                });
+                *verdict = Ok(Verdict::new(decision, ServedBy::Fallback));
             }
         }
     }

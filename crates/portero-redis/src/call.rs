@@ -24,9 +24,21 @@ impl Call {
     }
 }
 
-/// What the script decided, per limit: the decision in the limit's own terms, and
-/// the units it took.
-pub(crate) type Decided = Vec<(Decision, u64)>;
+/// What the script decided, per limit.
+pub(crate) type Decided = Vec<Limited>;
+
+/// What the script decided for one limit.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limited {
+    /// The decision in the limit's own terms.
+    pub(crate) decision: Decision,
+    /// The units it took.
+    pub(crate) taken: u64,
+    /// What a settlement finds the admission by (see `lua/algorithms.lua`).
+    pub(crate) mark: u64,
+    /// When the script decided, on Redis's clock (µs).
+    pub(crate) at_us: u64,
+}
 
 /// What the script is asked to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,4 +49,6 @@ pub(crate) enum Mode {
     Peek = 1,
     /// One limit: take the most units that fit, up to the cost.
     Lease = 2,
+    /// One limit: move an admission from its estimate to its real cost.
+    Settle = 3,
 }

@@ -62,10 +62,7 @@ impl RedisLimiter {
                 }
             }
         };
-        let verdict = Verdict {
-            decision,
-            served_by: ServedBy::Fallback,
-        };
+        let verdict = Verdict::new(decision, ServedBy::Fallback);
         Ok((verdict, admission))
     }
 
@@ -93,10 +90,10 @@ impl RedisLimiter {
     pub(crate) fn fallback_peek(&self, key: &str, cost: u64) -> Result<Verdict, RedisCheckError> {
         if let WhenDown::Local(local) = &self.when_down {
             let now = portero::Clock::now(local.clock());
-            return Ok(Verdict {
-                decision: local.peek_at(key, now, cost)?,
-                served_by: ServedBy::Fallback,
-            });
+            return Ok(Verdict::new(
+                local.peek_at(key, now, cost)?,
+                ServedBy::Fallback,
+            ));
         }
         self.fallback(key, cost, &self.algorithm)
     }

@@ -195,10 +195,10 @@ impl LeasedLimiter {
         let call = self.limiter.default_call(key, self.batch)?;
         let capacity = self.limiter.capacity();
         if let Some(wait) = self.limiter.cached_refusal(&call.keys[0], cost) {
-            return Ok(Verdict {
-                decision: Decision::rejected(capacity, 0, wait, wait),
-                served_by: ServedBy::Cache,
-            });
+            return Ok(Verdict::new(
+                Decision::rejected(capacity, 0, wait, wait),
+                ServedBy::Cache,
+            ));
         }
         let sent = self.limiter.cache_now();
         let resets = self.lock().resets;
@@ -212,14 +212,11 @@ impl LeasedLimiter {
             let algorithm = *self.limiter.algorithm();
             return self.limiter.fallback(key, cost, &algorithm);
         };
-        let (decision, taken) = decided[0];
+        let (decision, taken) = (decided[0].decision, decided[0].taken);
         if taken == 0 {
             let retry = decision.retry_after_nanos();
             self.limiter.remember_refusal(&call.keys[0], 1, retry, sent);
-            return Ok(Verdict {
-                decision,
-                served_by: ServedBy::Redis,
-            });
+            return Ok(Verdict::new(decision, ServedBy::Redis));
         }
         let fits = taken >= cost;
         let left = if fits { taken - cost } else { taken };
@@ -249,10 +246,7 @@ impl LeasedLimiter {
             // requests, refuse this one for the usual second.
             Decision::deny_for(capacity, portero::DENY_FOR_NANOS)
         };
-        Ok(Verdict {
-            decision,
-            served_by: ServedBy::Redis,
-        })
+        Ok(Verdict::new(decision, ServedBy::Redis))
     }
 
     /// Forgets `key`: this instance's lease and the key in Redis (see the module
@@ -281,10 +275,10 @@ impl LeasedLimiter {
     pub(crate) fn spend_from_lease(&self, key: &str, cost: u64) -> Option<Verdict> {
         let (left, full_in) = self.spend(key, cost)?;
         let full_in = u64::try_from(full_in.as_nanos()).unwrap_or(u64::MAX);
-        Some(Verdict {
-            decision: Decision::admitted(self.limiter.capacity(), left, full_in),
-            served_by: ServedBy::Lease,
-        })
+        Some(Verdict::new(
+            Decision::admitted(self.limiter.capacity(), left, full_in),
+            ServedBy::Lease,
+        ))
     }
 
     /// Script calls this instance's limiter sent (leases, refusals, plain checks).

@@ -93,6 +93,7 @@ mod local;
 mod outcome;
 mod round_trip;
 mod scripts;
+mod settle;
 mod stack;
 #[cfg(feature = "tower")]
 mod store;
@@ -102,6 +103,7 @@ pub use lease::LeasedLimiter;
 pub use limiter::RedisLimiter;
 pub use local::{LocalCluster, LocalRedis};
 pub use outcome::{RedisCheckError, ServedBy, Verdict, WhenDown};
+pub use settle::Taken;
 pub use stack::{StackVerdict, StackedLimit};
 
 // The crate's README (its crates.io page) is checked as a doc test too.

@@ -332,10 +332,10 @@ impl RedisLimiter {
     /// without asking Redis.
     pub(crate) fn remembered(&self, call: &Call) -> Option<Verdict> {
         let wait = self.cached_refusal(&call.keys[0], call.cost)?;
-        Some(Verdict {
-            decision: Decision::rejected(call.algorithm.capacity(), 0, wait, wait),
-            served_by: ServedBy::Cache,
-        })
+        Some(Verdict::new(
+            Decision::rejected(call.algorithm.capacity(), 0, wait, wait),
+            ServedBy::Cache,
+        ))
     }
 
     /// Checks one prepared call.
@@ -350,14 +350,14 @@ impl RedisLimiter {
             .await?
         {
             Some(decided) => {
-                let decision = decided[0].0;
+                let decision = decided[0].decision;
                 if !decision.is_allowed() {
                     let retry = decision.retry_after_nanos();
                     self.remember_refusal(&call.keys[0], cost, retry, sent);
                 }
                 Ok(Verdict {
-                    decision,
-                    served_by: ServedBy::Redis,
+                    taken: crate::settle::taken_by(&call, &decided[0]),
+                    ..Verdict::new(decision, ServedBy::Redis)
                 })
             }
             None => self.fallback_for(call.user_key(), cost, algorithm),
@@ -392,10 +392,7 @@ impl RedisLimiter {
     /// [`peek`](Self::peek) for a prepared call.
     pub(crate) async fn peek_call(&self, call: Call) -> Result<Verdict, RedisCheckError> {
         match self.run(std::slice::from_ref(&call), Mode::Peek, 0).await? {
-            Some(decided) => Ok(Verdict {
-                decision: decided[0].0,
-                served_by: ServedBy::Redis,
-            }),
+            Some(decided) => Ok(Verdict::new(decided[0].decision, ServedBy::Redis)),
             None => match call.user_key() {
                 Some(key) => self.fallback_peek(key, call.cost),
                 // The no-key bucket's fallback is only asked, as any peek's.
@@ -418,7 +415,7 @@ impl RedisLimiter {
         crate::stack::refuse_repeated_keys(&calls)?;
         match self.run(&calls, Mode::Check, 0).await? {
             Some(decided) => Ok(StackVerdict::new(
-                decided.into_iter().map(|(d, _)| d).collect(),
+                decided.into_iter().map(|l| l.decision).collect(),
                 ServedBy::Redis,
             )),
             None => {
@@ -481,7 +478,7 @@ impl RedisLimiter {
         let call = self.call(key, cost, &self.algorithm)?;
         let mode = if peek { Mode::Peek } else { Mode::Check };
         let decided = self.run(&[call], mode, now_us.max(1)).await?;
-        Ok(decided.expect("a test's Redis answers")[0].0)
+        Ok(decided.expect("a test's Redis answers")[0].decision)
     }
 
     /// How long a check may wait for Redis.

@@ -40,6 +40,21 @@ pub struct Verdict {
     pub decision: Decision,
     /// Redis, or the outage policy.
     pub served_by: ServedBy,
+    /// What an admission by Redis took, to settle it later at its real cost
+    /// ([`RedisLimiter::settle`](crate::RedisLimiter::settle)); `None` for anything
+    /// else (a refusal, an answer of the outage policy, a lease, a stack).
+    pub taken: Option<crate::Taken>,
+}
+
+impl Verdict {
+    /// A verdict with nothing to settle.
+    pub(crate) fn new(decision: Decision, served_by: ServedBy) -> Self {
+        Self {
+            decision,
+            served_by,
+            taken: None,
+        }
+    }
 }
 
 /// Why a check could not be decided.

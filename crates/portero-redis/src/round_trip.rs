@@ -10,7 +10,7 @@ use portero::Decision;
 use redis::{ErrorKind, RedisError, Value};
 
 use crate::breakers::Breakers;
-use crate::call::{Call, Decided, Mode};
+use crate::call::{Call, Decided, Limited, Mode};
 use crate::limiter::RedisLimiter;
 use crate::outcome::RedisCheckError;
 use crate::outcome::{is_migrating, is_outage, is_stale};
@@ -35,6 +35,19 @@ impl RedisLimiter {
         mode: Mode,
         at_us: u64,
         budget: Duration,
+    ) -> Result<Option<Decided>, RedisCheckError> {
+        self.run_with_extra(calls, mode, at_us, budget, &[]).await
+    }
+
+    /// [`run_within`](Self::run_within) with `extra` arguments after the limits' (a
+    /// settlement's real cost, mark and time).
+    pub(crate) async fn run_with_extra(
+        &self,
+        calls: &[Call],
+        mode: Mode,
+        at_us: u64,
+        budget: Duration,
+        extra: &[u64],
     ) -> Result<Option<Decided>, RedisCheckError> {
         let mut invocation = self.script.prepare_invoke();
         for call in calls {
@@ -79,6 +92,9 @@ impl RedisLimiter {
             invocation
                 .arg(&call.algorithm.script_args()[..])
                 .arg(call.cost);
+        }
+        for arg in extra {
+            invocation.arg(*arg);
         }
         self.round_trips.fetch_add(1, Ordering::Relaxed);
         // A slot being migrated answers TRYAGAIN (or an ASK the client could not
@@ -131,9 +147,15 @@ impl RedisLimiter {
         }
         let mut decided = Vec::with_capacity(calls.len());
         for (i, call) in calls.iter().enumerate() {
-            let field = |j: usize| number(2 + 5 * i + j);
-            let (Some(outcome), Some(remaining), Some(retry_us), Some(reset_us), Some(taken)) =
-                (field(0), field(1), field(2), field(3), field(4))
+            let field = |j: usize| number(2 + 6 * i + j);
+            let (
+                Some(outcome),
+                Some(remaining),
+                Some(retry_us),
+                Some(reset_us),
+                Some(taken),
+                Some(mark),
+            ) = (field(0), field(1), field(2), field(3), field(4), field(5))
             else {
                 return Err(self.error(calls, bad_reply()));
             };
@@ -145,7 +167,12 @@ impl RedisLimiter {
                 retry_us.saturating_mul(1_000),
                 reset_us.saturating_mul(1_000),
             );
-            decided.push((decision, taken));
+            decided.push(Limited {
+                decision,
+                taken,
+                mark,
+                at_us: now,
+            });
         }
         Ok(Some(decided))
     }

@@ -25,9 +25,10 @@
 //! Arguments (`lua/limits.lua`): a deadline in µs on Redis's clock (0: none; the
 //! script does nothing past it, so a check the caller already answered with its outage
 //! policy is not charged), the time to decide at (0 in production: Redis's `TIME`; only
-//! the differential tests set it), a peek flag, then four per limit. The reply is
-//! `{status, now_us, then outcome, remaining, retry_after_us, reset_after_us per
-//! limit}`. Times are microseconds: Lua numbers are doubles, exact for integers below
+//! the differential tests set it), the mode (check, peek, lease, settle), then four per
+//! limit. The reply is `{status, now_us, then outcome, remaining, retry_after_us,
+//! reset_after_us, units taken, mark per limit}`; the mark is what a settlement finds
+//! the admission by (`settle.rs`). Times are microseconds: Lua numbers are doubles, exact for integers below
 //! 2^53 µs (285 years), which nanoseconds since 1970 are not.
 //!
 //! Work per limit: O(1) commands for GCRA, the fixed window and the sliding counter;

@@ -3,14 +3,16 @@
 -- ARGV[1] the caller's deadline on Redis's clock (µs; 0: none). ARGV[2] the time to
 -- decide at (µs): 0 in production, where the script reads Redis's TIME; only tests set
 -- it. ARGV[3] the mode: 0 check, 1 peek (decide, write nothing), 2 lease (one limit:
--- take as many units as fit, up to the cost). Then four per limit: algorithm
+-- take as many units as fit, up to the cost), 3 settle (one limit: an admission's
+-- estimate, its cost, moved to the real cost; three more arguments after the limit's
+-- four: the real cost, the admission's mark and its time). Then four per limit: algorithm
 -- (1 GCRA, 2 fixed window, 3 sliding counter, 4 sliding log), its two parameters, the
 -- cost. KEYS: one per limit, two for the sliding log (its log and its index): a call
 -- declares only keys it uses, since Redis Cluster refuses multi-key calls while a slot
 -- migrates.
 --
--- Returns {status, now, then five per limit: outcome, remaining, retry-after, reset,
--- units taken}: status 2 = too late (nothing done), 1 = decided. Every limit is decided
+-- Returns {status, now, then six per limit: outcome, remaining, retry-after, reset,
+-- units taken, the admission's mark (for a settlement; 0 if none)}: status 2 = too late (nothing done), 1 = decided. Every limit is decided
 -- before any is charged; only if all admit are they charged, so a rejection by one
 -- writes nothing anywhere, and then every limit that would have admitted reports how it
 -- stands (decided again for no units), not what the refused request would have left.
@@ -24,8 +26,9 @@ if deadline > 0 and now > deadline then
   return {2, now}
 end
 local algorithms = {gcra, fixed_window, sliding_counter, sliding_log}
-local limits = (#ARGV - 3) / 4
+local settles = {gcra_settle, fixed_window_settle, sliding_counter_settle, sliding_log_settle}
 local mode = ARGV[3]
+local limits = (mode == '3') and 1 or (#ARGV - 3) / 4
 local out = {1, now}
 -- Each limit's keys, in order: the sliding log (algorithm 4) takes two.
 local first_key, next_key = {}, 1
@@ -34,20 +37,30 @@ for i = 1, limits do
   next_key = next_key + ((tonumber(ARGV[3 + (i - 1) * 4 + 1]) == 4) and 2 or 1)
 end
 -- Decides limit i for `cost` units (its own cost if nil), reading only; its four
--- figures go in the reply (units taken: 0 until charged). Returns whether it admits,
--- and its commit.
+-- figures go in the reply (units taken and mark: 0 until charged). Returns whether it
+-- admits, and its commit.
 local function decide(i, cost)
-  local a, o = 3 + (i - 1) * 4, 2 + (i - 1) * 5
+  local a, o = 3 + (i - 1) * 4, 2 + (i - 1) * 6
   local ok, remaining, retry, reset, commit = algorithms[tonumber(ARGV[a + 1])](
     KEYS[first_key[i]], KEYS[first_key[i] + 1], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]),
     cost or tonumber(ARGV[a + 4]), now)
-  out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = ok, remaining, retry, reset, 0
+  out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = ok, remaining, retry, reset, 0, 0
   return ok == 1, commit
 end
--- Charges what decide found (the units taken go in the reply).
+-- Charges what decide found (the units taken and the mark go in the reply).
 local function charge(i, commit, cost)
-  if commit then commit() end
-  out[2 + (i - 1) * 5 + 5] = cost or tonumber(ARGV[3 + (i - 1) * 4 + 4])
+  local mark = 0
+  if commit then mark = commit() or 0 end
+  local o = 2 + (i - 1) * 6
+  out[o + 5] = cost or tonumber(ARGV[3 + (i - 1) * 4 + 4])
+  out[o + 6] = mark
+end
+if mode == '3' then
+  -- A settlement, then how the key stands (decided for no units).
+  settles[tonumber(ARGV[4])](KEYS[1], KEYS[2], tonumber(ARGV[5]), tonumber(ARGV[6]),
+    tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]), now)
+  decide(1, 0)
+  return out
 end
 if mode == '2' then
   -- A lease: the most units up to the cost that fit now (binary search), all taken.
@@ -74,7 +87,7 @@ if all and mode == '0' then
   for i = 1, limits do charge(i, commits[i], nil) end
 elseif mode == '0' then
   for i = 1, limits do
-    if out[2 + (i - 1) * 5 + 1] == 1 then decide(i, 0) end
+    if out[2 + (i - 1) * 6 + 1] == 1 then decide(i, 0) end
   end
 end
 return out
