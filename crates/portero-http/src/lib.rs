@@ -86,8 +86,8 @@ pub use breaker::{
 pub use client::{ClientAddr, ClientIp, TrustedProxies};
 pub use headers::{Policy, PolicyError};
 pub use limit::{
-    AllRoutes, Batch, BatchPending, Checked, Checking, CostFn, Limit, LimitFuture, LimitLayer,
-    LimitService, NoRoutes, OutageAnswer, Pending, Plans, Prepare, Prepared, RefusalFn,
+    AllRoutes, Batch, BatchPending, Checked, Checking, CostFn, Held, Limit, LimitFuture,
+    LimitLayer, LimitService, NoRoutes, OutageAnswer, Pending, Plans, Prepare, Prepared, RefusalFn,
     ResponseHead, Route, Source, Store, StoreError, StoreKey, Ticket, Usage, WhenNoKey,
     WhenUnavailable, RATELIMIT_SOURCE,
 };

@@ -37,10 +37,12 @@ impl Part {
 }
 
 /// Decides `parts` in one script call (on the first part's connection): one verdict
-/// each, in order.
-pub(crate) async fn check_parts(parts: Vec<Part>) -> Vec<Result<Verdict, RedisCheckError>> {
+/// each, in order, and the calls sent.
+pub(crate) async fn check_parts(
+    parts: Vec<Part>,
+) -> (Vec<Result<Verdict, RedisCheckError>>, Vec<Call>) {
     let Some(leader) = parts.first().map(|p| p.limiter.clone()) else {
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     };
     let (owners, calls): (Vec<_>, Vec<_>) = parts.into_iter().map(|p| (p.limiter, p.call)).unzip();
     // One Redis key twice (one limiter used twice with one key) would be decided
@@ -50,7 +52,7 @@ pub(crate) async fn check_parts(parts: Vec<Part>) -> Vec<Result<Verdict, RedisCh
         // pipeline lists them as they stand and charges nothing more).
         let mut verdicts = Vec::with_capacity(calls.len());
         let mut refused = false;
-        for (limiter, call) in owners.into_iter().zip(calls) {
+        for (limiter, call) in owners.iter().zip(&calls) {
             let verdict = if refused {
                 limiter.peek_call(call).await
             } else {
@@ -59,10 +61,10 @@ pub(crate) async fn check_parts(parts: Vec<Part>) -> Vec<Result<Verdict, RedisCh
             refused |= is_refusal(&verdict);
             verdicts.push(verdict);
         }
-        return verdicts;
+        return (verdicts, calls);
     }
     let sent: Vec<_> = owners.iter().map(RedisLimiter::cache_now).collect();
-    match leader.run(&calls, Mode::Check, 0).await {
+    let verdicts = match leader.run(&calls, Mode::Check, 0).await {
         Ok(Some(decided)) => owners
             .iter()
             .zip(&calls)
@@ -92,7 +94,8 @@ pub(crate) async fn check_parts(parts: Vec<Part>) -> Vec<Result<Verdict, RedisCh
             }));
             verdicts
         }
-    }
+    };
+    (verdicts, calls)
 }
 
 /// Every part answered by its own outage policy, all or none as the call would have

@@ -301,7 +301,7 @@ impl RedisLimiter {
         algorithm: &RedisAlgorithm,
     ) -> Result<Verdict, RedisCheckError> {
         let call = self.call(key, cost, algorithm)?;
-        self.check_call(call).await
+        self.check_call(&call).await
     }
 
     /// `cost` units from the one bucket that checks **without a key** share (an HTTP
@@ -310,7 +310,7 @@ impl RedisLimiter {
     /// Redis is away decided by a local fallback's own shared bucket.
     pub async fn check_anonymous(&self, cost: u64) -> Result<Verdict, RedisCheckError> {
         let call = self.anonymous_call(cost)?;
-        self.check_call(call).await
+        self.check_call(&call).await
     }
 
     /// The call for `cost` units of the shared no-key bucket.
@@ -339,16 +339,13 @@ impl RedisLimiter {
     }
 
     /// Checks one prepared call.
-    pub(crate) async fn check_call(&self, call: Call) -> Result<Verdict, RedisCheckError> {
+    pub(crate) async fn check_call(&self, call: &Call) -> Result<Verdict, RedisCheckError> {
         let (cost, algorithm) = (call.cost, &call.algorithm);
-        if let Some(verdict) = self.remembered(&call) {
+        if let Some(verdict) = self.remembered(call) {
             return Ok(verdict);
         }
         let sent = self.cache_now();
-        match self
-            .run(std::slice::from_ref(&call), Mode::Check, 0)
-            .await?
-        {
+        match self.run(std::slice::from_ref(call), Mode::Check, 0).await? {
             Some(decided) => {
                 let decision = decided[0].decision;
                 if !decision.is_allowed() {
@@ -356,7 +353,7 @@ impl RedisLimiter {
                     self.remember_refusal(&call.keys[0], cost, retry, sent);
                 }
                 Ok(Verdict {
-                    taken: crate::settle::taken_by(&call, &decided[0]),
+                    taken: crate::settle::taken_by(call, &decided[0]),
                     ..Verdict::new(decision, ServedBy::Redis)
                 })
             }
@@ -386,12 +383,12 @@ impl RedisLimiter {
     /// never charged.
     pub async fn peek(&self, key: &str, cost: u64) -> Result<Verdict, RedisCheckError> {
         let call = self.call(key, cost, &self.algorithm)?;
-        self.peek_call(call).await
+        self.peek_call(&call).await
     }
 
     /// [`peek`](Self::peek) for a prepared call.
-    pub(crate) async fn peek_call(&self, call: Call) -> Result<Verdict, RedisCheckError> {
-        match self.run(std::slice::from_ref(&call), Mode::Peek, 0).await? {
+    pub(crate) async fn peek_call(&self, call: &Call) -> Result<Verdict, RedisCheckError> {
+        match self.run(std::slice::from_ref(call), Mode::Peek, 0).await? {
             Some(decided) => Ok(Verdict::new(decided[0].decision, ServedBy::Redis)),
             None => match call.user_key() {
                 Some(key) => self.fallback_peek(key, call.cost),

@@ -10,14 +10,18 @@
 //! decided is the answer's [`Source`]: a fallback answer carries its own quota and is
 //! counted and traced by the pipeline.
 
+use std::sync::Arc;
+
 use portero_http::{
     Batch, BatchPending, Checked, Checking, Prepare, Prepared, Source, Store, StoreError, StoreKey,
+    Ticket,
 };
 
 use crate::batch::{check_parts, Part};
 use crate::lease::LeasedLimiter;
 use crate::limiter::RedisLimiter;
 use crate::outcome::{RedisCheckError, ServedBy, Verdict};
+use crate::settle::Taken;
 
 /// Several Redis limits of one layer on one connection travel in one call, all or
 /// none (see the `batch` module).
@@ -29,8 +33,28 @@ impl<K: StoreKey + Send + 'static> Store<K> for RedisLimiter {
         };
         let limiter = self.clone();
         Checking::Pending(Box::pin(async move {
-            answer(limiter.check_call(call).await, limiter.fails_closed())
+            let verdict = limiter.check_call(&call).await;
+            let taken = verdict_taken(&verdict);
+            with_ticket(answer(verdict, limiter.fails_closed()), taken, call.keys)
         }))
+    }
+
+    /// One script call on the admission's key (see the `settle` module); Redis
+    /// not answering in time leaves the estimate standing.
+    fn settle(&self, ticket: Ticket, real: u64) -> Option<Checking> {
+        let held = ticket.held?.0.downcast::<Held>().ok()?;
+        let limiter = self.clone();
+        Some(Checking::Pending(Box::pin(async move {
+            let call = held.call();
+            match limiter.settle_call(call, &held.taken, real).await {
+                Ok(Some(decision)) => Ok(Checked::new(decision, Source::Redis)),
+                Ok(None) => Err(StoreError::Unavailable {
+                    retry_after_nanos: None,
+                    source: Source::Redis,
+                }),
+                Err(e) => Err(StoreError::Faulty(Box::new(e))),
+            }
+        })))
     }
 
     fn standing(&self, key: Option<K>) -> Checking {
@@ -40,7 +64,7 @@ impl<K: StoreKey + Send + 'static> Store<K> for RedisLimiter {
         };
         let limiter = self.clone();
         Checking::Pending(Box::pin(async move {
-            answer(limiter.peek_call(call).await, false)
+            answer(limiter.peek_call(&call).await, false)
         }))
     }
 
@@ -99,11 +123,15 @@ impl Batch for RedisLimiter {
                 Some(parts) => {
                     let closed: Vec<bool> =
                         parts.iter().map(|p| p.limiter.fails_closed()).collect();
-                    let verdicts = check_parts(parts).await;
+                    let (verdicts, calls) = check_parts(parts).await;
                     verdicts
                         .into_iter()
                         .zip(closed)
-                        .map(|(v, c)| answer(v, c))
+                        .zip(calls)
+                        .map(|((v, c), call)| {
+                            let taken = verdict_taken(&v);
+                            with_ticket(answer(v, c), taken, call.keys)
+                        })
                         .collect()
                 }
                 None => vec![Err(StoreError::Faulty(
@@ -166,6 +194,49 @@ fn text_of<K: StoreKey>(key: &K) -> String {
     let mut text = String::new();
     key.write_key(&mut text);
     text
+}
+
+/// What a Redis admission's ticket holds: the keys it was checked on, what it took.
+struct Held {
+    keys: [String; 2],
+    taken: Taken,
+}
+
+impl Held {
+    /// The call the settlement runs on (the admission's keys and algorithm).
+    fn call(&self) -> crate::call::Call {
+        crate::call::Call {
+            algorithm: self.taken.algorithm,
+            keys: self.keys.clone(),
+            cost: self.taken.cost,
+            user: None,
+        }
+    }
+}
+
+fn verdict_taken(verdict: &Result<Verdict, RedisCheckError>) -> Option<Taken> {
+    verdict.as_ref().ok().and_then(|v| v.taken)
+}
+
+/// `checked` with a ticket that settles what the admission took (if it took any in
+/// Redis): a refund ticket it is not (a Redis stack is all or none), so its
+/// fingerprint and plan mean nothing.
+fn with_ticket(
+    checked: Result<Checked, StoreError>,
+    taken: Option<Taken>,
+    keys: [String; 2],
+) -> Result<Checked, StoreError> {
+    let mut checked = checked?;
+    let Some(taken) = taken else {
+        return Ok(checked);
+    };
+    checked.ticket = Some(Ticket {
+        fingerprint: portero::Fingerprint::from_bits(0),
+        admission: portero::Admission::new(taken.at_us.saturating_mul(1_000), taken.cost),
+        plan: 0,
+        held: Some(portero_http::Held(Arc::new(Held { keys, taken }))),
+    });
+    Ok(checked)
 }
 
 /// A Redis verdict as the pipeline reads it; `closed`: the limiter fails closed, so

@@ -9,7 +9,7 @@ use portero::Decision;
 
 use super::after::{AfterResponse, ResponseHead};
 use super::options::{Charge, WhenNoKey};
-use super::store::{Batch, Checking, Prepare, Prepared, Store, StoreError, Ticket};
+use super::store::{Batch, Checking, Prepare, Prepared, Store, Ticket};
 use crate::headers::Policy;
 use crate::keys::{IntoKey, KeyError};
 
@@ -309,7 +309,7 @@ pub(crate) trait Entry<B>: Send + Sync {
     fn refund(&self, ticket: Ticket) -> Option<Decision>;
     /// What it learns from the response (`None`: nothing).
     fn after(&self) -> Option<&AfterResponse>;
-    fn settle(&self, ticket: Ticket, real: u64) -> Option<Result<Decision, StoreError>>;
+    fn settle(&self, ticket: Ticket, real: u64) -> Option<Checking>;
     fn forget(&self, ticket: Ticket) -> bool;
     /// The policy plan `plan` advertises (`None`: the limit's own).
     fn plan_policy(&self, plan: u16) -> Option<&Arc<Policy>>;
@@ -412,7 +412,7 @@ where
         (self.after.at_head() || self.after.usage).then_some(&self.after)
     }
 
-    fn settle(&self, ticket: Ticket, real: u64) -> Option<Result<Decision, StoreError>> {
+    fn settle(&self, ticket: Ticket, real: u64) -> Option<Checking> {
         self.store.settle(ticket, real)
     }
 

@@ -15,6 +15,7 @@ use super::after::ResponseHead;
 use super::awaiting::Awaiting;
 use super::plan::{AppliedList, Flow, Pending as Waiting, Plan, Run};
 use super::respond::{refuse, write_fields};
+use super::settle::Later;
 
 /// The fields an admitted response gets: the plan and what it applied.
 type Fields<B> = (Arc<Plan<B>>, AppliedList);
@@ -40,9 +41,20 @@ pin_project! {
             inner: F,
             fields: Option<Fields<ReqB>>,
         },
+        // Answered by the inner service; a remote store settles before the fields
+        // are written (boxed: only a remote settlement pays for carrying it).
+        Settling { settling: Box<Settling<ReqB, ResB>> },
         // Refused: answered here.
         Answered { response: Option<Response<ResB>> },
     }
+}
+
+/// A response waiting on its remote settlements: each one's place in the applied
+/// limits, and its round trip.
+struct Settling<ReqB, ResB> {
+    response: Option<Response<ResB>>,
+    fields: Option<Fields<ReqB>>,
+    later: Vec<(usize, Later)>,
 }
 
 /// What a request waiting on a remote limit holds.
@@ -151,10 +163,46 @@ where
                                 response.headers(),
                                 response.extensions(),
                             );
-                            plan.settle_at_head(&mut applied, &head);
+                            let later = plan.settle_at_head(&mut applied, &head);
+                            if !later.is_empty() {
+                                state.set(State::Settling {
+                                    settling: Box::new(Settling {
+                                        response: Some(response),
+                                        fields: Some((plan, applied)),
+                                        later,
+                                    }),
+                                });
+                                continue;
+                            }
                         }
                         write_fields(&plan, &applied, None, response.headers_mut());
                     }
+                    return Poll::Ready(Ok(response));
+                }
+                StateProj::Settling { settling } => {
+                    let Settling {
+                        response,
+                        fields,
+                        later,
+                    } = &mut **settling;
+                    let Some((_, applied)) = fields.as_mut() else {
+                        panic!("LimitFuture polled after it completed");
+                    };
+                    // In order, each once: a settlement that ended leaves the list.
+                    while let Some((at, settlement)) = later.first_mut() {
+                        let after = ready!(settlement.as_mut().poll(cx));
+                        if let (Some(after), Some(a)) = (after, applied.as_mut_slice().get_mut(*at))
+                        {
+                            a.decision = after;
+                        }
+                        drop(later.remove(0));
+                    }
+                    let (Some(mut response), Some((plan, applied))) =
+                        (response.take(), fields.take())
+                    else {
+                        panic!("LimitFuture polled after it completed");
+                    };
+                    write_fields(&plan, &applied, None, response.headers_mut());
                     return Poll::Ready(Ok(response));
                 }
                 StateProj::Answered { response } => {

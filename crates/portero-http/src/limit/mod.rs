@@ -30,7 +30,7 @@ pub use respond::RATELIMIT_SOURCE;
 pub use service::LimitService;
 pub use settle::Usage;
 pub use store::{
-    Batch, BatchPending, Checked, Checking, Pending, Prepare, Prepared, Source, Store, StoreError,
-    Ticket,
+    Batch, BatchPending, Checked, Checking, Held, Pending, Prepare, Prepared, Source, Store,
+    StoreError, Ticket,
 };
 pub use store_key::StoreKey;

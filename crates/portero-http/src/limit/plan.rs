@@ -414,7 +414,10 @@ impl<B> Plan<B> {
         // `outage`: no limit decided — the store was away and refused without
         // deciding, or could not take the key.
         let (checked, outage) = match answer {
-            Ok(checked) => (checked, checked.source == Source::Unavailable),
+            Ok(checked) => {
+                let outage = checked.source == Source::Unavailable;
+                (checked, outage)
+            }
             // A shadow limit only watches: what it cannot decide refuses nothing.
             Err(StoreError::CostAboveCapacity) if shadow => {
                 observe::record(entry.policy(), Outcome::ShadowRejected, Source::Memory);
@@ -460,13 +463,14 @@ impl<B> Plan<B> {
         if checked.source.is_outage_policy() {
             observe::fallback(entry.policy());
         }
+        let (source, allowed) = (checked.source, checked.decision.is_allowed());
         let applied = self.applied(at, checked);
-        if checked.decision.is_allowed() {
+        if allowed {
             run.applied.push(applied);
             return None;
         }
         if shadow {
-            observe::record(entry.policy(), Outcome::ShadowRejected, checked.source);
+            observe::record(entry.policy(), Outcome::ShadowRejected, source);
             // Nothing was taken: no refund is due for it.
             run.applied.push(Applied {
                 ticket: None,
@@ -476,7 +480,7 @@ impl<B> Plan<B> {
         }
         self.give_back(run);
         self.list_deferred(run, request);
-        observe::record(entry.policy(), Outcome::Rejected, checked.source);
+        observe::record(entry.policy(), Outcome::Rejected, source);
         run.applied.push(applied);
         Some(Refusal::Limited {
             refused_by: run.applied.as_slice().len() - 1,

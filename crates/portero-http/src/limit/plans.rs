@@ -138,7 +138,7 @@ impl<K, St: Store<K>> Store<(usize, K)> for Plans<St> {
         self.of(usize::from(ticket.plan)).ok()?.refund(ticket)
     }
 
-    fn settle(&self, ticket: Ticket, real: u64) -> Option<Result<Decision, StoreError>> {
+    fn settle(&self, ticket: Ticket, real: u64) -> Option<Checking> {
         self.of(usize::from(ticket.plan)).ok()?.settle(ticket, real)
     }
 

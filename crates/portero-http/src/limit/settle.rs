@@ -17,6 +17,8 @@
 //! dropped early with what it had reported).
 
 use core::fmt;
+use core::future::Future;
+use core::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -25,7 +27,8 @@ use portero::Decision;
 
 use super::after::ResponseHead;
 use super::plan::{Applied, AppliedList, Plan};
-use super::store::Ticket;
+use super::store::{Checked, Checking, StoreError, Ticket};
+use crate::headers::Policy;
 use crate::observe::{self, Settled};
 
 /// The handle through which a handler reports a request's real cost when it is
@@ -147,12 +150,12 @@ impl<B: 'static> Plan<B> {
         applied: &mut AppliedList,
         request: &mut Request<B>,
     ) {
-        let mut tickets: Vec<(usize, Ticket, u64)> = Vec::new();
+        let mut tickets: Vec<(usize, Ticket)> = Vec::new();
         for a in applied.as_mut_slice() {
             let entry = &self.entries[a.entry];
             if entry.after().is_some_and(|after| after.usage) {
                 if let Some(ticket) = a.ticket.take() {
-                    tickets.push((a.entry, ticket, ticket.admission.cost()));
+                    tickets.push((a.entry, ticket));
                 }
             }
         }
@@ -165,8 +168,13 @@ impl<B: 'static> Plan<B> {
         let outer = request.extensions().get::<Usage>().cloned();
         let usage = Usage::new(
             Box::new(move |real| {
-                for (entry, ticket, _) in tickets {
-                    plan.settle_one(entry, ticket, real);
+                for (entry, ticket) in tickets {
+                    if let Settle::Later(later) = plan.settle_one(entry, ticket, real) {
+                        if !spawned(later) {
+                            let policy = plan.entries[entry].policy();
+                            observe::settled(policy, Settled::Failed, None);
+                        }
+                    }
                 }
             }),
             outer,
@@ -175,21 +183,57 @@ impl<B: 'static> Plan<B> {
     }
 }
 
+/// A settlement's answer as the pipeline reads it.
+pub(crate) enum Settle {
+    /// How the key stands now (`None`: not settled, the estimate stands).
+    Now(Option<Decision>),
+    /// A remote store's round trip, counted when it ends.
+    Later(Later),
+}
+
+/// A remote settlement on its way: how the key stands, once it ends.
+pub(crate) type Later = Pin<Box<dyn Future<Output = Option<Decision>> + Send>>;
+
+/// Runs a settlement no response waits for (a [`Usage`] handle dropped) on the
+/// current tokio runtime: whether there was one (without, the estimate stands).
+fn spawned(later: Later) -> bool {
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => {
+            runtime.spawn(later);
+            true
+        }
+        Err(_) => false,
+    }
+}
+
 impl<B> Plan<B> {
     /// Settles what the response head tells, for every admitted limit that reads it,
-    /// and replaces each one's decision with how its key stands afterwards.
-    pub(crate) fn settle_at_head(&self, applied: &mut AppliedList, head: &ResponseHead<'_>) {
-        for a in applied.as_mut_slice() {
-            if let Some(after) = self.settled_at_head(a, head) {
-                a.decision = after;
+    /// and replaces each one's decision with how its key stands afterwards. Remote
+    /// settlements come back as futures, with the place of their limit in `applied`.
+    pub(crate) fn settle_at_head(
+        &self,
+        applied: &mut AppliedList,
+        head: &ResponseHead<'_>,
+    ) -> Vec<(usize, Later)> {
+        let mut later = Vec::new();
+        for (i, a) in applied.as_mut_slice().iter_mut().enumerate() {
+            match self.settled_at_head(a, head) {
+                Settle::Now(Some(after)) => a.decision = after,
+                Settle::Now(None) => {}
+                Settle::Later(settling) => later.push((i, settling)),
             }
         }
+        later
     }
 
-    fn settled_at_head(&self, a: &mut Applied, head: &ResponseHead<'_>) -> Option<Decision> {
+    fn settled_at_head(&self, a: &mut Applied, head: &ResponseHead<'_>) -> Settle {
         let entry = &self.entries[a.entry];
-        let after = entry.after().filter(|after| after.at_head())?;
-        let ticket = a.ticket.take()?;
+        let Some(after) = entry.after().filter(|after| after.at_head()) else {
+            return Settle::Now(None);
+        };
+        let Some(ticket) = a.ticket.take() else {
+            return Settle::Now(None);
+        };
         if after.clear_if.as_ref().is_some_and(|test| test(head)) {
             let forgot = entry.forget(ticket);
             let outcome = if forgot {
@@ -200,7 +244,7 @@ impl<B> Plan<B> {
             observe::settled(entry.policy(), outcome, None);
             // Forgotten: the key is as new, its whole quota (its plan's) ahead of it.
             let quota = self.policy_of(a).quota();
-            return forgot.then(|| Decision::admitted(quota, quota, 0));
+            return Settle::Now(forgot.then(|| Decision::admitted(quota, quota, 0)));
         }
         let real = match &after.count_if {
             Some(test) if !test(head) => Some(0),
@@ -208,26 +252,47 @@ impl<B> Plan<B> {
         };
         match real {
             Some(real) => self.settle_one(a.entry, ticket, real),
-            None => None,
+            None => Settle::Now(None),
         }
     }
 
-    /// Settles entry `at`'s admission `ticket` at `real`, counted: how its key stands.
-    pub(crate) fn settle_one(&self, at: usize, ticket: Ticket, real: u64) -> Option<Decision> {
+    /// Settles entry `at`'s admission `ticket` at `real`, counted (a remote one when
+    /// its round trip ends): how its key stands.
+    pub(crate) fn settle_one(&self, at: usize, ticket: Ticket, real: u64) -> Settle {
         let entry = &self.entries[at];
         let estimate = ticket.admission.cost();
-        let settled = entry.settle(ticket, real);
-        let outcome = match &settled {
-            None | Some(Err(_)) => Settled::Failed,
-            Some(Ok(_)) if real > estimate => Settled::Charged,
-            Some(Ok(_)) if real < estimate => Settled::GivenBack,
-            Some(Ok(_)) => Settled::Unchanged,
-        };
-        let error = match &settled {
-            Some(Err(e)) => Some(e as &dyn std::error::Error),
-            _ => None,
-        };
-        observe::settled(entry.policy(), outcome, error);
-        settled?.ok()
+        match entry.settle(ticket, real) {
+            None => {
+                observe::settled(entry.policy(), Settled::Failed, None);
+                Settle::Now(None)
+            }
+            Some(Checking::Done(settled)) => {
+                Settle::Now(counted(entry.policy(), estimate, real, settled))
+            }
+            Some(Checking::Pending(pending)) => {
+                let policy = entry.policy().clone();
+                Settle::Later(Box::pin(async move {
+                    counted(&policy, estimate, real, pending.await)
+                }))
+            }
+        }
     }
+}
+
+/// A settlement's answer, counted and traced: how the key stands (`None`: failed).
+fn counted(
+    policy: &Policy,
+    estimate: u64,
+    real: u64,
+    settled: Result<Checked, StoreError>,
+) -> Option<Decision> {
+    let outcome = match &settled {
+        Err(_) => Settled::Failed,
+        Ok(_) if real > estimate => Settled::Charged,
+        Ok(_) if real < estimate => Settled::GivenBack,
+        Ok(_) => Settled::Unchanged,
+    };
+    let error = settled.as_ref().err().map(|e| e as &dyn std::error::Error);
+    observe::settled(policy, outcome, error);
+    settled.ok().map(|checked| checked.decision)
 }

@@ -57,7 +57,7 @@ impl Source {
 }
 
 /// A store's answer to one check.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Checked {
     /// The decision.
     pub decision: Decision,
@@ -87,7 +87,7 @@ impl Checked {
 /// What identifies an admission to its store for a refund: the key's fingerprint,
 /// and what the check took and wrote ([`Admission`]: its time, cost and state word,
 /// by which the store gives back exactly what can still be this request's).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ticket {
     /// The key's fingerprint in the store.
     pub fingerprint: Fingerprint,
@@ -96,6 +96,28 @@ pub struct Ticket {
     /// The plan whose store took it, in a [`Plans`](crate::Plans) store (0 for any
     /// other store).
     pub plan: u16,
+    /// What a remote store keeps to settle the admission (its key and what its
+    /// script took); `None` for a store that names keys by fingerprint.
+    pub held: Option<Held>,
+}
+
+/// What a remote store keeps in a [`Ticket`] (its own type, which only it reads).
+/// Equal when it is the same one.
+#[derive(Clone)]
+pub struct Held(pub Arc<dyn core::any::Any + Send + Sync>);
+
+impl PartialEq for Held {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Held {}
+
+impl fmt::Debug for Held {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Held")
+    }
 }
 
 /// Why a store gave no decision.
@@ -234,10 +256,10 @@ pub trait Store<K>: Send + Sync + 'static {
     /// Settles what the admission `ticket` names took on an estimate at its real
     /// cost `real`, learned from the response (0: a refund): the units not used go
     /// back by the rule of [`refund`](Self::refund), the units above the estimate
-    /// are charged into debt past the burst (later requests wait it out). Returns
-    /// how the key stands afterwards; `None` (the default) when the store cannot
-    /// settle, and the estimate stands.
-    fn settle(&self, ticket: Ticket, real: u64) -> Option<Result<Decision, StoreError>> {
+    /// are charged into debt past the burst (later requests wait it out). Answers
+    /// how the key stands afterwards, at once or after a round trip; `None` (the
+    /// default) when the store cannot settle, and the estimate stands.
+    fn settle(&self, ticket: Ticket, real: u64) -> Option<Checking> {
         let _ = (ticket, real);
         None
     }
@@ -451,6 +473,7 @@ macro_rules! in_memory_store {
                                 fingerprint,
                                 admission,
                                 plan: 0,
+                                held: None,
                             }),
                             plan: 0,
                         })
@@ -490,11 +513,15 @@ macro_rules! in_memory_store {
                 self.peek_fingerprint_at(ticket.fingerprint, now, 0).ok()
             }
 
-            fn settle(&self, ticket: Ticket, real: u64) -> Option<Result<Decision, StoreError>> {
+            fn settle(&self, ticket: Ticket, real: u64) -> Option<Checking> {
                 let now = self.clock().now();
                 let settled =
                     self.settle_fingerprint_at(ticket.fingerprint, &ticket.admission, real, now);
-                Some(settled.map_err(StoreError::from))
+                Some(Checking::Done(
+                    settled
+                        .map(|decision| Checked::new(decision, Source::Memory))
+                        .map_err(StoreError::from),
+                ))
             }
 
             fn forget(&self, ticket: Ticket) -> bool {
@@ -537,7 +564,7 @@ impl<K, T: Store<K> + ?Sized> Store<K> for Arc<T> {
         (**self).refund(ticket)
     }
 
-    fn settle(&self, ticket: Ticket, real: u64) -> Option<Result<Decision, StoreError>> {
+    fn settle(&self, ticket: Ticket, real: u64) -> Option<Checking> {
         (**self).settle(ticket, real)
     }
 
