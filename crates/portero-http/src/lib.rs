@@ -87,8 +87,8 @@ pub use client::{ClientAddr, ClientIp, TrustedProxies};
 pub use headers::{Policy, PolicyError};
 pub use limit::{
     AllRoutes, Batch, BatchPending, Checked, Checking, CostFn, Held, Limit, LimitFuture,
-    LimitLayer, LimitService, NoRoutes, OutageAnswer, Pending, Plans, Prepare, Prepared, RefusalFn,
-    ResponseHead, Route, Source, Store, StoreError, StoreKey, Ticket, Usage, WhenNoKey,
+    LimitLayer, LimitService, NoRoutes, OutageAnswer, Penalty, Pending, Plans, Prepare, Prepared,
+    RefusalFn, ResponseHead, Route, Source, Store, StoreError, StoreKey, Ticket, Usage, WhenNoKey,
     WhenUnavailable, RATELIMIT_SOURCE,
 };
 pub use shed::{admission, LoadShedFuture, LoadShedLayer, LoadShedService};

@@ -254,3 +254,54 @@ async fn sixty_four_in_flight_settle_exactly_on_two_batched_redis_limits() {
     assert_eq!(left(&per_key, "ed").await, 10_000 - 64 * 3);
     assert_eq!(left(&per_tenant, "acme").await, 10_000 - 64 * 3);
 }
+
+/// A penalty over a Redis limit: once Redis refused the key, the key is blocked
+/// here for the stated time, and its requests cost Redis no round trip.
+#[tokio::test]
+async fn a_key_a_redis_limit_refused_is_blocked_without_asking_redis_again() {
+    let server = LocalRedis::start().expect("redis-server for this test");
+    let three = Quota::per_day(3).unwrap();
+    let shared = RedisLimiter::connect(&server.url(), RedisAlgorithm::gcra(three).unwrap())
+        .await
+        .unwrap()
+        .timeout(Duration::from_secs(5));
+    let store = portero_http::Penalty::new(shared.clone(), Duration::from_secs(600), 100).unwrap();
+    let app = app(LimitLayer::new(Limit::new(
+        store,
+        Policy::for_quota("calls", &three).unwrap(),
+        api_key(),
+    )));
+    let mut statuses = Vec::new();
+    for _ in 0..4 {
+        let response = app
+            .clone()
+            .oneshot(request("/complete", "fy", ("x-use", "1")))
+            .await
+            .unwrap();
+        statuses.push(response.status().as_u16());
+    }
+    assert_eq!(statuses, [200, 200, 200, 429]);
+    let asked = shared.round_trips();
+    for _ in 0..20 {
+        let response = app
+            .clone()
+            .oneshot(request("/complete", "fy", ("x-use", "1")))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+        let wait: u64 = response.headers()["retry-after"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(
+            (599..=600).contains(&wait),
+            "the penalty's time left: {wait}"
+        );
+    }
+    assert_eq!(
+        shared.round_trips(),
+        asked,
+        "a blocked key costs Redis nothing"
+    );
+}
