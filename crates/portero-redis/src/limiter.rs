@@ -440,23 +440,38 @@ impl RedisLimiter {
         key: &str,
         algorithm: &RedisAlgorithm,
     ) -> Result<(), RedisError> {
+        let keys = redis_keys(&self.prefix, key, algorithm);
+        self.delete(&keys, algorithm).await
+    }
+
+    /// Deletes a key's Redis keys (`keys` as the calls name them).
+    pub(crate) async fn delete(
+        &self,
+        keys: &[String; 2],
+        algorithm: &RedisAlgorithm,
+    ) -> Result<(), RedisError> {
         let Some(mut connection) = self.link.get(self.timeout, &self.clock).await else {
             return Err(RedisError::from((
                 ErrorKind::IoError,
                 "Redis not reachable: the key was not reset",
             )));
         };
-        let keys = redis_keys(&self.prefix, key, algorithm);
         if let Some(cache) = &self.cache {
             // Before Redis forgets it: a check between the two must not be answered
             // by a refusal that no longer holds.
             cache.forget(&keys[0]);
         }
         let used = if algorithm.uses_second_key() { 2 } else { 1 };
-        redis::cmd("DEL")
-            .arg(&keys[..used])
-            .query_async(&mut connection)
-            .await
+        let mut delete = redis::cmd("DEL");
+        delete.arg(&keys[..used]);
+        // Within the limiter's timeout: a Redis that hangs must not hang the caller.
+        match tokio::time::timeout(self.timeout, delete.query_async(&mut connection)).await {
+            Ok(answer) => answer,
+            Err(_) => Err(RedisError::from((
+                ErrorKind::IoError,
+                "Redis did not answer in time: the key was not reset",
+            ))),
+        }
     }
 
     /// Test support: [`check`](Self::check) or [`peek`](Self::peek) decided at

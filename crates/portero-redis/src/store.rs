@@ -57,6 +57,23 @@ impl<K: StoreKey + Send + 'static> Store<K> for RedisLimiter {
         })))
     }
 
+    /// Deletes the admission's key in Redis (a login that succeeded): full again.
+    fn forget(&self, ticket: Ticket) -> Option<Checking> {
+        let held = ticket.held?.0.downcast::<Held>().ok()?;
+        let limiter = self.clone();
+        Some(Checking::Pending(Box::pin(async move {
+            let algorithm = held.taken.algorithm;
+            match limiter.delete(&held.keys, &algorithm).await {
+                Ok(()) => {
+                    let full = algorithm.capacity();
+                    let decision = portero::Decision::admitted(full, full, 0);
+                    Ok(Checked::new(decision, Source::Redis))
+                }
+                Err(e) => Err(StoreError::Faulty(Box::new(e))),
+            }
+        })))
+    }
+
     fn standing(&self, key: Option<K>) -> Checking {
         let call = match self.call_of(key.as_ref(), 0) {
             Ok(call) => call,

@@ -305,3 +305,34 @@ async fn a_key_a_redis_limit_refused_is_blocked_without_asking_redis_again() {
         "a blocked key costs Redis nothing"
     );
 }
+
+/// A good login clears the user's failures in Redis; the response's fields say the
+/// key is full again.
+#[tokio::test]
+async fn a_good_login_clears_the_failures_in_redis() {
+    let server = LocalRedis::start().expect("redis-server for this test");
+    let logins = limiter(&server, "cleared").await;
+    let limit = Limit::new(
+        logins.clone(),
+        Policy::for_quota("logins", &quota()).unwrap(),
+        api_key(),
+    )
+    .count_only(|head| head.status() == StatusCode::UNAUTHORIZED)
+    .clear_on(|head| head.status().is_success());
+    let app = app(LimitLayer::new(limit));
+    for _ in 0..4 {
+        app.clone()
+            .oneshot(request("/login", "gu", ("x-password", "wrong")))
+            .await
+            .unwrap();
+    }
+    assert_eq!(left(&logins, "gu").await, 10_000 - 4);
+    let response = app
+        .clone()
+        .oneshot(request("/login", "gu", ("x-password", "right")))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(remaining(&response), 10_000, "the field after clearing");
+    assert_eq!(left(&logins, "gu").await, 10_000);
+}

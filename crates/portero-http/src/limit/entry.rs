@@ -310,7 +310,7 @@ pub(crate) trait Entry<B>: Send + Sync {
     /// What it learns from the response (`None`: nothing).
     fn after(&self) -> Option<&AfterResponse>;
     fn settle(&self, ticket: Ticket, real: u64) -> Option<Checking>;
-    fn forget(&self, ticket: Ticket) -> bool;
+    fn forget(&self, ticket: Ticket) -> Option<Checking>;
     /// The policy plan `plan` advertises (`None`: the limit's own).
     fn plan_policy(&self, plan: u16) -> Option<&Arc<Policy>>;
     fn capacity(&self) -> Option<u64>;
@@ -416,7 +416,7 @@ where
         self.store.settle(ticket, real)
     }
 
-    fn forget(&self, ticket: Ticket) -> bool {
+    fn forget(&self, ticket: Ticket) -> Option<Checking> {
         self.store.forget(ticket)
     }
 

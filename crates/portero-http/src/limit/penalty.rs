@@ -187,7 +187,7 @@ where
         self.store.settle(ticket, real)
     }
 
-    fn forget(&self, ticket: Ticket) -> bool {
+    fn forget(&self, ticket: Ticket) -> Option<Checking> {
         self.store.forget(ticket)
     }
 

@@ -142,9 +142,8 @@ impl<K, St: Store<K>> Store<(usize, K)> for Plans<St> {
         self.of(usize::from(ticket.plan)).ok()?.settle(ticket, real)
     }
 
-    fn forget(&self, ticket: Ticket) -> bool {
-        self.of(usize::from(ticket.plan))
-            .is_ok_and(|store| store.forget(ticket))
+    fn forget(&self, ticket: Ticket) -> Option<Checking> {
+        self.of(usize::from(ticket.plan)).ok()?.forget(ticket)
     }
 
     fn plan_policy(&self, plan: u16) -> Option<&Arc<Policy>> {

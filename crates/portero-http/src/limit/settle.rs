@@ -235,16 +235,17 @@ impl<B> Plan<B> {
             return Settle::Now(None);
         };
         if after.clear_if.as_ref().is_some_and(|test| test(head)) {
-            let forgot = entry.forget(ticket);
-            let outcome = if forgot {
-                Settled::Cleared
-            } else {
-                Settled::Failed
+            return match entry.forget(ticket) {
+                None => {
+                    observe::settled(entry.policy(), Settled::Failed, None);
+                    Settle::Now(None)
+                }
+                Some(Checking::Done(standing)) => Settle::Now(cleared(entry.policy(), standing)),
+                Some(Checking::Pending(pending)) => {
+                    let policy = entry.policy().clone();
+                    Settle::Later(Box::pin(async move { cleared(&policy, pending.await) }))
+                }
             };
-            observe::settled(entry.policy(), outcome, None);
-            // Forgotten: the key is as new, its whole quota (its plan's) ahead of it.
-            let quota = self.policy_of(a).quota();
-            return Settle::Now(forgot.then(|| Decision::admitted(quota, quota, 0)));
         }
         let real = match &after.count_if {
             Some(test) if !test(head) => Some(0),
@@ -277,6 +278,17 @@ impl<B> Plan<B> {
             }
         }
     }
+}
+
+/// A key forgotten, counted and traced: how it stands (`None`: it could not be).
+fn cleared(policy: &Policy, standing: Result<Checked, StoreError>) -> Option<Decision> {
+    let outcome = match standing {
+        Ok(_) => Settled::Cleared,
+        Err(_) => Settled::Failed,
+    };
+    let error = standing.as_ref().err().map(|e| e as &dyn std::error::Error);
+    observe::settled(policy, outcome, error);
+    standing.ok().map(|checked| checked.decision)
 }
 
 /// A settlement's answer, counted and traced: how the key stands (`None`: failed).

@@ -265,10 +265,11 @@ pub trait Store<K>: Send + Sync + 'static {
     }
 
     /// Forgets the key the admission `ticket` was taken for (a login that succeeded
-    /// clears its failures): whether the store could.
-    fn forget(&self, ticket: Ticket) -> bool {
+    /// clears its failures): how the key stands afterwards, at once or after a round
+    /// trip; `None` (the default) when the store cannot.
+    fn forget(&self, ticket: Ticket) -> Option<Checking> {
         let _ = ticket;
-        false
+        None
     }
 
     /// The policy plan `plan` advertises, in a [`Plans`](crate::Plans) store
@@ -524,9 +525,15 @@ macro_rules! in_memory_store {
                 ))
             }
 
-            fn forget(&self, ticket: Ticket) -> bool {
+            fn forget(&self, ticket: Ticket) -> Option<Checking> {
                 self.reset_fingerprint(ticket.fingerprint);
-                true
+                let now = self.clock().now();
+                let standing = self.peek_fingerprint_at(ticket.fingerprint, now, 0);
+                Some(Checking::Done(
+                    standing
+                        .map(|decision| Checked::new(decision, Source::Memory))
+                        .map_err(|e| StoreError::Faulty(Box::new(e))),
+                ))
             }
 
             fn capacity(&self) -> Option<u64> {
@@ -568,7 +575,7 @@ impl<K, T: Store<K> + ?Sized> Store<K> for Arc<T> {
         (**self).settle(ticket, real)
     }
 
-    fn forget(&self, ticket: Ticket) -> bool {
+    fn forget(&self, ticket: Ticket) -> Option<Checking> {
         (**self).forget(ticket)
     }
 
