@@ -1,7 +1,9 @@
 // One exact limit across isolates, in workerd (Cloudflare's open-source Workers runtime,
 // from npm): two Worker services (standing for two isolates, on two loopback sockets)
 // share one Durable Object namespace with on-disk storage; a third service checks keys
-// sent as JSON (any UTF-16 string). The test starts workerd, restarts it, and stops it by
+// sent as JSON (any UTF-16 string); a fourth runs the lease findings' scenarios in one
+// isolate, its leased limiters built at module scope (a flood of new keys against a
+// victim's lease, alternating costs, a lease that ends in flight). The test starts workerd, restarts it, and stops it by
 // its own process id.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
@@ -43,10 +45,16 @@ function writeConfig() {
   bindings = [ (name = "LIMITER", durableObjectNamespace = (className = "PorteroShard", serviceName = "main")) ],
   compatibilityDate = "2026-11-01",
 )`;
+  const findings = `(
+  modules = ${packageModules("test/support/findings-worker.js", { durable: true })},
+  bindings = [ (name = "LIMITER", durableObjectNamespace = (className = "PorteroShard", serviceName = "main")) ],
+  compatibilityDate = "2026-11-01",
+)`;
   const services = [
     { name: "main", port: ports[0], worker: main },
     { name: "other", port: ports[1], worker: other },
     { name: "keys", port: ports[2], worker: keys },
+    { name: "findings", port: ports[3], worker: findings },
   ];
   writeFileSync(config, workerdConfig(services, [`(name = "do-disk", disk = (path = "${disk}", writable = true))`]));
 }
@@ -74,7 +82,7 @@ async function kill() {
 before(async () => {
   assert.ok(existsSync(binary), `workerd binary missing at ${binary}: run npm ci in wasm/`);
   assert.ok(existsSync(`${root}pkg/portero_wasm_bg.wasm`), "wasm/pkg missing: run cargo xtask wasm");
-  ports = [await freePort(), await freePort(), await freePort()];
+  ports = [await freePort(), await freePort(), await freePort(), await freePort()];
   disk = mkdtempSync(join(tmpdir(), "portero-do-"));
   config = `${root}.workerd-durable-${process.pid}.capnp`;
   writeConfig();
@@ -260,4 +268,39 @@ test("an isolate killed mid-lease (SIGKILL) loses at most its batch, and nothing
   }
   assert.ok(before + after <= LIMIT, `${before} + ${after} admitted`);
   assert.equal(LIMIT - (before + after), held, "exactly the killed isolate's unspent units are lost");
+});
+
+/** Runs a scenario of test/support/findings-worker.js in its isolate. */
+async function scenario(body) {
+  const r = await fetch(`http://127.0.0.1:${ports[3]}/`, { method: "POST", body: JSON.stringify(body) });
+  assert.equal(r.status, 200, `${await r.clone().text()}\n${log()}`);
+  return r.json();
+}
+
+test("leased limiters built at module scope load and serve (workerd refuses random numbers there)", async () => {
+  const r = await fetch(`http://127.0.0.1:${ports[3]}/`);
+  assert.equal(r.status, 200, `${await r.text()}\n${log()}`);
+  const { allowed } = await scenario({ scenario: "expired", key: "module-scope" });
+  assert.ok(allowed);
+});
+
+test("a flood of 20,000 new keys through one limiter costs a victim none of its units", async () => {
+  const { admitted, held } = await scenario({ scenario: "flood", victim: "victim", flood: 20_000 });
+  assert.equal(admitted, LIMIT, `the victim got ${admitted} of ${LIMIT}, its isolate holds ${held}`);
+});
+
+test("costs 1, 1, 9 over and over in a live isolate lose nothing", async () => {
+  // Every unit of the hour admitted, held by the isolate or left at the object (the
+  // last 9 refused: fewer are left), none dropped by a lease replacing another.
+  const { admitted, held, object } = await scenario({ scenario: "alternating", key: "alternating" });
+  assert.equal(admitted + held + object, LIMIT, `${admitted} admitted, ${held} held, ${object} left`);
+  assert.ok(held + object < 9, `${held} held and ${object} left would have paid for the 9`);
+});
+
+test("remaining never counts a lease that ended while its call was on the way", async () => {
+  for (let i = 0; i < 5; i++) {
+    const { allowed, remaining, held, object } = await scenario({ scenario: "expired", key: `brief-${i}` });
+    assert.ok(allowed);
+    assert.ok(remaining <= object + held, `remaining ${remaining}, the object ${object}, held ${held}`);
+  }
 });
