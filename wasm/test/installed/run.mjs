@@ -154,7 +154,7 @@ after(async () => {
   if (tmp) rmSync(tmp, { recursive: true, force: true });
 });
 
-test("the tarball holds every file package.json points to, and no test, example or source", () => {
+test("the tarball holds every file package.json points to, the examples shipped, and no test or source", () => {
   const files = new Set(packed.files.map((f) => f.path));
   const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8"));
   const targets = [pkg.main, pkg.types];
@@ -165,9 +165,16 @@ test("the tarball holds every file package.json points to, and no test, example 
     assert.ok(files.has(license), `${license} is in the tarball`);
     assert.equal(readFileSync(join(root, license), "utf8"), readFileSync(join(root, "..", license), "utf8"), "the root's text");
   }
-  // The one example shipped is the local recipe: a Worker and the workerd config
-  // that serves it.
-  const shipped = new Set(["example/worker.js", "example/workerd.capnp"]);
+  // The examples shipped: the local recipes (a Worker, and the Durable Object's
+  // Worker, each with the workerd config that serves it) and the Cloudflare project.
+  const shipped = new Set([
+    "example/worker.js",
+    "example/workerd.capnp",
+    "example/durable-worker.js",
+    "example/durable.capnp",
+    "example/cloudflare/worker.js",
+    "example/cloudflare/wrangler.toml",
+  ]);
   for (const f of shipped) assert.ok(files.has(f), `${f} is in the tarball`);
   for (const f of files) if (!shipped.has(f)) assert.doesNotMatch(f, /^(test|example|src|bench|node_modules)\//, f);
 });
@@ -332,6 +339,31 @@ test("the README's local recipe: workerd serves the installed package's example 
     assert.equal(refused.status, 429);
     assert.match(refused.headers.get("ratelimit"), /"per-ip";r=0;t=\d+/);
     assert.equal((await fetch(url, { headers: { "CF-Connecting-IP": "198.51.100.8" } })).status, 200, "another client");
+  } finally {
+    await stopWorkerd(child);
+  }
+});
+
+test("the Durable Object's local recipe: workerd serves the installed package's object example", { timeout: 60_000 }, async () => {
+  // `npx workerd serve node_modules/portero/example/durable.capnp --socket-addr http=…`:
+  // 50 an hour per client address across isolates, leases of 10 on /leased.
+  const port = await freePort();
+  const config = join(app, "node_modules", "portero", "example", "durable.capnp");
+  const base = `http://127.0.0.1:${port}`;
+  const { child } = await serve(tools.workerd, ["serve", config, "--socket-addr", `http=127.0.0.1:${port}`], `${base}/`);
+  try {
+    const client = { headers: { "CF-Connecting-IP": "198.51.100.9" } };
+    const served = [];
+    for (let i = 0; i < 50; i++) {
+      const r = await fetch(`${base}/leased`, client);
+      await r.text();
+      assert.equal(r.status, 200);
+      served.push(r.headers.get("X-Served-By"));
+    }
+    assert.equal(served.filter((s) => s === "shard").length, 5, "one call to the object per lease of 10");
+    const refused = await fetch(`${base}/`, client);
+    assert.equal(refused.status, 429, "the exact limit shares the leased one's state");
+    assert.match(refused.headers.get("ratelimit"), /"per-ip";r=0;t=\d+/);
   } finally {
     await stopWorkerd(child);
   }
