@@ -161,6 +161,9 @@ fn existing_keys(c: &mut Criterion) {
                     move |k| f.touch(k, portero::Clock::now(&clock)),
                 );
             }
+            if n == 10_000 && dist == "uniform" {
+                peers(&mut g, &label, &keys, threads);
+            }
             if n == 10_000 {
                 let d = dash.clone();
                 bench_on(&mut g, "map_dashmap", &label, &keys, threads, move |k| {
@@ -308,6 +311,38 @@ fn time_given(c: &mut Criterion) {
         });
     }
     g.finish();
+}
+
+/// The keyed peers that are not the same kind of thing, on 10,000 keys that never run
+/// out: Cloudflare's `pingora-limits` (an estimator: a check observes one event and
+/// reads its key's count in the interval; a sketch of 4 x 65,536 counters) and
+/// Kuadrant's `limitador` in memory (a network service's limiter: a limit per value
+/// of the variable `k`, a request context built per check as a service would).
+fn peers(g: &mut BenchmarkGroup<'_, WallTime>, label: &str, keys: &Arc<Vec<u64>>, threads: usize) {
+    let rate = Arc::new(pingora_limits::rate::Rate::new_with_estimator_config(
+        Duration::from_secs(3600),
+        4,
+        1 << 16,
+    ));
+    let r = rate.clone();
+    bench_on(g, "pingora_limits_rate", label, keys, threads, move |k| {
+        r.observe(&k, 1) <= isize::MAX / 2
+    });
+    let limitador = Arc::new(limitador::RateLimiter::new(20_000));
+    let k = "k".try_into().expect("a variable");
+    limitador.add_limit(limitador::limit::Limit::new("bench", u64::MAX / 2, 3600, vec![], vec![k]));
+    let namespace: limitador::limit::Namespace = "bench".into();
+    let check = move |key: u64| {
+        let values = std::collections::HashMap::from([("k".to_owned(), key.to_string())]);
+        let ctx: limitador::limit::Context = values.into();
+        limitador
+            .check_rate_limited_and_update(&namespace, &ctx, 1)
+            .is_ok_and(|r| !r.limited)
+    };
+    for key in 0..10_000 {
+        check(key);
+    }
+    bench_on(g, "limitador_in_memory", label, keys, threads, check);
 }
 
 criterion_group!(

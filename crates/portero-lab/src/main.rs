@@ -452,7 +452,9 @@ fn contention(args: ContentionArgs) -> Result<()> {
             threads::timer_cost_ns()
         );
         println!(" audit run: the subject on a quota it must enforce, a third of what it reached just before, spread over its keys;");
-        println!(" every key held to burst + floor(t/T) for the run's span t, no slack; keys drawn uniformly or by Zipf, exponent 1)");
+        println!(" every key held to burst + floor(t/T) for the run's span t, no slack; keys drawn uniformly or by Zipf, exponent 1;");
+        println!(" pingora-limits counts events in windows with a sketch (an estimator: a check is admitted while its key's count is at most the limit),");
+        println!(" limitador is a network service's limiter (conditions and variables per request) in memory: each held to its limit per window begun)");
         if let (Some(before), Some(after)) = (load_before, report::load_average()) {
             println!(
                 "load average (1 min) before the study {before:.2}, after {after:.2}{}",

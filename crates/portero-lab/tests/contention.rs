@@ -222,3 +222,24 @@ fn labels_fit(svg: &str) {
         rest = &rest[close..];
     }
 }
+
+/// The windowed peers are held to their own rule, per key: a window of `burst` per key
+/// (`pingora-limits` an estimator, `limitador` a service's limiter), 30 ms runs well
+/// inside one window — each key admits at most 3 and the busiest exactly 3; a peer
+/// that admits one more per window would fail (the audit compares each key with the
+/// window's allowance, as the GCRA liar above shows for a schedule).
+#[test]
+fn the_windowed_peers_are_audited_per_key_against_their_window() {
+    let q = Quota::per_second(1).unwrap().with_burst(3).unwrap();
+    for subject in [Subject::Pingora10kUniform, Subject::Limitador10kUniform] {
+        let peer = contention::subjects::fresh(subject, 2, Some(q));
+        let audit = threads::audit(&peer, 2, Duration::from_millis(30));
+        assert!(audit.holds(), "{}: {audit:?}", subject.name());
+        assert_eq!(
+            (audit.keys, audit.largest, audit.allowed),
+            (10_000, 3, Some(3)),
+            "{}",
+            subject.name()
+        );
+    }
+}

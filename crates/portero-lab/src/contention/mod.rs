@@ -10,9 +10,10 @@
 //! quota is wrong, and the study says so (and exits non-zero).
 //!
 //! The parts: this module (running the study), `study` (what it measures and its
-//! rows), `subjects` (what is measured),
+//! rows), `subjects` (what is measured; `peers` the estimator and the service's limiter),
 //! `threads` (pinning and timing the threads), `report` (tables, JSON, the chart).
 
+pub mod peers;
 pub mod report;
 pub mod study;
 pub mod subjects;

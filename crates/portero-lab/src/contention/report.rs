@@ -10,8 +10,10 @@ use crate::svg::{self, Panel, Series};
 /// cores is marked `*` and explained under the table.
 pub fn table(rows: &[Row]) -> String {
     let cores = super::study::cores();
+    // As wide as the longest subject's name.
+    let w = Subject::ALL.iter().map(|s| s.name().len()).max().unwrap_or(0);
     let mut out = format!(
-        "{:<28} {:>7} {:>10} {:>17} {:>7} {:>8} {:>8} {:>9}  {}\n",
+        "{:<w$} {:>7} {:>10} {:>17} {:>7} {:>8} {:>8} {:>9}  {}\n",
         "subject",
         "threads",
         "Mops/s",
@@ -31,7 +33,7 @@ pub fn table(rows: &[Row]) -> String {
             r.threads.to_string()
         };
         out.push_str(&format!(
-            "{:<28} {:>7} {:>10.1} {:>8.1}-{:<8.1} {:>6.0}% {:>8.0} {:>8.0} {:>9.0}  {}\n",
+            "{:<w$} {:>7} {:>10.1} {:>8.1}-{:<8.1} {:>6.0}% {:>8.0} {:>8.0} {:>9.0}  {}\n",
             r.subject.name(),
             threads,
             r.median_mops(),
@@ -97,6 +99,8 @@ pub fn verdict(rows: &[Row]) -> Option<String> {
         Subject::Keyed10kUniform,
         Subject::Keyed10kZipf,
         Subject::Governor10kUniform,
+        Subject::Pingora10kUniform,
+        Subject::Limitador10kUniform,
     ];
     let say = |what: &str, r: Option<&Row>| {
         r.map(|r| {
@@ -183,6 +187,8 @@ const FAMILIES: [(&str, &[Subject]); 3] = [
             Subject::Keyed1mUniform,
             Subject::Keyed1mZipf,
             Subject::Governor10kUniform,
+            Subject::Pingora10kUniform,
+            Subject::Limitador10kUniform,
         ],
     ),
     (

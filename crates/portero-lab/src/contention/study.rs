@@ -80,7 +80,8 @@ pub struct Audit {
     pub keys: usize,
     /// The most any one key admitted.
     pub largest: u64,
-    /// The most one key may admit in the run's span (`burst + ⌊t/T⌋`).
+    /// The most one key may admit in the run's span (`burst + ⌊t/T⌋`; for a windowed
+    /// peer, its limit for each window begun since it was made).
     pub allowed: Option<u64>,
     /// Keys that admitted more than `allowed`.
     pub over: usize,

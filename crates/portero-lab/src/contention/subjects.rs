@@ -38,11 +38,16 @@ pub enum Subject {
     Governor10kUniform,
     /// A token bucket behind a `std::sync::Mutex`: what a user writes first.
     Mutex,
+    /// Cloudflare's `pingora-limits` `Rate` (an estimator) as a limit, 10,000 keys
+    /// uniform.
+    Pingora10kUniform,
+    /// Kuadrant's `limitador` in memory (a service's limiter), 10,000 keys uniform.
+    Limitador10kUniform,
 }
 
 impl Subject {
     /// Every subject, in table order.
-    pub const ALL: [Subject; 12] = [
+    pub const ALL: [Subject; 14] = [
         Subject::FloorCas,
         Subject::GcraAdmit,
         Subject::GcraReject,
@@ -55,6 +60,8 @@ impl Subject {
         Subject::GovernorDirect,
         Subject::Governor10kUniform,
         Subject::Mutex,
+        Subject::Pingora10kUniform,
+        Subject::Limitador10kUniform,
     ];
 
     /// Its name in the tables, the JSON and the chart.
@@ -72,13 +79,16 @@ impl Subject {
             Self::GovernorDirect => "governor direct",
             Self::Governor10kUniform => "governor keyed 10k uniform",
             Self::Mutex => "mutex token bucket",
+            Self::Pingora10kUniform => "pingora-limits 10k uniform (estimator)",
+            Self::Limitador10kUniform => "limitador 10k uniform (in memory)",
         }
     }
 
     /// The subject named `name` (as [`name`](Self::name) spells it, or its short
     /// form: `floor`, `gcra-admit`, `gcra-reject`, `keyed-hot`, `keyed-10k-uniform`,
     /// `keyed-10k-zipf`, `keyed-1m-uniform`, `keyed-1m-zipf`, `striped`,
-    /// `governor-direct`, `governor-10k-uniform`, `mutex`).
+    /// `governor-direct`, `governor-10k-uniform`, `mutex`, `pingora-10k-uniform`,
+    /// `limitador-10k-uniform`).
     pub fn parse(name: &str) -> Option<Self> {
         Self::ALL
             .into_iter()
@@ -100,6 +110,8 @@ impl Subject {
             Self::GovernorDirect => "governor-direct",
             Self::Governor10kUniform => "governor-10k-uniform",
             Self::Mutex => "mutex",
+            Self::Pingora10kUniform => "pingora-10k-uniform",
+            Self::Limitador10kUniform => "limitador-10k-uniform",
         }
     }
 }
@@ -119,6 +131,12 @@ pub trait Checker: Send + Sync + 'static {
     /// How many keys its checks are spread over.
     fn keys(&self) -> usize {
         1
+    }
+    /// The most one key may admit in a run of `span` that starts now-ish (`None`:
+    /// no quota): `burst + ⌊span / T⌋` ([`gcra_allowance`]) unless its rule is
+    /// another (a window's, see `peers`).
+    fn allowance(&self, span: Duration) -> Option<u64> {
+        self.quota().map(|q| gcra_allowance(&q, span))
     }
 }
 
@@ -355,7 +373,11 @@ impl Checker for MutexBucket {
 /// How many keys `subject`'s checks are spread over.
 pub fn distinct_keys(subject: Subject) -> usize {
     match subject {
-        Subject::Keyed10kUniform | Subject::Keyed10kZipf | Subject::Governor10kUniform => 10_000,
+        Subject::Keyed10kUniform
+        | Subject::Keyed10kZipf
+        | Subject::Governor10kUniform
+        | Subject::Pingora10kUniform
+        | Subject::Limitador10kUniform => 10_000,
         Subject::Keyed1mUniform | Subject::Keyed1mZipf => 1_000_000,
         _ => 1,
     }
@@ -396,6 +418,16 @@ pub fn fresh(subject: Subject, threads: usize, quota: Option<Quota>) -> Arc<dyn 
             10_000,
         )),
         Subject::Mutex => Arc::new(MutexBucket::new(q)),
+        Subject::Pingora10kUniform => Arc::new(super::peers::PingoraKeyed::new(
+            q,
+            key_streams(10_000, false, threads),
+            10_000,
+        )),
+        Subject::Limitador10kUniform => Arc::new(super::peers::LimitadorKeyed::new(
+            q,
+            key_streams(10_000, false, threads),
+            10_000,
+        )),
     }
 }
 
@@ -418,6 +450,8 @@ pub trait AnyChecker: Send + Sync {
     fn claimed(&self) -> Option<Quota>;
     /// [`Checker::keys`].
     fn key_count(&self) -> usize;
+    /// [`Checker::allowance`].
+    fn allowed(&self, span: Duration) -> Option<u64>;
 }
 
 impl<C: Checker> AnyChecker for C {
@@ -445,5 +479,8 @@ impl<C: Checker> AnyChecker for C {
     }
     fn key_count(&self) -> usize {
         self.keys()
+    }
+    fn allowed(&self, span: Duration) -> Option<u64> {
+        self.allowance(span)
     }
 }

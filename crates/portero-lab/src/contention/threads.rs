@@ -11,7 +11,7 @@ use hdrhistogram::Histogram;
 use super::study::{Audit, Study};
 use super::subjects::Subject;
 use super::subjects::{
-    distinct_keys, enforcing_quota, fresh, gcra_allowance, open_quota, stripes, AnyChecker,
+    distinct_keys, enforcing_quota, fresh, open_quota, stripes, AnyChecker,
 };
 
 /// Checks between two looks at the clock.
@@ -107,7 +107,7 @@ pub fn audit(limit: &Arc<dyn AnyChecker>, threads: usize, duration: Duration) ->
         Arc::new((0..limit.key_count()).map(|_| AtomicU64::new(0)).collect());
     let run = timed(limit, threads, duration, Some(admitted.clone()));
     let quota = limit.claimed();
-    let allowed = quota.map(|q| gcra_allowance(&q, run.span));
+    let allowed = limit.allowed(run.span);
     let counts = admitted.iter().map(|a| a.load(Ordering::Relaxed));
     let (largest, over) = counts.fold((0, 0), |(largest, over), n| {
         (
