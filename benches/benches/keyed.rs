@@ -330,7 +330,13 @@ fn peers(g: &mut BenchmarkGroup<'_, WallTime>, label: &str, keys: &Arc<Vec<u64>>
     });
     let limitador = Arc::new(limitador::RateLimiter::new(20_000));
     let k = "k".try_into().expect("a variable");
-    limitador.add_limit(limitador::limit::Limit::new("bench", u64::MAX / 2, 3600, vec![], vec![k]));
+    limitador.add_limit(limitador::limit::Limit::new(
+        "bench",
+        u64::MAX / 2,
+        3600,
+        vec![],
+        vec![k],
+    ));
     let namespace: limitador::limit::Namespace = "bench".into();
     let check = move |key: u64| {
         let values = std::collections::HashMap::from([("k".to_owned(), key.to_string())]);

@@ -116,18 +116,22 @@ fn the_layer_allocates_little_per_request() {
     let [axum_layer, one, _readme, together, governor, refused] = rows[..] else {
         unreachable!()
     };
-    // The layer's own: the `RateLimit` value's one copy and the response map's growth,
-    // with portero-http's `metrics` feature on or off (a workspace build turns it on:
-    // the request's counter borrows a key built once per policy).
+    // The layer's own, over what axum's `Router::layer` costs any layer that holds
+    // state (it clones the layer per request): one, the `RateLimit` value's copy (the
+    // policy field is built once), with portero-http's `metrics` feature on or off (a
+    // workspace build turns it on: the request's counter borrows a key built once per
+    // policy).
     assert!(
-        one - axum_layer <= 2.0,
+        one - axum_layer <= 1.0,
         "portero's own allocations: {}",
         one - axum_layer
     );
+    // A refusal writes a body, its map and three fields instead of the handler's
+    // answer: no more than a layer that does nothing and lets the handler answer
+    // (`Retry-After` written with one copy, not `HeaderValue::from`'s two).
     assert!(
-        refused - axum_layer <= 3.0,
-        "a refusal's: {}",
-        refused - axum_layer
+        refused <= axum_layer,
+        "a refusal's: {refused} against {axum_layer}"
     );
     assert!(
         one < governor,

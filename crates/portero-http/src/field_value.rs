@@ -60,6 +60,13 @@ impl FieldValue {
         }
     }
 
+    /// A whole number as a field value (`Retry-After`, the legacy fields): one
+    /// copy, where `HeaderValue::from(n)` makes two (a buffer, then its freeze).
+    pub(crate) fn integer(n: u64) -> HeaderValue {
+        HeaderValue::from_bytes(itoa::Buffer::new().format(n).as_bytes())
+            .expect("digits are a valid field value")
+    }
+
     /// The value (one copy).
     pub(crate) fn value(&self) -> HeaderValue {
         HeaderValue::from_bytes(self.bytes())

@@ -184,7 +184,7 @@ pub fn retry_after_secs(decision: &Decision) -> u64 {
 /// [`retry_after_secs`].
 pub fn retry_after_value(wait: Duration) -> HeaderValue {
     let nanos = u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX);
-    HeaderValue::from(seconds_up(nanos).max(1))
+    FieldValue::integer(seconds_up(nanos).max(1))
 }
 
 /// Writes the fields for `decision` under `policy` into `headers`: `RateLimit-Policy`
@@ -194,7 +194,7 @@ pub fn retry_after_value(wait: Duration) -> HeaderValue {
 pub fn insert(headers: &mut HeaderMap, decision: &Decision, policy: &Policy) {
     let t = insert_fields(headers, decision, policy);
     if !decision.is_allowed() {
-        headers.insert(RETRY_AFTER, HeaderValue::from(t));
+        headers.insert(RETRY_AFTER, FieldValue::integer(t));
         headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
     }
 }
@@ -259,7 +259,10 @@ pub fn insert_all(
     add_to_list(headers, RATELIMIT_POLICY, policies.value());
     add_to_list(headers, RATELIMIT, now.value());
     if let Some(&(decision, _)) = refused_by.and_then(|i| items.get(i)) {
-        headers.insert(RETRY_AFTER, HeaderValue::from(retry_after_secs(&decision)));
+        headers.insert(
+            RETRY_AFTER,
+            FieldValue::integer(retry_after_secs(&decision)),
+        );
         headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
     }
 }
@@ -276,14 +279,14 @@ pub const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-r
 /// same `t` as `RateLimit`: seconds until full again, or on a rejection until the
 /// request fits), not a Unix time.
 pub fn insert_legacy(headers: &mut HeaderMap, decision: &Decision, policy: &Policy) {
-    headers.insert(X_RATELIMIT_LIMIT, HeaderValue::from(policy.quota));
+    headers.insert(X_RATELIMIT_LIMIT, FieldValue::integer(policy.quota));
     headers.insert(
         X_RATELIMIT_REMAINING,
-        HeaderValue::from(decision.remaining()),
+        FieldValue::integer(decision.remaining()),
     );
     headers.insert(
         X_RATELIMIT_RESET,
-        HeaderValue::from(seconds_to_advertise(decision)),
+        FieldValue::integer(seconds_to_advertise(decision)),
     );
 }
 

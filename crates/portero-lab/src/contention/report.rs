@@ -11,7 +11,11 @@ use crate::svg::{self, Panel, Series};
 pub fn table(rows: &[Row]) -> String {
     let cores = super::study::cores();
     // As wide as the longest subject's name.
-    let w = Subject::ALL.iter().map(|s| s.name().len()).max().unwrap_or(0);
+    let w = Subject::ALL
+        .iter()
+        .map(|s| s.name().len())
+        .max()
+        .unwrap_or(0);
     let mut out = format!(
         "{:<w$} {:>7} {:>10} {:>17} {:>7} {:>8} {:>8} {:>9}  {}\n",
         "subject",

@@ -10,9 +10,7 @@ use hdrhistogram::Histogram;
 
 use super::study::{Audit, Study};
 use super::subjects::Subject;
-use super::subjects::{
-    distinct_keys, enforcing_quota, fresh, open_quota, stripes, AnyChecker,
-};
+use super::subjects::{distinct_keys, enforcing_quota, fresh, open_quota, stripes, AnyChecker};
 
 /// Checks between two looks at the clock.
 const BATCH: usize = 1_024;
