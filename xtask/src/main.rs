@@ -5,6 +5,7 @@ use std::env;
 use std::path::{Path, PathBuf};
 use std::process::{exit, Command};
 
+mod bench_report;
 mod layers;
 mod publish;
 
@@ -21,6 +22,8 @@ cargo xtask <command>
                and check the size budget
   wasi         the core's unit tests and the property tests on wasm32-wasip1 (Node's WASI)
   charts       redraw every committed chart (docs/*.svg) from the lab's experiments
+  bench-report write BENCHMARKS.md's current report from the last benchmark run;
+               `bench-report --run` runs the benchmarks first (about 15 minutes)
   package      cargo package the three library crates together (verified), and
                their docs with warnings as errors
   msrv         each library crate on its minimum Rust (1.82 core and HTTP, 1.83
@@ -47,6 +50,7 @@ fn main() {
         Some("wasm") => setup().and_then(|()| wasm()),
         Some("wasi") => setup().and_then(|()| wasi()),
         Some("charts") => charts(),
+        Some("bench-report") => bench_report::bench_report(args.iter().any(|a| a == "--run")),
         Some("package") => publish::package_and_docs(),
         Some("msrv") => publish::setup().and_then(|()| publish::msrv()),
         _ => {

@@ -87,9 +87,9 @@ pub use client::{ClientAddr, ClientIp, TrustedProxies};
 pub use headers::{Policy, PolicyError};
 pub use limit::{
     AllRoutes, Batch, BatchPending, Checked, Checking, CostFn, Held, Limit, LimitFuture,
-    LimitLayer, LimitService, NoRoutes, OutageAnswer, Penalty, Pending, Plans, Prepare, Prepared,
-    RefusalFn, ResponseHead, Route, Source, Store, StoreError, StoreKey, Ticket, Usage, WhenNoKey,
-    WhenUnavailable, RATELIMIT_SOURCE,
+    LimitLayer, LimitService, NoRoutes, OutageAnswer, Penalty, PenaltyError, Pending, Plans,
+    Prepare, Prepared, RefusalFn, ResponseHead, Route, Source, Store, StoreError, StoreKey, Ticket,
+    Usage, WhenNoKey, WhenUnavailable, RATELIMIT_SOURCE,
 };
 pub use shed::{admission, LoadShedFuture, LoadShedLayer, LoadShedService};
 pub use throttle::{

@@ -22,8 +22,9 @@ fn the_study_runs_end_to_end_and_every_audit_holds_at_a_quota_that_bites() {
     let rows = contention::run(&study, |_, _| {});
     assert_eq!(rows.len(), Subject::ALL.len() * 2);
     for r in &rows {
+        // The estimator is reported, not held to exactness (see `Subject::exact`).
         assert!(
-            r.audit.holds(),
+            r.audit.holds() || !r.subject.exact(),
             "{} x {}: {:?}",
             r.subject.name(),
             r.threads,
@@ -234,12 +235,19 @@ fn the_windowed_peers_are_audited_per_key_against_their_window() {
     for subject in [Subject::Pingora10kUniform, Subject::Limitador10kUniform] {
         let peer = contention::subjects::fresh(subject, 2, Some(q));
         let audit = threads::audit(&peer, 2, Duration::from_millis(30));
-        assert!(audit.holds(), "{}: {audit:?}", subject.name());
         assert_eq!(
-            (audit.keys, audit.largest, audit.allowed),
-            (10_000, 3, Some(3)),
+            (audit.keys, audit.allowed),
+            (10_000, Some(3)),
             "{}",
             subject.name()
         );
+        if subject.exact() {
+            assert!(audit.holds(), "{}: {audit:?}", subject.name());
+            assert_eq!(audit.largest, 3, "{}", subject.name());
+        } else {
+            // The estimator: two concurrent checks of one key can both read the same
+            // count, so it is reported rather than held (`Subject::exact`).
+            assert!(audit.largest >= 3, "{audit:?}");
+        }
     }
 }

@@ -1,5 +1,5 @@
 //! Every `portero-lab` command the documents show (the README, the book, the guide,
-//! `BENCHMARKS.md`) parses: each is run with `--help` after its arguments, so an
+//! `BENCHMARKS.md` and its log) parses: each is run with `--help` after its arguments, so an
 //! argument the lab no longer takes (`contention --ops 2000000` was shown long after
 //! it was gone) fails here instead of in a reader's terminal.
 
@@ -12,6 +12,7 @@ fn documents() -> Vec<std::path::PathBuf> {
     let mut docs = vec![
         root.join("README.md"),
         root.join("BENCHMARKS.md"),
+        root.join("docs/benchmarks-log.md"),
         root.join("docs/guide.md"),
     ];
     let book = root.join("docs/book");

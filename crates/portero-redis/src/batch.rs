@@ -25,6 +25,9 @@ pub(crate) struct Part {
 impl Part {
     /// `call` in `limiter`, or the answer when it needs no Redis (a refusal the
     /// blocked-key cache remembers).
+    // A large error (a verdict can carry a settlement's keys): only a refusal the
+    // cache remembers takes it, once per request, with nothing to settle.
+    #[allow(clippy::result_large_err)]
     pub(crate) fn new(limiter: &RedisLimiter, call: Call) -> Result<Self, Verdict> {
         if let Some(refused) = limiter.remembered(&call) {
             return Err(refused);
@@ -77,7 +80,7 @@ pub(crate) async fn check_parts(
                     limiter.remember_refusal(&call.keys[0], call.cost, retry, sent);
                 }
                 Ok(Verdict {
-                    taken: crate::settle::taken_by(call, &limited),
+                    taken: crate::call::taken_by(call.algorithm, &limited),
                     ..Verdict::new(decision, ServedBy::Redis)
                 })
             })

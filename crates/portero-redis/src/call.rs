@@ -1,5 +1,6 @@
 //! What one limit asks of the script ([`Call`]), what the script is asked to do
-//! ([`Mode`]), and what it answers ([`Decided`]).
+//! ([`Mode`]), what it answers ([`Decided`]), and what an admission took, to settle
+//! it later ([`Taken`]).
 
 use core::ops::Range;
 
@@ -51,4 +52,58 @@ pub(crate) enum Mode {
     Lease = 2,
     /// One limit: move an admission from its estimate to its real cost.
     Settle = 3,
+}
+
+/// What an admission took in Redis, to settle it at its real cost later
+/// ([`RedisLimiter::settle`](crate::RedisLimiter::settle)): the check's [`Verdict::taken`](crate::Verdict::taken).
+/// It names the admission's own Redis keys, and a settlement consumes it: neither
+/// `Copy` nor `Clone`, so one admission is settled at most once (twice would give
+/// its units back twice), and only on its own key:
+///
+/// ```compile_fail,E0382
+/// # async fn twice(limiter: portero_redis::RedisLimiter) -> Result<(), Box<dyn std::error::Error>> {
+/// let taken = limiter.check("k", 30).await?.taken.unwrap();
+/// limiter.settle(taken, 0).await?;
+/// limiter.settle(taken, 0).await?; // error: use of moved value
+/// # Ok(()) }
+/// ```
+#[derive(Debug, PartialEq, Eq)]
+pub struct Taken {
+    pub(crate) algorithm: RedisAlgorithm,
+    pub(crate) cost: u64,
+    /// The admission's time on Redis's clock (µs).
+    pub(crate) at_us: u64,
+    /// What the script finds the admission by (its TAT, window, log entry).
+    pub(crate) mark: u64,
+    /// The Redis keys it was checked on (filled by whoever owned the call).
+    pub(crate) keys: [String; 2],
+}
+
+impl Taken {
+    /// The units the admission took (its estimate).
+    pub fn cost(&self) -> u64 {
+        self.cost
+    }
+
+    /// The call a settlement runs on: the admission's keys and algorithm.
+    pub(crate) fn call(&mut self) -> Call {
+        Call {
+            algorithm: self.algorithm,
+            keys: core::mem::take(&mut self.keys),
+            cost: self.cost,
+            user: None,
+        }
+    }
+}
+
+/// What the admission that Redis decided as `limited` took, if it can be settled (it
+/// took units), under `algorithm`; its keys are filled by the call's owner.
+pub(crate) fn taken_by(algorithm: RedisAlgorithm, limited: &Limited) -> Option<Taken> {
+    (limited.taken > 0).then(|| Taken {
+        algorithm,
+        cost: limited.taken,
+        at_us: limited.at_us,
+        mark: limited.mark,
+        keys: Default::default(),
+    })
 }

@@ -99,11 +99,11 @@ mod stack;
 mod store;
 
 pub use algorithm::{RedisAlgorithm, RedisQuotaError};
+pub use call::Taken;
 pub use lease::LeasedLimiter;
 pub use limiter::RedisLimiter;
 pub use local::{LocalCluster, LocalRedis};
 pub use outcome::{RedisCheckError, ServedBy, Verdict, WhenDown};
-pub use settle::Taken;
 pub use stack::{StackVerdict, StackedLimit};
 
 // The crate's README (its crates.io page) is checked as a doc test too.

@@ -301,7 +301,8 @@ impl RedisLimiter {
         algorithm: &RedisAlgorithm,
     ) -> Result<Verdict, RedisCheckError> {
         let call = self.call(key, cost, algorithm)?;
-        self.check_call(&call).await
+        let verdict = self.check_call(&call).await?;
+        Ok(with_keys(verdict, call.keys))
     }
 
     /// `cost` units from the one bucket that checks **without a key** share (an HTTP
@@ -310,7 +311,8 @@ impl RedisLimiter {
     /// Redis is away decided by a local fallback's own shared bucket.
     pub async fn check_anonymous(&self, cost: u64) -> Result<Verdict, RedisCheckError> {
         let call = self.anonymous_call(cost)?;
-        self.check_call(&call).await
+        let verdict = self.check_call(&call).await?;
+        Ok(with_keys(verdict, call.keys))
     }
 
     /// The call for `cost` units of the shared no-key bucket.
@@ -353,7 +355,7 @@ impl RedisLimiter {
                     self.remember_refusal(&call.keys[0], cost, retry, sent);
                 }
                 Ok(Verdict {
-                    taken: crate::settle::taken_by(call, &decided[0]),
+                    taken: crate::call::taken_by(call.algorithm, &decided[0]),
                     ..Verdict::new(decision, ServedBy::Redis)
                 })
             }
@@ -588,4 +590,12 @@ impl RedisLimiter {
             user: Some(user),
         })
     }
+}
+
+/// `verdict` with its admission's keys: those of the call it was checked by.
+fn with_keys(mut verdict: Verdict, keys: [String; 2]) -> Verdict {
+    if let Some(taken) = verdict.taken.as_mut() {
+        taken.keys = keys;
+    }
+    verdict
 }

@@ -33,8 +33,9 @@ pub enum ServedBy {
     Lease,
 }
 
-/// A decision, and who made it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A decision, and who made it (neither `Copy` nor `Clone`: its [`Taken`](crate::call::Taken)
+/// settles one admission once).
+#[derive(Debug, PartialEq, Eq)]
 pub struct Verdict {
     /// The decision (times converted from Redis's microseconds to nanoseconds).
     pub decision: Decision,
@@ -43,7 +44,7 @@ pub struct Verdict {
     /// What an admission by Redis took, to settle it later at its real cost
     /// ([`RedisLimiter::settle`](crate::RedisLimiter::settle)); `None` for anything
     /// else (a refusal, an answer of the outage policy, a lease, a stack).
-    pub taken: Option<crate::Taken>,
+    pub taken: Option<crate::call::Taken>,
 }
 
 impl Verdict {

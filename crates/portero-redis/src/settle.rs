@@ -12,39 +12,20 @@
 
 use portero::Decision;
 
-use crate::algorithm::RedisAlgorithm;
-use crate::call::{Call, Mode};
+use crate::call::{Mode, Taken};
 use crate::limiter::RedisLimiter;
 use crate::outcome::RedisCheckError;
-
-/// What an admission took in Redis, to settle it at its real cost later
-/// ([`RedisLimiter::settle`]): the check's [`Verdict::taken`](crate::Verdict::taken).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Taken {
-    pub(crate) algorithm: RedisAlgorithm,
-    pub(crate) cost: u64,
-    /// The admission's time on Redis's clock (µs).
-    pub(crate) at_us: u64,
-    /// What the script finds the admission by (its TAT, window, log entry).
-    pub(crate) mark: u64,
-}
-
-impl Taken {
-    /// The units the admission took (its estimate).
-    pub fn cost(&self) -> u64 {
-        self.cost
-    }
-}
 
 /// The most units a settlement charges (beyond it Lua's doubles stop being exact).
 const MOST_UNITS: u64 = 1 << 50;
 
 impl RedisLimiter {
-    /// Settles what `taken` (an admission of `key` by [`check`](Self::check) or
-    /// [`check_with`](Self::check_with)) took at its real cost `real`: units not
-    /// used go back while they are still the admission's, units above the estimate
-    /// are charged past the limit (the key then waits its debt out). Returns how the
-    /// key stands afterwards; `Ok(None)` when Redis did not answer in time (the
+    /// Settles what `taken` (an admission by [`check`](Self::check),
+    /// [`check_with`](Self::check_with) or [`check_anonymous`](Self::check_anonymous))
+    /// took at its real cost `real`, on the admission's own key: units not used go
+    /// back while they are still the admission's, units above the estimate are
+    /// charged past the limit (the key then waits its debt out). Returns how the key
+    /// stands afterwards; `Ok(None)` when Redis did not answer within the timeout (the
     /// estimate stands).
     ///
     /// ```no_run
@@ -56,29 +37,18 @@ impl RedisLimiter {
     /// let verdict = tokens.check("key-7", 500).await?; // the estimate
     /// if let Some(taken) = verdict.taken {
     ///     // ... the model call used 1,938 tokens:
-    ///     let after = tokens.settle("key-7", &taken, 1_938).await?;
+    ///     let after = tokens.settle(taken, 1_938).await?;
     ///     # let _ = after;
     /// }
     /// # Ok(()) }
     /// ```
     pub async fn settle(
         &self,
-        key: &str,
-        taken: &Taken,
-        real: u64,
-    ) -> Result<Option<Decision>, RedisCheckError> {
-        let call = self.call(key, taken.cost, &taken.algorithm)?;
-        self.settle_call(call, taken, real).await
-    }
-
-    /// [`settle`](Self::settle) for the call an admission was checked by.
-    pub(crate) async fn settle_call(
-        &self,
-        call: Call,
-        taken: &Taken,
+        mut taken: Taken,
         real: u64,
     ) -> Result<Option<Decision>, RedisCheckError> {
         let extra = [real.min(MOST_UNITS), taken.mark, taken.at_us];
+        let call = taken.call();
         let decided = self
             .run_with_extra(
                 core::slice::from_ref(&call),
@@ -90,15 +60,4 @@ impl RedisLimiter {
             .await?;
         Ok(decided.map(|d| d[0].decision))
     }
-}
-
-/// What the admission of `call` that Redis decided as `limited` took, if it can be
-/// settled (it took units).
-pub(crate) fn taken_by(call: &Call, limited: &crate::call::Limited) -> Option<Taken> {
-    (limited.taken > 0).then_some(Taken {
-        algorithm: call.algorithm,
-        cost: limited.taken,
-        at_us: limited.at_us,
-        mark: limited.mark,
-    })
 }

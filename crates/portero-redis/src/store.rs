@@ -18,10 +18,10 @@ use portero_http::{
 };
 
 use crate::batch::{check_parts, Part};
+use crate::call::Taken;
 use crate::lease::LeasedLimiter;
 use crate::limiter::RedisLimiter;
 use crate::outcome::{RedisCheckError, ServedBy, Verdict};
-use crate::settle::Taken;
 
 /// Several Redis limits of one layer on one connection travel in one call, all or
 /// none (see the `batch` module).
@@ -33,8 +33,8 @@ impl<K: StoreKey + Send + 'static> Store<K> for RedisLimiter {
         };
         let limiter = self.clone();
         Checking::Pending(Box::pin(async move {
-            let verdict = limiter.check_call(&call).await;
-            let taken = verdict_taken(&verdict);
+            let mut verdict = limiter.check_call(&call).await;
+            let taken = verdict_taken(&mut verdict);
             with_ticket(answer(verdict, limiter.fails_closed()), taken, call.keys)
         }))
     }
@@ -42,11 +42,10 @@ impl<K: StoreKey + Send + 'static> Store<K> for RedisLimiter {
     /// One script call on the admission's key (see the `settle` module); Redis
     /// not answering in time leaves the estimate standing.
     fn settle(&self, ticket: Ticket, real: u64) -> Option<Checking> {
-        let held = ticket.held?.0.downcast::<Held>().ok()?;
+        let taken = taken_of(ticket)?;
         let limiter = self.clone();
         Some(Checking::Pending(Box::pin(async move {
-            let call = held.call();
-            match limiter.settle_call(call, &held.taken, real).await {
+            match limiter.settle(taken, real).await {
                 Ok(Some(decision)) => Ok(Checked::new(decision, Source::Redis)),
                 Ok(None) => Err(StoreError::Unavailable {
                     retry_after_nanos: None,
@@ -59,11 +58,11 @@ impl<K: StoreKey + Send + 'static> Store<K> for RedisLimiter {
 
     /// Deletes the admission's key in Redis (a login that succeeded): full again.
     fn forget(&self, ticket: Ticket) -> Option<Checking> {
-        let held = ticket.held?.0.downcast::<Held>().ok()?;
+        let taken = taken_of(ticket)?;
         let limiter = self.clone();
         Some(Checking::Pending(Box::pin(async move {
-            let algorithm = held.taken.algorithm;
-            match limiter.delete(&held.keys, &algorithm).await {
+            let algorithm = taken.algorithm;
+            match limiter.delete(&taken.keys, &algorithm).await {
                 Ok(()) => {
                     let full = algorithm.capacity();
                     let decision = portero::Decision::admitted(full, full, 0);
@@ -145,8 +144,8 @@ impl Batch for RedisLimiter {
                         .into_iter()
                         .zip(closed)
                         .zip(calls)
-                        .map(|((v, c), call)| {
-                            let taken = verdict_taken(&v);
+                        .map(|((mut v, c), call)| {
+                            let taken = verdict_taken(&mut v);
                             with_ticket(answer(v, c), taken, call.keys)
                         })
                         .collect()
@@ -213,26 +212,18 @@ fn text_of<K: StoreKey>(key: &K) -> String {
     text
 }
 
-/// What a Redis admission's ticket holds: the keys it was checked on, what it took.
-struct Held {
-    keys: [String; 2],
-    taken: Taken,
+/// What a Redis admission's ticket holds: what it took, on which keys. A ticket
+/// cloned settles at most once: only the last holder can take the `Taken` out.
+struct Held(Taken);
+
+/// The `Taken` a ticket holds, if this is the last holder of it.
+fn taken_of(ticket: Ticket) -> Option<Taken> {
+    let held = ticket.held?.0.downcast::<Held>().ok()?;
+    Arc::try_unwrap(held).ok().map(|Held(taken)| taken)
 }
 
-impl Held {
-    /// The call the settlement runs on (the admission's keys and algorithm).
-    fn call(&self) -> crate::call::Call {
-        crate::call::Call {
-            algorithm: self.taken.algorithm,
-            keys: self.keys.clone(),
-            cost: self.taken.cost,
-            user: None,
-        }
-    }
-}
-
-fn verdict_taken(verdict: &Result<Verdict, RedisCheckError>) -> Option<Taken> {
-    verdict.as_ref().ok().and_then(|v| v.taken)
+fn verdict_taken(verdict: &mut Result<Verdict, RedisCheckError>) -> Option<Taken> {
+    verdict.as_mut().ok().and_then(|v| v.taken.take())
 }
 
 /// `checked` with a ticket that settles what the admission took (if it took any in
@@ -247,11 +238,13 @@ fn with_ticket(
     let Some(taken) = taken else {
         return Ok(checked);
     };
+    let mut taken = taken;
+    taken.keys = keys;
     checked.ticket = Some(Ticket {
         fingerprint: portero::Fingerprint::from_bits(0),
         admission: portero::Admission::new(taken.at_us.saturating_mul(1_000), taken.cost),
         plan: 0,
-        held: Some(portero_http::Held(Arc::new(Held { keys, taken }))),
+        held: Some(portero_http::Held(Arc::new(Held(taken)))),
     });
     Ok(checked)
 }

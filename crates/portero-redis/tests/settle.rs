@@ -48,7 +48,7 @@ async fn settled(limiter: &RedisLimiter, key: &str, estimate: u64, real: u64) ->
     let taken = verdict.taken.expect("an admission by Redis can be settled");
     assert_eq!(taken.cost(), estimate);
     limiter
-        .settle(key, &taken, real)
+        .settle(taken, real)
         .await
         .unwrap()
         .expect("Redis answers")
@@ -145,7 +145,7 @@ async fn sixty_four_settlements_at_once_give_back_every_unused_unit_and_no_more(
                 tokio::spawn(async move {
                     let verdict = limiter.check("busy", 1).await.unwrap();
                     let taken = verdict.taken?;
-                    limiter.settle("busy", &taken, 0).await.unwrap()?;
+                    limiter.settle(taken, 0).await.unwrap()?;
                     Some(())
                 })
             })
@@ -172,14 +172,47 @@ async fn a_window_settles_only_in_the_window_the_admission_counted_in() {
     let algorithm = RedisAlgorithm::fixed_window(10, Duration::from_millis(300)).unwrap();
     let limiter = answering(&server, algorithm).await;
     let early = limiter.check("w", 5).await.unwrap().taken.unwrap();
+    let late = limiter.check("w", 1).await.unwrap().taken.unwrap();
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert!(admits(&limiter, "w", 4).await, "a new window");
-    let after = limiter.settle("w", &early, 0).await.unwrap().unwrap();
+    let after = limiter.settle(early, 0).await.unwrap().unwrap();
     assert_eq!(after.remaining(), 6, "the new window's 4 stay");
-    let after = limiter.settle("w", &early, 10).await.unwrap().unwrap();
+    let after = limiter.settle(late, 10).await.unwrap().unwrap();
     assert_eq!(
         after.remaining(),
         6,
         "the old window's charge is not the new one's"
     );
+}
+
+/// A settlement runs on the admission's own Redis keys, whatever limiter settles it: a
+/// `Taken` of one key cannot give units back to another, nor to the same user key
+/// under another prefix.
+#[tokio::test]
+async fn a_settlement_touches_only_the_key_its_admission_was_taken_from() {
+    let server = start_redis();
+    for (name, algorithm) in algorithms() {
+        let limiter = answering(&server, algorithm).await;
+        let other = answering(&server, algorithm).await.prefix("other").unwrap();
+        assert!(admits(&limiter, "y", 60).await);
+        assert!(admits(&other, "x", 60).await);
+        let taken = limiter.check("x", 30).await.unwrap().taken.unwrap();
+        // Settled through the other limiter: still "x" under the first prefix.
+        other.settle(taken, 0).await.unwrap().unwrap();
+        assert_eq!(
+            remaining(&limiter, "x").await,
+            100,
+            "{name}: its own key back"
+        );
+        assert_eq!(
+            remaining(&limiter, "y").await,
+            40,
+            "{name}: another key untouched"
+        );
+        assert_eq!(
+            remaining(&other, "x").await,
+            40,
+            "{name}: another prefix untouched"
+        );
+    }
 }

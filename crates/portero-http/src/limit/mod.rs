@@ -26,7 +26,7 @@ pub use entry::{AllRoutes, Limit, NoRoutes, Route};
 pub use future::LimitFuture;
 pub use layer::LimitLayer;
 pub use options::{CostFn, OutageAnswer, RefusalFn, WhenNoKey, WhenUnavailable};
-pub use penalty::Penalty;
+pub use penalty::{Penalty, PenaltyError};
 pub use plans::Plans;
 pub use respond::RATELIMIT_SOURCE;
 pub use service::LimitService;

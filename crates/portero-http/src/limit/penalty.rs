@@ -15,6 +15,7 @@ use core::hash::Hash;
 use std::sync::Arc;
 use std::time::Duration;
 
+use portero::keyed::RandomState;
 use portero::{Clock, Decision, DefaultClock, Fingerprint, Gcra, KeyedLimiter, Quota, QuotaError};
 
 use super::store::{Checked, Checking, Source, Store, StoreError, Ticket};
@@ -43,9 +44,11 @@ pub struct Penalty<St, K: ?Sized, C = DefaultClock> {
 }
 
 impl<St, K: Hash + ?Sized> Penalty<St, K, DefaultClock> {
-    /// `store`, whose refusals block the key for `period` (at least a microsecond),
-    /// at most `max_keys` keys blocked at once.
-    pub fn new(store: St, period: Duration, max_keys: usize) -> Result<Self, QuotaError> {
+    /// `store`, whose refusals block the key for `period` (a quota of one unit per
+    /// `period`: zero, or longer than a quota may be, is an error), at most
+    /// `max_keys` keys blocked at once (at least one; a table that cannot be
+    /// allocated is an error, not an abort).
+    pub fn new(store: St, period: Duration, max_keys: usize) -> Result<Self, PenaltyError> {
         Self::with_clock(store, period, max_keys, DefaultClock::default())
     }
 }
@@ -57,15 +60,18 @@ impl<St, K: Hash + ?Sized, C: Clock> Penalty<St, K, C> {
         period: Duration,
         max_keys: usize,
         clock: C,
-    ) -> Result<Self, QuotaError> {
-        let one_per_period = Quota::new(1, period)?;
+    ) -> Result<Self, PenaltyError> {
+        let one_per_period = Quota::new(1, period).map_err(PenaltyError::Period)?;
+        let table = KeyedLimiter::try_with_hasher(
+            Gcra::new(one_per_period),
+            max_keys,
+            clock,
+            RandomState::new(),
+        )
+        .map_err(|_| PenaltyError::TableTooLarge { max_keys })?;
         Ok(Self {
             store,
-            blocked: Arc::new(KeyedLimiter::with_clock(
-                Gcra::new(one_per_period),
-                max_keys,
-                clock,
-            )),
+            blocked: Arc::new(table),
         })
     }
 
@@ -82,6 +88,32 @@ impl<St, K: Hash + ?Sized, C: Clock> Penalty<St, K, C> {
     }
 }
 
+/// Why a [`Penalty`] could not be built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PenaltyError {
+    /// The period is not a quota's (zero, or too long).
+    Period(QuotaError),
+    /// The table of `max_keys` penalties could not be allocated.
+    TableTooLarge {
+        /// The keys asked for.
+        max_keys: usize,
+    },
+}
+
+impl fmt::Display for PenaltyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Period(e) => write!(f, "the penalty's period: {e}"),
+            Self::TableTooLarge { max_keys } => {
+                write!(f, "a table of {max_keys} penalties cannot be allocated")
+            }
+        }
+    }
+}
+
+impl std::error::Error for PenaltyError {}
+
 impl<St, K: ?Sized, C> fmt::Debug for Penalty<St, K, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Penalty").finish_non_exhaustive()
@@ -91,22 +123,29 @@ impl<St, K: ?Sized, C> fmt::Debug for Penalty<St, K, C> {
 /// The penalties of one [`Penalty`] store, shared with its answers on their way.
 type Blocked<K, C> = Arc<KeyedLimiter<K, Gcra, C>>;
 
-/// The refusal of a key still blocked at `now` (`None`: not blocked).
+/// The refusal of a key still blocked at `now` (`None`: not blocked), as plan
+/// `plan`'s answer.
 fn blocked_now<K: Hash + ?Sized, C: Clock>(
     blocked: &Blocked<K, C>,
     key: Fingerprint,
     now: u64,
     capacity: u64,
+    plan: u16,
 ) -> Option<Checked> {
     let d = blocked.peek_fingerprint_at(key, now, 1).ok()?;
     (!d.is_allowed()).then(|| {
         let wait = d.retry_after_nanos();
-        Checked::new(Decision::rejected(capacity, 0, wait, wait), Source::Memory)
+        let decision = Decision::rejected(capacity, 0, wait, wait);
+        Checked {
+            plan,
+            ..Checked::new(decision, Source::Memory)
+        }
     })
 }
 
 /// `answer`, and when it is a refusal the wrapped store decided, the key's penalty
-/// started now: the refusal then waits at least the penalty out.
+/// started now if none is live; either way the refusal waits what is left of the
+/// penalty at least (a request in flight when another started it too).
 fn penalized<K: Hash + ?Sized, C: Clock>(
     blocked: &Blocked<K, C>,
     key: Fingerprint,
@@ -119,17 +158,36 @@ fn penalized<K: Hash + ?Sized, C: Clock>(
         return Ok(checked);
     }
     let now = blocked.clock().now();
-    if let Ok(started) = blocked.acquire_fingerprint_at(key, now, 1) {
-        if started.decision.is_allowed() {
-            let wait = blocked
-                .peek_fingerprint_at(key, now, 1)
-                .map_or(0, |b| b.retry_after_nanos())
-                .max(d.retry_after_nanos());
-            let reset = d.reset_after_nanos().max(wait);
-            checked.decision = Decision::rejected(d.limit(), d.remaining(), wait, reset);
-        }
+    // Taken only if no penalty is live (a table full of live ones takes none).
+    let _ = blocked.acquire_fingerprint_at(key, now, 1);
+    let left = blocked
+        .peek_fingerprint_at(key, now, 1)
+        .map_or(0, |b| b.retry_after_nanos());
+    if left > d.retry_after_nanos() {
+        let reset = d.reset_after_nanos().max(left);
+        checked.decision = Decision::rejected(d.limit(), d.remaining(), left, reset);
     }
     Ok(checked)
+}
+
+impl<K, St, C> Penalty<St, K, C>
+where
+    K: Hash + Send + Sync + 'static,
+    St: Store<K>,
+    C: Clock + Send + Sync + 'static,
+{
+    /// The refusal of `key` while its penalty lasts, as its plan's answer.
+    fn blocked_now(&self, fingerprint: Fingerprint, key: Option<&K>) -> Option<Checked> {
+        let now = self.blocked.clock().now();
+        let capacity = self.store.capacity().unwrap_or(0);
+        blocked_now(
+            &self.blocked,
+            fingerprint,
+            now,
+            capacity,
+            self.store.plan_of(key),
+        )
+    }
 }
 
 impl<K, St, C> Store<K> for Penalty<St, K, C>
@@ -140,9 +198,7 @@ where
 {
     fn check(&self, key: Option<K>, cost: u64) -> Checking {
         let fingerprint = self.fingerprint(key.as_ref());
-        let now = self.blocked.clock().now();
-        let capacity = self.store.capacity().unwrap_or(0);
-        if let Some(refused) = blocked_now(&self.blocked, fingerprint, now, capacity) {
+        if let Some(refused) = self.blocked_now(fingerprint, key.as_ref()) {
             return Checking::Done(Ok(refused));
         }
         match self.store.check(key, cost) {
@@ -160,9 +216,7 @@ where
     /// starts the penalty (the pipeline answers a refusal it peeked at once).
     fn peek(&self, key: Option<K>, cost: u64) -> Option<Result<Checked, StoreError>> {
         let fingerprint = self.fingerprint(key.as_ref());
-        let now = self.blocked.clock().now();
-        let capacity = self.store.capacity().unwrap_or(0);
-        if let Some(refused) = blocked_now(&self.blocked, fingerprint, now, capacity) {
+        if let Some(refused) = self.blocked_now(fingerprint, key.as_ref()) {
             return Some(Ok(refused));
         }
         let answer = self.store.peek(key, cost)?;
@@ -171,9 +225,7 @@ where
 
     fn standing(&self, key: Option<K>) -> Checking {
         let fingerprint = self.fingerprint(key.as_ref());
-        let now = self.blocked.clock().now();
-        let capacity = self.store.capacity().unwrap_or(0);
-        match blocked_now(&self.blocked, fingerprint, now, capacity) {
+        match self.blocked_now(fingerprint, key.as_ref()) {
             Some(refused) => Checking::Done(Ok(refused)),
             None => self.store.standing(key),
         }
@@ -193,6 +245,10 @@ where
 
     fn plan_policy(&self, plan: u16) -> Option<&Arc<crate::headers::Policy>> {
         self.store.plan_policy(plan)
+    }
+
+    fn plan_of(&self, key: Option<&K>) -> u16 {
+        self.store.plan_of(key)
     }
 
     fn capacity(&self) -> Option<u64> {

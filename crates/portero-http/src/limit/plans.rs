@@ -146,6 +146,10 @@ impl<K, St: Store<K>> Store<(usize, K)> for Plans<St> {
         self.of(usize::from(ticket.plan)).ok()?.forget(ticket)
     }
 
+    fn plan_of(&self, key: Option<&(usize, K)>) -> u16 {
+        key.map_or(0, |(plan, _)| u16::try_from(*plan).unwrap_or(u16::MAX))
+    }
+
     fn plan_policy(&self, plan: u16) -> Option<&Arc<Policy>> {
         self.plans.get(usize::from(plan)).map(|(policy, _)| policy)
     }

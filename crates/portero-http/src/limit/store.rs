@@ -279,6 +279,13 @@ pub trait Store<K>: Send + Sync + 'static {
         None
     }
 
+    /// The plan `key` is on, in a [`Plans`](crate::Plans) store (0 for any other
+    /// store): what a store wrapping this one puts in an answer of its own.
+    fn plan_of(&self, key: Option<&K>) -> u16 {
+        let _ = key;
+        0
+    }
+
     /// The most units one check may cost (`None`: the store does not say). A request
     /// costing more than an applicable limit's capacity is answered 413 before any
     /// limit is checked: it could never be admitted, so a 429 from another limit
@@ -581,6 +588,10 @@ impl<K, T: Store<K> + ?Sized> Store<K> for Arc<T> {
 
     fn plan_policy(&self, plan: u16) -> Option<&Arc<crate::headers::Policy>> {
         (**self).plan_policy(plan)
+    }
+
+    fn plan_of(&self, key: Option<&K>) -> u16 {
+        (**self).plan_of(key)
     }
 
     fn capacity(&self) -> Option<u64> {

@@ -13,6 +13,7 @@
 //! rows), `subjects` (what is measured; `peers` the estimator and the service's limiter),
 //! `threads` (pinning and timing the threads), `report` (tables, JSON, the chart).
 
+pub mod checker;
 pub mod peers;
 pub mod report;
 pub mod study;

@@ -24,7 +24,7 @@ use limitador::limit::{Context, Limit, Namespace};
 use pingora_limits::rate::Rate;
 use portero::Quota;
 
-use super::subjects::Checker;
+use super::checker::Checker;
 
 /// A window of `quota.burst()` units `windows` times the span the quota was made for
 /// (`burst / rate`): what a windowed peer is given for the audit.

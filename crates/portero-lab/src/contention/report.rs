@@ -89,7 +89,12 @@ pub fn verdict(rows: &[Row]) -> Option<String> {
     let most = rows.iter().map(|r| r.threads).max()?;
     let best = |family: &[Subject]| {
         rows.iter()
-            .filter(|r| r.threads == most && family.contains(&r.subject) && r.audit.holds())
+            .filter(|r| {
+                r.threads == most
+                    && family.contains(&r.subject)
+                    && r.subject.exact()
+                    && r.audit.holds()
+            })
             .max_by(|a, b| a.median_mops().total_cmp(&b.median_mops()))
     };
     let hot = [

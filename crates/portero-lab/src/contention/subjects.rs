@@ -10,6 +10,8 @@ use portero::{Gcra, KeyedLimiter, Quota, RateLimiter, Striped};
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Zipf};
 
+pub use super::checker::{gcra_allowance, Checker};
+
 /// A subject of the study.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Subject {
@@ -95,6 +97,15 @@ impl Subject {
             .find(|s| s.name() == name || s.short() == name)
     }
 
+    /// Whether it claims to admit exactly its quota: every subject but the estimator
+    /// (`pingora-limits`, whose concurrent increments of one key can each read the
+    /// same count in its sketch, so two checks can both be let through at the
+    /// limit). An exact subject over its quota fails the study; the estimator's
+    /// audit is reported, never recommended.
+    pub fn exact(self) -> bool {
+        self != Self::Pingora10kUniform
+    }
+
     /// The short name (the `--subjects` spelling).
     pub fn short(self) -> &'static str {
         match self {
@@ -114,38 +125,6 @@ impl Subject {
             Self::Limitador10kUniform => "limitador-10k-uniform",
         }
     }
-}
-
-/// A limit every measuring thread checks: `check(i, thread)` is the thread's `i`-th
-/// check, true when admitted.
-pub trait Checker: Send + Sync + 'static {
-    /// The thread's `i`-th check.
-    fn check(&self, i: usize, thread: usize) -> bool;
-    /// The quota it claims for each key (`None`: no quota, the floor).
-    fn quota(&self) -> Option<Quota>;
-    /// Which key the thread's `i`-th check counts against (`0..keys()`).
-    fn key(&self, i: usize, thread: usize) -> usize {
-        let _ = (i, thread);
-        0
-    }
-    /// How many keys its checks are spread over.
-    fn keys(&self) -> usize {
-        1
-    }
-    /// The most one key may admit in a run of `span` that starts now-ish (`None`:
-    /// no quota): `burst + ⌊span / T⌋` ([`gcra_allowance`]) unless its rule is
-    /// another (a window's, see `peers`).
-    fn allowance(&self, span: Duration) -> Option<u64> {
-        self.quota().map(|q| gcra_allowance(&q, span))
-    }
-}
-
-/// `burst + ⌊elapsed / T⌋`: the most GCRA (and a token bucket, and `Striped`) may
-/// admit for one key of `quota` in any span of `elapsed`, from full — no slack: a
-/// limiter that admits one unit more somewhere fails the audit.
-pub fn gcra_allowance(quota: &Quota, elapsed: Duration) -> u64 {
-    let earned = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX) / quota.interval_nanos();
-    quota.burst().saturating_add(earned)
 }
 
 /// The quota a subject must enforce in an audit run of `duration`: each key may
