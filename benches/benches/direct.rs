@@ -164,7 +164,7 @@ fn refund(c: &mut Criterion) {
         b.iter(|| {
             t += 1;
             let taken = direct.acquire_at(black_box(t), 1).unwrap();
-            black_box(direct.refund_at(&taken.admission.unwrap(), t))
+            black_box(direct.refund_at(taken.admission.unwrap(), t))
         })
     });
     let keyed = portero::KeyedLimiter::with_clock(
@@ -182,7 +182,7 @@ fn refund(c: &mut Criterion) {
         b.iter(|| {
             t += 1;
             let taken = keyed.acquire_at(&7u64, black_box(t), 1).unwrap();
-            keyed.refund_fingerprint_at(keyed.fingerprint_of(&7u64), &taken.admission.unwrap(), t);
+            keyed.refund_fingerprint_at(keyed.fingerprint_of(&7u64), taken.admission.unwrap(), t);
         })
     });
     g.finish();

@@ -49,7 +49,10 @@ fn check_and_refund_keyed<A: Algorithm + Copy + Send + Sync + 'static>(a: A) -> 
     let l = limiter.clone();
     let admitted = eight_threads(move || {
         let taken = l.acquire_at(&7u64, l.clock().now(), 1).unwrap();
-        taken.admission.inspect(|x| l.refund(&7u64, x)).is_some()
+        taken
+            .admission
+            .inspect(|x| l.refund(&7u64, x.clone()))
+            .is_some()
     });
     let left = limiter.peek_at(&7u64, clock.now(), 0).unwrap().remaining();
     (admitted, a.capacity() - left)
@@ -65,7 +68,7 @@ fn check_and_refund_direct<A: Algorithm + Send + Sync + 'static>(a: A) -> (u64, 
         taken
             .admission
             .inspect(|x| {
-                l.refund(x);
+                l.refund(x.clone());
             })
             .is_some()
     });
@@ -130,7 +133,7 @@ impl stack::Limit for Slow {
             admission: took.then(|| Admission::new(now, cost)),
         })
     }
-    fn refund(&self, admission: &Admission) {
+    fn refund(&self, admission: Admission) {
         self.left.fetch_add(admission.cost(), Ordering::AcqRel);
     }
 }
@@ -282,11 +285,11 @@ fn the_refund_race_replayed_on_the_public_api_invents_nothing() {
     let x = direct.acquire_at(0, 1).unwrap().admission.unwrap();
     let l = direct.clone();
     *hook.lock().unwrap() = Some(meanwhile(move || {
-        l.refund_at(&z, 0);
+        l.refund_at(z.clone(), 0);
         assert!(l.check_at(100 * MS, 1).unwrap().is_allowed());
     }));
     replay(|| {
-        direct.refund_at(&x, 100 * MS);
+        direct.refund_at(x.clone(), 100 * MS);
     });
     assert!(direct.peek_at(100 * MS, 3).unwrap().is_allowed());
     assert!(
@@ -301,10 +304,10 @@ fn the_refund_race_replayed_on_the_public_api_invents_nothing() {
     let x = keyed.acquire_at(&1u8, 0, 1).unwrap().admission.unwrap();
     let k = keyed.clone();
     *clock.hook.lock().unwrap() = Some(meanwhile(move || {
-        k.refund_fingerprint_at(k.fingerprint_of(&1), &z, 0);
+        k.refund_fingerprint_at(k.fingerprint_of(&1), z.clone(), 0);
         assert!(k.check_at(&1, 100 * MS, 1).unwrap().is_allowed());
     }));
-    replay(|| keyed.refund(&1u8, &x));
+    replay(|| keyed.refund(&1u8, x.clone()));
     assert!(keyed.peek_at(&1, 100 * MS, 3).unwrap().is_allowed());
     assert!(
         !keyed.peek_at(&1, 100 * MS, 4).unwrap().is_allowed(),
@@ -344,7 +347,7 @@ mod word_moved_without_a_refund {
             assert!(l.check_at(&"j", 0, 1).unwrap().is_allowed()); // evicts k
             assert!(l.check_at(&"k", later, 1).unwrap().is_allowed()); // evicts j
             let k: Fingerprint = l.fingerprint_of(&"k");
-            l.refund_fingerprint_at(k, &x, later);
+            l.refund_fingerprint_at(k, x.clone(), later);
             // The twin (j, then k at `later`): k is full again one second after
             // `later`, so it refuses at `later` (and at 1 s, after 0.5 s).
             let probe = if later == 0 { 0 } else { S };
@@ -364,7 +367,7 @@ mod word_moved_without_a_refund {
         let x = l.acquire_at(0, 1).unwrap().admission.unwrap();
         l.set_tokens_at(3, 0).unwrap();
         assert!(l.check_at(0, 1).unwrap().is_allowed());
-        l.refund_at(&x, 0);
+        l.refund_at(x.clone(), 0);
         // The twin (topped up to 3, one taken): 2 left.
         assert!(l.peek_at(0, 2).unwrap().is_allowed());
         assert!(
@@ -388,7 +391,7 @@ mod word_moved_without_a_refund {
             .unwrap();
         l.set_algorithm(Gcra::new(slower));
         let before = l.peek_at(&1, 0, 0).unwrap().remaining();
-        l.refund(&1, &x);
+        l.refund(&1, x.clone());
         assert_eq!(
             l.peek_at(&1, 0, 0).unwrap().remaining(),
             before,
@@ -423,13 +426,13 @@ fn eight_threads_settling_one_key_owe_what_they_used() {
                                 if let Some(x) =
                                     t.acquire_at(&7u64, now, estimate).unwrap().admission
                                 {
-                                    t.settle(&7u64, &x, real).unwrap();
+                                    t.settle(&7u64, x.clone(), real).unwrap();
                                     n += 1;
                                 }
                             } else if let Some(x) =
                                 d.acquire_at(d.clock().now(), estimate).unwrap().admission
                             {
-                                d.settle(&x, real).unwrap();
+                                d.settle(x.clone(), real).unwrap();
                                 n += 1;
                             }
                         }

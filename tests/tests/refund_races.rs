@@ -98,7 +98,7 @@ fn the_exact_log_loses_no_unit_to_refunds_under_eight_threads() {
                     let now = 1_000_000 + (i * 7 + me * 13) % 5_000;
                     let taken = log.acquire_at(&"victim", now, 1).unwrap();
                     assert!(taken.decision.is_allowed());
-                    log.refund(&"victim", &taken.admission.unwrap());
+                    log.refund(&"victim", taken.admission.unwrap());
                 }
             })
         })

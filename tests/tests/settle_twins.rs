@@ -76,7 +76,9 @@ impl<A: Algorithm> Subject for Direct<A> {
         self.0.acquire_at(now, cost).ok()?.admission
     }
     fn settle(&self, admission: &Admission, real: u64, now: u64) {
-        self.0.settle_at(admission, real, now).expect("settles");
+        self.0
+            .settle_at(admission.clone(), real, now)
+            .expect("settles");
     }
     fn charge(&self, now: u64, units: u64) {
         self.0.charge_at(now, units).expect("charges");
@@ -98,7 +100,7 @@ impl<A: Algorithm + Copy> Subject for Keyed<A> {
     fn settle(&self, admission: &Admission, real: u64, now: u64) {
         let key = self.0.fingerprint_of(&7);
         self.0
-            .settle_fingerprint_at(key, admission, real, now)
+            .settle_fingerprint_at(key, admission.clone(), real, now)
             .expect("settles");
     }
     fn charge(&self, now: u64, units: u64) {
@@ -124,7 +126,7 @@ impl Subject for Log {
     fn settle(&self, admission: &Admission, real: u64, now: u64) {
         let key = self.0.fingerprint_of(&7);
         self.0
-            .settle_fingerprint_at(key, admission, real, now)
+            .settle_fingerprint_at(key, admission.clone(), real, now)
             .expect("settles");
     }
     fn charge(&self, now: u64, units: u64) {
@@ -314,7 +316,7 @@ fn a_settlement_above_the_capacity_leaves_an_exact_wait() {
     let clock = ManualClock::new();
     let budget = RateLimiter::gcra(q).with_clock(&clock);
     let estimate = budget.acquire_at(0, 1_000).unwrap().admission.unwrap();
-    let after = budget.settle_at(&estimate, 12_000, 0).unwrap();
+    let after = budget.settle_at(estimate.clone(), 12_000, 0).unwrap();
     assert!(!after.is_allowed());
     // 12,000 taken at 0 with a burst of 10,000: one unit fits when 2,001 have refilled.
     let t = q.interval_nanos();
@@ -346,8 +348,8 @@ fn a_key_reset_since_gets_nothing_back_from_an_admission_before_it() {
             );
         }
         assert_eq!(admitted, cap, "{name}: the fresh key's quota");
-        t.settle_fingerprint_at(key, &x, 0, 30).unwrap();
-        t.refund_fingerprint_at(key, &y, 30);
+        t.settle_fingerprint_at(key, x.clone(), 0, 30).unwrap();
+        t.refund_fingerprint_at(key, y.clone(), 30);
         assert!(
             !t.peek_at(&"ip", 30, 1).unwrap().is_allowed(),
             "{name}: units came back to the fresh key"
@@ -408,8 +410,8 @@ fn a_saturated_count_gives_nothing_back() {
     );
     let x = l.acquire_at(1_000, 3).unwrap().admission.unwrap();
     let y = l.acquire_at(1_000, 2).unwrap().admission.unwrap();
-    l.settle_at(&x, 7, 1_000).unwrap();
-    l.settle_at(&y, 1, 1_040).unwrap();
+    l.settle_at(x.clone(), 7, 1_000).unwrap();
+    l.settle_at(y.clone(), 1, 1_040).unwrap();
     twin.charge_at(1_000, 7 + 1).unwrap();
     for t in (1_040..1_400).step_by(4) {
         for cost in 1..=5 {

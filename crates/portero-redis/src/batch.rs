@@ -118,7 +118,7 @@ fn fallbacks(owners: &[RedisLimiter], calls: &[Call]) -> Vec<Result<Verdict, Red
         .unzip();
     if verdicts.iter().any(is_refusal) {
         for (((limiter, call), verdict), admission) in
-            owners.iter().zip(calls).zip(&mut verdicts).zip(&taken)
+            owners.iter().zip(calls).zip(&mut verdicts).zip(taken)
         {
             let Some(admission) = admission else { continue };
             if let Some(decision) = limiter.fallback_refund(call, admission) {

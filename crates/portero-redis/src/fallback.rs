@@ -73,7 +73,7 @@ impl RedisLimiter {
     pub(crate) fn fallback_refund(
         &self,
         call: &crate::call::Call,
-        admission: &portero::Admission,
+        admission: portero::Admission,
     ) -> Option<Decision> {
         let WhenDown::Local(local) = &self.when_down else {
             return None;
@@ -82,8 +82,8 @@ impl RedisLimiter {
             Some(key) => local.fingerprint_of(key),
             None => local.anonymous_fingerprint(),
         };
-        local.refund_fingerprint(fingerprint, admission);
         let now = portero::Clock::now(local.clock()).max(admission.at());
+        local.refund_fingerprint(fingerprint, admission);
         local.peek_fingerprint_at(fingerprint, now, 0).ok()
     }
 

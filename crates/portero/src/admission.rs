@@ -94,11 +94,25 @@ use crate::quota::Quota;
 /// let limiter = RateLimiter::gcra(Quota::per_second(2)?);
 /// let taken = limiter.acquire_at(0, 2)?;
 /// assert!(taken.decision.is_allowed());
-/// assert!(limiter.refund_at(&taken.admission.unwrap(), 0));
+/// assert!(limiter.refund_at(taken.admission.unwrap(), 0));
 /// assert_eq!(limiter.peek_at(0, 1)?.remaining(), 1); // both units back
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+///
+/// A refund or a settlement consumes the admission: it is not `Copy`, so one
+/// admission cannot give its units back twice by accident (a second refund of the
+/// same units would leave the key more generous than if the request had never
+/// come). A clone is a second claim on the same units: refund one of them only.
+///
+/// ```compile_fail,E0382
+/// use portero::{Quota, RateLimiter};
+/// let limiter = RateLimiter::gcra(Quota::per_hour(10)?);
+/// let admission = limiter.acquire_at(0, 3)?.admission.unwrap();
+/// limiter.refund_at(admission, 0);
+/// limiter.refund_at(admission, 0); // error: use of moved value
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Admission {
     at: u64,
     cost: u64,
@@ -175,7 +189,7 @@ impl Admission {
     /// use portero::{Quota, RateLimiter};
     /// let limiter = RateLimiter::gcra(Quota::per_second(10)?);
     /// let taken = limiter.acquire_at(0, 8)?.admission.unwrap(); // the estimate
-    /// assert!(limiter.refund_at(&taken.part(5), 0)); // it used 3
+    /// assert!(limiter.refund_at(taken.part(5), 0)); // it used 3
     /// assert!(limiter.peek_at(0, 7)?.is_allowed() && !limiter.peek_at(0, 8)?.is_allowed());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -201,7 +215,7 @@ impl Admission {
         match real {
             r if r > self.cost => Settlement::Charge(r - self.cost),
             r if r == self.cost => Settlement::Kept,
-            0 => Settlement::GiveBack(*self),
+            0 => Settlement::GiveBack(self.clone()),
             r => Settlement::GiveBack(self.part(self.cost - r)),
         }
     }
@@ -421,7 +435,7 @@ pub(crate) enum Settlement {
 }
 
 /// A decision, and what gives its units back when it admitted something.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Acquired {
     /// The answer.
     pub decision: crate::decision::Decision,

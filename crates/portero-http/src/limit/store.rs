@@ -516,15 +516,15 @@ macro_rules! in_memory_store {
             }
 
             fn refund(&self, ticket: Ticket) -> Option<Decision> {
-                self.refund_fingerprint(ticket.fingerprint, &ticket.admission);
                 let now = self.clock().now().max(ticket.admission.at());
+                self.refund_fingerprint(ticket.fingerprint, ticket.admission);
                 self.peek_fingerprint_at(ticket.fingerprint, now, 0).ok()
             }
 
             fn settle(&self, ticket: Ticket, real: u64) -> Option<Checking> {
                 let now = self.clock().now();
                 let settled =
-                    self.settle_fingerprint_at(ticket.fingerprint, &ticket.admission, real, now);
+                    self.settle_fingerprint_at(ticket.fingerprint, ticket.admission, real, now);
                 Some(Checking::Done(
                     settled
                         .map(|decision| Checked::new(decision, Source::Memory))

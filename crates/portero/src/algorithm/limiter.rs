@@ -142,16 +142,16 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
     /// algorithm that gives nothing back, a queue's slot with requests booked behind
     /// it, a first-request window's opener once others joined (the window lies where
     /// it put it), or debt already paid off by the time of the refund.
-    pub fn refund(&self, admission: &Admission) -> bool {
-        self.refund_with(admission, None)
+    pub fn refund(&self, admission: Admission) -> bool {
+        self.refund_with(&admission, None)
             .is_some_and(|(state, next)| state != next)
     }
 
     /// [`refund`](Self::refund) at `now` on the caller's axis (no earlier than any
     /// check applied since the admission: see the [`admission`](crate::admission)
     /// module for what an earlier one costs).
-    pub fn refund_at(&self, admission: &Admission, now: u64) -> bool {
-        self.refund_with(admission, Some(now))
+    pub fn refund_at(&self, admission: Admission, now: u64) -> bool {
+        self.refund_with(&admission, Some(now))
             .is_some_and(|(state, next)| state != next)
     }
 
@@ -221,23 +221,23 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
     /// let clock = ManualClock::new();
     /// let budget = RateLimiter::gcra(Quota::per_minute(10_000)?).with_clock(&clock);
     /// let estimate = budget.acquire_at(0, 1_000)?.admission.unwrap();
-    /// let after = budget.settle(&estimate, 1_938)?; // the response said 1,938
+    /// let after = budget.settle(estimate, 1_938)?; // the response said 1,938
     /// assert_eq!(after.remaining(), 10_000 - 1_938);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn settle(&self, admission: &Admission, real: u64) -> Result<Decision, CheckError> {
-        self.settle_with(admission, real, None)
+    pub fn settle(&self, admission: Admission, real: u64) -> Result<Decision, CheckError> {
+        self.settle_with(&admission, real, None)
     }
 
     /// [`settle`](Self::settle) at `now` on the caller's axis (no earlier than any
     /// check applied since the admission).
     pub fn settle_at(
         &self,
-        admission: &Admission,
+        admission: Admission,
         real: u64,
         now: u64,
     ) -> Result<Decision, CheckError> {
-        self.settle_with(admission, real, Some(now))
+        self.settle_with(&admission, real, Some(now))
     }
 
     fn settle_with(

@@ -464,7 +464,7 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
 
     /// Gives back to `key` what `admission` took ([`Admission::give_back`]), at the
     /// limiter's own time read after the key's slot is loaded.
-    pub fn refund(&self, key: &K, admission: &Admission) {
+    pub fn refund(&self, key: &K, admission: Admission) {
         self.refund_fingerprint(self.fingerprint_of(key), admission)
     }
 
@@ -506,16 +506,11 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
     /// use portero::{Gcra, KeyedLimiter, Quota};
     /// let per_key = KeyedLimiter::new(Gcra::new(Quota::per_minute(10_000)?), 1_000);
     /// let estimate = per_key.acquire_at(&"ann", 0, 1_000)?.admission.unwrap();
-    /// let after = per_key.settle_fingerprint_at(per_key.fingerprint_of(&"ann"), &estimate, 12_000, 0)?;
+    /// let after = per_key.settle_fingerprint_at(per_key.fingerprint_of(&"ann"), estimate, 12_000, 0)?;
     /// assert!(!after.is_allowed()); // 2,000 units of debt past the burst
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn settle(
-        &self,
-        key: &K,
-        admission: &Admission,
-        real: u64,
-    ) -> Result<Decision, KeyedError> {
+    pub fn settle(&self, key: &K, admission: Admission, real: u64) -> Result<Decision, KeyedError> {
         let now = self.clock.now();
         self.settle_fingerprint_at(self.fingerprint_of(key), admission, real, now)
     }
@@ -525,7 +520,7 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
     pub fn settle_fingerprint_at(
         &self,
         fingerprint: Fingerprint,
-        admission: &Admission,
+        admission: Admission,
         real: u64,
         now: u64,
     ) -> Result<Decision, KeyedError> {
@@ -534,7 +529,7 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
             Settlement::Charge(units) => {
                 return self.charge_fingerprint_at(fingerprint, now, units)
             }
-            Settlement::GiveBack(back) => self.refund_fingerprint_at(fingerprint, &back, now),
+            Settlement::GiveBack(back) => self.refund_fingerprint_at(fingerprint, back, now),
             Settlement::Kept => {}
         }
         let algorithm = self.algorithm.load();
@@ -554,19 +549,19 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
 
     /// [`refund`](Self::refund) for the key `fingerprint` identifies: what a caller
     /// that charged several limits gives back when a later one refuses.
-    pub fn refund_fingerprint(&self, fingerprint: Fingerprint, admission: &Admission) {
+    pub fn refund_fingerprint(&self, fingerprint: Fingerprint, admission: Admission) {
         let a = self.algorithm.load();
         let tag = fingerprint.to_bits();
-        self.table.refund(&a, tag, admission, || self.clock.now());
+        self.table.refund(&a, tag, &admission, || self.clock.now());
     }
 
     /// [`refund_fingerprint`](Self::refund_fingerprint) at `now` on the caller's axis
     /// (no earlier than any check of the key since the admission: see the
     /// [`admission`](crate::admission) module for what an earlier one costs).
-    pub fn refund_fingerprint_at(&self, fingerprint: Fingerprint, admission: &Admission, now: u64) {
+    pub fn refund_fingerprint_at(&self, fingerprint: Fingerprint, admission: Admission, now: u64) {
         let a = self.algorithm.load();
         let tag = fingerprint.to_bits();
-        self.table.refund(&a, tag, admission, || now);
+        self.table.refund(&a, tag, &admission, || now);
     }
 
     /// [`peek_at`](Self::peek_at) for the key `fingerprint` identifies.
@@ -603,7 +598,7 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> crate::keyed::stack::Limit
     fn acquire_at(&self, now: u64, cost: u64) -> Result<Acquired, KeyedError> {
         self.limiter.acquire_at(self.key, now, cost)
     }
-    fn refund(&self, admission: &Admission) {
+    fn refund(&self, admission: Admission) {
         self.limiter.refund(self.key, admission)
     }
     fn peek_at(&self, now: u64, cost: u64) -> Result<Option<Decision>, KeyedError> {

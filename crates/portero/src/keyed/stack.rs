@@ -50,7 +50,7 @@ pub trait Limit {
     /// Checks `cost` units at `now`, taking them if admitted.
     fn acquire_at(&self, now: u64, cost: u64) -> Result<Acquired, KeyedError>;
     /// Gives back what `admission` took, at the limit's own time.
-    fn refund(&self, admission: &Admission);
+    fn refund(&self, admission: Admission);
     /// What [`acquire_at`](Self::acquire_at) would answer, taking nothing: `None`
     /// when this limit cannot tell without taking (the default), and then it is taken
     /// and given back like before.
@@ -64,7 +64,7 @@ impl<A: Algorithm, C: Clock> Limit for RateLimiter<A, C> {
     fn acquire_at(&self, now: u64, cost: u64) -> Result<Acquired, KeyedError> {
         Ok(RateLimiter::acquire_at(self, now, cost)?)
     }
-    fn refund(&self, admission: &Admission) {
+    fn refund(&self, admission: Admission) {
         RateLimiter::refund(self, admission);
     }
     fn peek_at(&self, now: u64, cost: u64) -> Result<Option<Decision>, KeyedError> {
@@ -160,7 +160,7 @@ fn take_in<I: Iterator<Item = usize>>(
             rejected_by: None,
         }),
         _ => {
-            if let Some(admission) = &taken.admission {
+            if let Some(admission) = taken.admission {
                 limits[i].refund(admission);
             }
             outcome
@@ -181,7 +181,7 @@ fn refused_at(
 ) -> Result<Stacked, KeyedError> {
     let taken = limits[i].acquire_at(now, cost)?;
     if let Some(admission) = taken.admission.filter(|_| taken.decision.is_allowed()) {
-        limits[i].refund(&admission);
+        limits[i].refund(admission);
     }
     let decision = if taken.decision.is_allowed() {
         peeked
@@ -207,7 +207,7 @@ mod tests {
         fn acquire_at(&self, now: u64, cost: u64) -> Result<Acquired, KeyedError> {
             Ok(self.0.acquire_at(now, cost)?)
         }
-        fn refund(&self, admission: &Admission) {
+        fn refund(&self, admission: Admission) {
             self.0.refund(admission);
         }
     }

@@ -213,14 +213,14 @@ impl<K: ?Sized, A: Algorithm + Copy, C: Clock> KeyedReservation<'_, K, A, C> {
     }
 
     fn give_back(&self) -> bool {
-        let Some(admission) = self.admission.filter(|_| !self.done) else {
+        let Some(admission) = self.admission.as_ref().filter(|_| !self.done) else {
             return false;
         };
         let a = self.limiter.algorithm.load();
         let clock = &self.limiter.clock;
         self.limiter
             .table
-            .refund(&a, self.tag, &admission, || clock.now())
+            .refund(&a, self.tag, admission, || clock.now())
             .is_some_and(|(state, next)| next != state)
     }
 }

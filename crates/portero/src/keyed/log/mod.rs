@@ -399,12 +399,12 @@ impl<K: Hash + ?Sized, C: Clock> KeyedLog<K, C> {
     /// are removed — exact, since entries of one time are interchangeable. Nothing
     /// happens for a key not held, or whose entries of that time have expired and
     /// been dropped (they count for nothing by then).
-    pub fn refund(&self, key: &K, admission: &Admission) {
+    pub fn refund(&self, key: &K, admission: Admission) {
         self.refund_fingerprint(self.fingerprint_of(key), admission)
     }
 
     /// [`refund`](Self::refund) for the key `fingerprint` identifies.
-    pub fn refund_fingerprint(&self, fingerprint: Fingerprint, admission: &Admission) {
+    pub fn refund_fingerprint(&self, fingerprint: Fingerprint, admission: Admission) {
         if admission.cost() == 0 {
             return;
         }
@@ -456,7 +456,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedLog<K, C> {
     pub fn settle_fingerprint_at(
         &self,
         fingerprint: Fingerprint,
-        admission: &Admission,
+        admission: Admission,
         real: u64,
         now: u64,
     ) -> Result<Decision, KeyedError> {
@@ -464,7 +464,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedLog<K, C> {
             Settlement::Charge(units) => {
                 return self.charge_fingerprint_at(fingerprint, now, units)
             }
-            Settlement::GiveBack(back) => self.refund_fingerprint(fingerprint, &back),
+            Settlement::GiveBack(back) => self.refund_fingerprint(fingerprint, back),
             Settlement::Kept => {}
         }
         self.charge_fingerprint_at(fingerprint, now.max(admission.at()), 0)
@@ -528,7 +528,7 @@ impl<K: Hash + ?Sized, C: Clock> crate::keyed::stack::Limit for KeyedLogLimit<'_
     fn acquire_at(&self, now: u64, cost: u64) -> Result<Acquired, KeyedError> {
         self.log.acquire_at(self.key, now, cost)
     }
-    fn refund(&self, admission: &Admission) {
+    fn refund(&self, admission: Admission) {
         self.log.refund(self.key, admission)
     }
     fn peek_at(&self, now: u64, cost: u64) -> Result<Option<Decision>, KeyedError> {
