@@ -51,11 +51,14 @@ pub struct PingoraKeyed {
 }
 
 impl PingoraKeyed {
-    /// `quota.burst()` per window (see the module), each thread over its own key
-    /// stream; a sketch of 4 × 65,536 counters (the default 4 × 1,024 would have
+    /// `quota.burst()` per window (see the module; at least a second), each thread
+    /// over its own key stream; a sketch of 4 × 65,536 counters (the default 4 × 1,024 would have
     /// ten of the 10,000 keys share each counter).
     pub fn new(quota: Quota, keys: Vec<Vec<u64>>, distinct: u64) -> Self {
-        let window = window_of(&quota, 4);
+        // At least a second: pingora-limits 0.9's `Rate` panics when two threads
+        // start a new interval within its first second (`now - 1000` in
+        // `maybe_reset` underflows), so no interval may end before then.
+        let window = window_of(&quota, 4).max(Duration::from_secs(1));
         Self {
             rate: Rate::new_with_estimator_config(window, 4, 1 << 16),
             limit: isize::try_from(quota.burst()).unwrap_or(isize::MAX),
