@@ -66,11 +66,11 @@ fn refunds_racing_a_check_never_invent_units() {
         let x2 = lim.acquire_at(200, 2).unwrap().admission.unwrap();
         let l = lim.clone();
         let first = thread::spawn(move || {
-            l.refund_at(&x1, 200);
+            l.refund_at(x1, 200);
             l.check_at(320, 1).unwrap().is_allowed()
         });
         let l = lim.clone();
-        let second = thread::spawn(move || l.refund_at(&x2, 330));
+        let second = thread::spawn(move || l.refund_at(x2, 330));
         second.join().unwrap();
         assert!(first.join().unwrap(), "x1 given back left room for one");
         assert!(
@@ -94,10 +94,10 @@ fn a_refund_racing_another_refund_and_a_check_is_never_fooled_by_the_same_word()
         let x = lim.acquire_at(0, 1).unwrap().admission.unwrap();
         let l = lim.clone();
         let other = thread::spawn(move || {
-            l.refund_at(&z, 0);
+            l.refund_at(z, 0);
             l.check_at(T, 1).unwrap().is_allowed()
         });
-        lim.refund_at(&x, T);
+        lim.refund_at(x, T);
         assert!(other.join().unwrap());
         assert!(
             lim.peek_at(T, 3).unwrap().is_allowed(),
@@ -118,10 +118,10 @@ fn a_keyed_refund_racing_another_refund_and_a_check_is_never_fooled_by_the_same_
         let x = lim.acquire_at(&1, 0, 1).unwrap().admission.unwrap();
         let l = lim.clone();
         let other = thread::spawn(move || {
-            l.refund_fingerprint_at(l.fingerprint_of(&1), &z, 0);
+            l.refund_fingerprint_at(l.fingerprint_of(&1), z, 0);
             l.check_at(&1, T, 1).unwrap().is_allowed()
         });
-        lim.refund_fingerprint_at(lim.fingerprint_of(&1), &x, T);
+        lim.refund_fingerprint_at(lim.fingerprint_of(&1), x, T);
         assert!(other.join().unwrap());
         assert!(
             lim.peek_at(&1, T, 3).unwrap().is_allowed(),
@@ -601,7 +601,7 @@ fn keyed_log_never_holds_more_than_its_limit_and_refunds_exactly() {
             .collect();
         let mine = log.acquire_at(&7, 100, 1).unwrap();
         if let Some(admission) = mine.admission {
-            log.refund(&7, &admission);
+            log.refund(&7, admission);
         }
         // What stays admitted: the two threads' units (mine was given back).
         let kept = admitted(handles) as u64;
@@ -622,7 +622,7 @@ fn keyed_log_refund_races_a_later_check_and_loses_nothing() {
         let later = thread::spawn(move || l.check_at(&7, 10, 1).unwrap().is_allowed());
         let mine = log.acquire_at(&7, 5, 1).unwrap();
         if let Some(admission) = mine.admission {
-            log.refund(&7, &admission);
+            log.refund(&7, admission);
         }
         assert!(later.join().unwrap());
         assert_eq!(log.peek_at(&7, 10, 0).unwrap().remaining(), 1);
