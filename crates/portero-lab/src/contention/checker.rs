@@ -36,3 +36,35 @@ pub fn gcra_allowance(quota: &Quota, elapsed: Duration) -> u64 {
     let earned = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX) / quota.interval_nanos();
     quota.burst().saturating_add(earned)
 }
+
+/// `Checker` for a keyed subject: a struct with `keys` (each thread's key stream, a
+/// power of two long), `distinct` (the keys in play) and `quota`; `check` is
+/// `|subject, key| admitted`, and a subject held to another rule than
+/// [`gcra_allowance`] gives `allowance: |subject| its allowance`.
+macro_rules! keyed_checker {
+    ($($subject:ty: |$s:ident, $k:ident| $admits:expr $(, allowance: |$a:ident| $allow:expr)?;)*) => {$(
+        impl $crate::contention::checker::Checker for $subject {
+            #[inline]
+            fn check(&self, i: usize, thread: usize) -> bool {
+                let ($s, $k) = (self, self.key(i, thread) as u64);
+                $admits
+            }
+            fn quota(&self) -> Option<portero::Quota> {
+                Some(self.quota)
+            }
+            $(fn allowance(&self, _: std::time::Duration) -> Option<u64> {
+                let $a = self;
+                Some($allow)
+            })?
+            #[inline]
+            fn key(&self, i: usize, thread: usize) -> usize {
+                let keys = &self.keys[thread];
+                keys[i & (keys.len() - 1)] as usize
+            }
+            fn keys(&self) -> usize {
+                self.distinct as usize
+            }
+        }
+    )*};
+}
+pub(crate) use keyed_checker;

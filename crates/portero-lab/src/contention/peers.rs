@@ -24,13 +24,14 @@ use limitador::limit::{Context, Limit, Namespace};
 use pingora_limits::rate::Rate;
 use portero::Quota;
 
-use super::checker::Checker;
-
 /// A window of `quota.burst()` units `windows` times the span the quota was made for
 /// (`burst / rate`): what a windowed peer is given for the audit.
 fn window_of(quota: &Quota, windows: u32) -> Duration {
     let span = Duration::from_nanos(quota.interval_nanos().saturating_mul(quota.burst()));
-    (span * windows).max(Duration::from_millis(1))
+    // At most a day: a window longer than any run tests nothing more.
+    span.checked_mul(windows)
+        .unwrap_or(Duration::MAX)
+        .clamp(Duration::from_millis(1), Duration::from_secs(86_400))
 }
 
 /// `limit × (1 + ⌊since creation / window⌋)`: the most one key may admit.
@@ -105,41 +106,15 @@ impl LimitadorKeyed {
     }
 }
 
-// The key streams, as the keyed subjects of `subjects` walk them.
-macro_rules! windowed {
-    ($($subject:ty: $s:ident, $k:ident => $admits:expr;)*) => {$(
-        impl Checker for $subject {
-            #[inline]
-            fn check(&self, i: usize, thread: usize) -> bool {
-                let keys = &self.keys[thread];
-                let ($s, $k) = (self, keys[i & (keys.len() - 1)]);
-                $admits
-            }
-            fn quota(&self) -> Option<Quota> {
-                Some(self.quota)
-            }
-            fn allowance(&self, _: Duration) -> Option<u64> {
-                Some(windowed_allowance(self.limit as u64, self.created, self.window))
-            }
-            #[inline]
-            fn key(&self, i: usize, thread: usize) -> usize {
-                let keys = &self.keys[thread];
-                keys[i & (keys.len() - 1)] as usize
-            }
-            fn keys(&self) -> usize {
-                self.distinct as usize
-            }
-        }
-    )*};
-}
-
-windowed! {
-    PingoraKeyed: s, k => s.rate.observe(&k, 1) <= s.limit;
-    LimitadorKeyed: s, k => {
+// Each held to its limit per window begun (see the module).
+super::checker::keyed_checker! {
+    PingoraKeyed: |s, k| s.rate.observe(&k, 1) <= s.limit,
+        allowance: |s| windowed_allowance(s.limit as u64, s.created, s.window);
+    LimitadorKeyed: |s, k| {
         // As a service hands it a request's values: a context per check.
         let ctx: Context = HashMap::from([("k".to_owned(), k.to_string())]).into();
         s.limiter
             .check_rate_limited_and_update(&s.namespace, &ctx, 1)
             .is_ok_and(|r| !r.limited)
-    };
+    }, allowance: |s| windowed_allowance(s.limit, s.created, s.window);
 }

@@ -281,35 +281,11 @@ one_limit! {
     GovernorDirect: l => l.check().is_ok();
 }
 
-// A limit per key: each thread checks its own stream of `keys`, `distinct` keys in
+// A limit per key: each thread checks its own stream of keys, `distinct` keys in
 // play, each with `quota`.
-macro_rules! per_key {
-    ($($subject:ty: $table:ident, $l:ident, $k:ident => $admits:expr;)*) => {$(
-        impl Checker for $subject {
-            #[inline]
-            fn check(&self, i: usize, thread: usize) -> bool {
-                let keys = &self.keys[thread];
-                let ($l, $k) = (&self.$table, &keys[i & (keys.len() - 1)]);
-                $admits
-            }
-            fn quota(&self) -> Option<Quota> {
-                Some(self.quota)
-            }
-            #[inline]
-            fn key(&self, i: usize, thread: usize) -> usize {
-                let keys = &self.keys[thread];
-                keys[i & (keys.len() - 1)] as usize
-            }
-            fn keys(&self) -> usize {
-                self.distinct as usize
-            }
-        }
-    )*};
-}
-
-per_key! {
-    Keyed: table, t, k => t.check(k).is_allowed();
-    GovernorKeyed: limiter, l, k => l.check_key(k).is_ok();
+super::checker::keyed_checker! {
+    Keyed: |s, k| s.table.check(&k).is_allowed();
+    GovernorKeyed: |s, k| s.limiter.check_key(&k).is_ok();
 }
 
 /// The token bucket a user writes first: tokens and a timestamp behind a mutex.
