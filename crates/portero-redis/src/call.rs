@@ -25,6 +25,26 @@ impl Call {
     }
 }
 
+/// One lease as the admissions it answered know it: a settlement gives units back
+/// only to the lease whose tag is this very one (`Arc::ptr_eq`), not to one leased
+/// after it ran out or after a reset.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct LeaseTag {
+    /// The user key it was leased for.
+    pub(crate) key: String,
+    /// The units Redis granted it: what it never holds more than.
+    pub(crate) granted: u64,
+}
+
+impl LeaseTag {
+    pub(crate) fn new(key: &str, granted: u64) -> Self {
+        Self {
+            key: key.to_owned(),
+            granted,
+        }
+    }
+}
+
 /// What the script decided, per limit.
 pub(crate) type Decided = Vec<Limited>;
 
@@ -52,6 +72,9 @@ pub(crate) enum Mode {
     Lease = 2,
     /// One limit: move an admission from its estimate to its real cost.
     Settle = 3,
+    /// One limit: its cost charged now, past the limit (a lease's units settled above
+    /// their estimate).
+    Debit = 4,
 }
 
 /// What an admission took in Redis, to settle it at its real cost later
@@ -77,12 +100,32 @@ pub struct Taken {
     pub(crate) mark: u64,
     /// The Redis keys it was checked on (filled by whoever owned the call).
     pub(crate) keys: [String; 2],
+    /// The lease it was spent from, for an admission a lease answered (then `keys`,
+    /// `mark` and `at_us` are empty: the units were charged when leased).
+    pub(crate) lease: Option<std::sync::Arc<LeaseTag>>,
 }
 
 impl Taken {
     /// The units the admission took (its estimate).
     pub fn cost(&self) -> u64 {
         self.cost
+    }
+
+    /// What an admission `lease` answered took (nothing to find in Redis: its units
+    /// were charged when leased).
+    pub(crate) fn from_lease(
+        algorithm: RedisAlgorithm,
+        cost: u64,
+        lease: std::sync::Arc<LeaseTag>,
+    ) -> Self {
+        Self {
+            algorithm,
+            cost,
+            at_us: 0,
+            mark: 0,
+            keys: Default::default(),
+            lease: Some(lease),
+        }
     }
 
     /// The call a settlement runs on: the admission's keys and algorithm.
@@ -105,5 +148,6 @@ pub(crate) fn taken_by(algorithm: RedisAlgorithm, limited: &Limited) -> Option<T
         at_us: limited.at_us,
         mark: limited.mark,
         keys: Default::default(),
+        lease: None,
     })
 }

@@ -14,7 +14,7 @@ use portero::Decision;
 use tokio::sync::futures::OwnedNotified;
 use tokio::sync::Notify;
 
-use crate::call::Mode;
+use crate::call::{LeaseTag, Mode};
 use crate::limiter::RedisLimiter;
 use crate::outcome::{RedisCheckError, ServedBy, Verdict};
 
@@ -37,6 +37,14 @@ use crate::outcome::{RedisCheckError, ServedBy, Verdict};
 ///   admitted on top of the fresh limit, and none after `lease_for`.
 /// - **Loss.** Units leased and not spent are never returned: they are lost when their
 ///   lease expires or is replaced — at most one batch per key per instance.
+/// - **Settlements** ([`settle`](Self::settle)). Units an admission did not use go
+///   back to the very lease it was spent from while that lease lives (never to one
+///   leased after it, nor past what the lease was granted): the instance is then as if
+///   the request had cost its real cost from the start. Units above the estimate are
+///   taken from that lease while it has them, and the rest charged in Redis past the
+///   limit (debt the key's later requests wait out, on every instance). What an
+///   admission of an ended lease did not use is lost with the lease, at most its
+///   estimate.
 /// - **Waiting.** No lock shared between keys is held across I/O: concurrent requests
 ///   for one key wait for that key's one lease request (instead of each leasing a
 ///   batch and stranding the rest), requests for other keys go on. No check waits for
@@ -65,12 +73,23 @@ struct Leases {
 
 #[derive(Debug)]
 struct Lease {
+    /// Who the lease is, for the admissions it answered (see [`LeaseTag`]).
+    tag: Arc<LeaseTag>,
     left: u64,
     expires: Instant,
     /// When the shared key is full again, as Redis said when it granted the lease
     /// (what a check the lease answers advertises; other instances can only make it
     /// later).
     full_at: Instant,
+}
+
+/// Where a settlement of a lease's admission ended.
+pub(crate) enum InLease {
+    /// Settled in the lease: what it has left, and how long until the shared key is
+    /// full again.
+    Settled(u64, Duration),
+    /// These units above the estimate are still to be charged, in Redis.
+    Owed(u64),
 }
 
 /// What a request finds when it needs a lease.
@@ -111,7 +130,6 @@ impl LeasedLimiter {
     }
 
     /// The shared limiter the leases come from.
-    #[cfg(feature = "tower")]
     pub(crate) fn limiter(&self) -> &RedisLimiter {
         &self.limiter
     }
@@ -230,12 +248,18 @@ impl LeasedLimiter {
         // charged these units; keeping them could admit a batch on top of the fresh
         // limit, dropping them only strands it.
         let full_at = asked.checked_add(decision.reset_after()).unwrap_or(asked);
+        let mut answered = None;
         if let (Some(expires), true) = (expires, leases.resets == resets) {
+            let tag = Arc::new(LeaseTag::new(key, taken));
             let lease = Lease {
+                tag: tag.clone(),
                 left,
                 expires,
                 full_at,
             };
+            if fits {
+                answered = Some(tag);
+            }
             leases.live.insert(key.to_owned(), lease);
         }
         drop(leases);
@@ -246,7 +270,22 @@ impl LeasedLimiter {
             // requests, refuse this one for the usual second.
             Decision::deny_for(capacity, portero::DENY_FOR_NANOS)
         };
-        Ok(Verdict::new(decision, ServedBy::Redis))
+        let algorithm = *self.limiter.algorithm();
+        Ok(Verdict {
+            // A lease not kept (a reset since) still charged this request's units in
+            // Redis: settling them there, past the limit only, keeps them counted.
+            taken: answered
+                .or_else(|| {
+                    fits.then(|| {
+                        Arc::new(LeaseTag {
+                            key: key.to_owned(),
+                            granted: 0,
+                        })
+                    })
+                })
+                .map(|tag| crate::call::Taken::from_lease(algorithm, cost, tag)),
+            ..Verdict::new(decision, ServedBy::Redis)
+        })
     }
 
     /// Forgets `key`: this instance's lease and the key in Redis (see the module
@@ -273,12 +312,43 @@ impl LeasedLimiter {
     }
 
     pub(crate) fn spend_from_lease(&self, key: &str, cost: u64) -> Option<Verdict> {
-        let (left, full_in) = self.spend(key, cost)?;
+        let (left, full_in, tag) = self.spend(key, cost)?;
+        let algorithm = *self.limiter.algorithm();
+        Some(Verdict {
+            taken: Some(crate::call::Taken::from_lease(algorithm, cost, tag)),
+            ..Verdict::new(self.admitted(left, full_in), ServedBy::Lease)
+        })
+    }
+
+    /// An admission with `left` units left, the shared key full again in `full_in`.
+    pub(crate) fn admitted(&self, left: u64, full_in: Duration) -> Decision {
         let full_in = u64::try_from(full_in.as_nanos()).unwrap_or(u64::MAX);
-        Some(Verdict::new(
-            Decision::admitted(self.limiter.capacity(), left, full_in),
-            ServedBy::Lease,
-        ))
+        Decision::admitted(self.limiter.capacity(), left, full_in)
+    }
+
+    /// Moves an admission of `cost` units that the lease `tag` answered to its real
+    /// cost `real`, in that lease while it lives (see the type's bounds).
+    pub(crate) fn settle_in_lease(&self, tag: &Arc<LeaseTag>, cost: u64, real: u64) -> InLease {
+        let now = Instant::now();
+        let mut leases = self.lock();
+        let Some(lease) = leases
+            .live
+            .get_mut(&tag.key)
+            .filter(|l| Arc::ptr_eq(&l.tag, tag) && l.expires > now)
+        else {
+            return InLease::Owed(real.saturating_sub(cost));
+        };
+        if real <= cost {
+            lease.left = lease.left.saturating_add(cost - real).min(tag.granted);
+        } else {
+            let extra = real - cost;
+            let spent = extra.min(lease.left);
+            lease.left -= spent;
+            if spent < extra {
+                return InLease::Owed(extra - spent);
+            }
+        }
+        InLease::Settled(lease.left, lease.full_at.saturating_duration_since(now))
     }
 
     /// Script calls this instance's limiter sent (leases, refusals, plain checks).
@@ -286,9 +356,9 @@ impl LeasedLimiter {
         self.limiter.round_trips()
     }
 
-    /// Takes `cost` from `key`'s live lease; what is left and how long until the
-    /// shared key is full again, or `None`.
-    fn spend(&self, key: &str, cost: u64) -> Option<(u64, Duration)> {
+    /// Takes `cost` from `key`'s live lease; what is left, how long until the shared
+    /// key is full again and the lease's tag, or `None`.
+    fn spend(&self, key: &str, cost: u64) -> Option<(u64, Duration, Arc<LeaseTag>)> {
         let now = Instant::now();
         let mut leases = self.lock();
         let lease = leases.live.get_mut(key)?;
@@ -297,7 +367,8 @@ impl LeasedLimiter {
             return None;
         }
         lease.left = lease.left.checked_sub(cost)?;
-        Some((lease.left, lease.full_at.saturating_duration_since(now)))
+        let full_in = lease.full_at.saturating_duration_since(now);
+        Some((lease.left, full_in, lease.tag.clone()))
     }
 
     /// Whether `key` may hold a lease (dropping expired ones when the map is full).

@@ -41,9 +41,10 @@ pub struct Verdict {
     pub decision: Decision,
     /// Redis, or the outage policy.
     pub served_by: ServedBy,
-    /// What an admission by Redis took, to settle it later at its real cost
-    /// ([`RedisLimiter::settle`](crate::RedisLimiter::settle)); `None` for anything
-    /// else (a refusal, an answer of the outage policy, a lease, a stack).
+    /// What an admission by Redis or by a lease took, to settle it later at its real
+    /// cost ([`RedisLimiter::settle`](crate::RedisLimiter::settle),
+    /// [`LeasedLimiter::settle`](crate::LeasedLimiter::settle)); `None` for anything
+    /// else (a refusal, an answer of the outage policy, a stack).
     pub taken: Option<crate::call::Taken>,
 }
 

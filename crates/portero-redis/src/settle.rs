@@ -9,10 +9,15 @@
 //! charged past the limit as debt that later requests wait out (an exact
 //! `retry_after`). An admission's key reset since ([`RedisLimiter::reset`]) may give
 //! back to the fresh key what the old one held, at most the estimate.
+//!
+//! An admission a lease answered ([`LeasedLimiter`]) settles in that lease first (see
+//! its bounds); what it owes beyond the lease is a debit: charged in Redis now, past
+//! the limit, whatever window or TAT the key is at.
 
 use portero::Decision;
 
 use crate::call::{Mode, Taken};
+use crate::lease::{InLease, LeasedLimiter};
 use crate::limiter::RedisLimiter;
 use crate::outcome::RedisCheckError;
 
@@ -42,11 +47,19 @@ impl RedisLimiter {
     /// }
     /// # Ok(()) }
     /// ```
+    ///
+    /// An admission a [`LeasedLimiter`]'s lease answered settles best there
+    /// ([`LeasedLimiter::settle`]); here only its units above the estimate are
+    /// charged (what it did not use stays charged).
     pub async fn settle(
         &self,
         mut taken: Taken,
         real: u64,
     ) -> Result<Option<Decision>, RedisCheckError> {
+        if let Some(lease) = &taken.lease {
+            let key = &lease.key;
+            return self.debit(key, real.saturating_sub(taken.cost)).await;
+        }
         let extra = [real.min(MOST_UNITS), taken.mark, taken.at_us];
         let call = taken.call();
         let decided = self
@@ -59,5 +72,69 @@ impl RedisLimiter {
             )
             .await?;
         Ok(decided.map(|d| d[0].decision))
+    }
+}
+
+impl RedisLimiter {
+    /// Charges `units` of `key` now, past the limit (0: only asks how it stands), in
+    /// one script call; `Ok(None)` when Redis did not answer within the timeout.
+    pub(crate) async fn debit(
+        &self,
+        key: &str,
+        units: u64,
+    ) -> Result<Option<Decision>, RedisCheckError> {
+        // A debit's units are not bounded by the capacity (a settlement's are not).
+        let mut call = self.default_call(key, 0)?;
+        call.cost = units.min(MOST_UNITS);
+        let decided = self
+            .run_within(
+                core::slice::from_ref(&call),
+                Mode::Debit,
+                0,
+                self.timeout_of(),
+            )
+            .await?;
+        Ok(decided.map(|d| d[0].decision))
+    }
+}
+
+impl LeasedLimiter {
+    /// Settles an admission of [`check`](Self::check) (its [`Verdict::taken`](crate::Verdict::taken))
+    /// at its real cost `real`: one a lease answered in that lease (no round trip, unless
+    /// it owes more than the lease has left: the rest is charged in Redis past the
+    /// limit), one Redis answered by [`RedisLimiter::settle`]. Returns how the key
+    /// stands afterwards (for a settlement in the lease, as the lease sees it);
+    /// `Ok(None)` when Redis did not answer in time.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use portero::Quota;
+    /// use portero_redis::{LeasedLimiter, RedisAlgorithm, RedisLimiter};
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let shared = RedisLimiter::connect("redis://127.0.0.1:6379", RedisAlgorithm::gcra(Quota::per_minute(100_000)?)?).await?;
+    /// let tokens = LeasedLimiter::new(shared, 5_000, Duration::from_secs(1), 10_000);
+    /// let verdict = tokens.check("tenant-7", 500).await?; // the estimate, from a lease
+    /// if let Some(taken) = verdict.taken {
+    ///     let after = tokens.settle(taken, 120).await?; // 380 back in the lease
+    ///     # let _ = after;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn settle(
+        &self,
+        taken: Taken,
+        real: u64,
+    ) -> Result<Option<Decision>, RedisCheckError> {
+        let Some(lease) = &taken.lease else {
+            return self.limiter().settle(taken, real).await;
+        };
+        match self.settle_in_lease(lease, taken.cost, real) {
+            InLease::Settled(left, full_in) => Ok(Some(self.admitted(left, full_in))),
+            InLease::Owed(units) => {
+                let key = &lease.key;
+                self.limiter().debit(key, units).await
+            }
+        }
     }
 }

@@ -18,7 +18,7 @@ use portero_http::{
 };
 
 use crate::batch::{check_parts, Part};
-use crate::call::Taken;
+use crate::call::{LeaseTag, Taken};
 use crate::lease::LeasedLimiter;
 use crate::limiter::RedisLimiter;
 use crate::outcome::{RedisCheckError, ServedBy, Verdict};
@@ -44,16 +44,7 @@ impl<K: StoreKey + Send + 'static> Store<K> for RedisLimiter {
     fn settle(&self, ticket: Ticket, real: u64) -> Option<Checking> {
         let taken = taken_of(ticket)?;
         let limiter = self.clone();
-        Some(Checking::Pending(Box::pin(async move {
-            match limiter.settle(taken, real).await {
-                Ok(Some(decision)) => Ok(Checked::new(decision, Source::Redis)),
-                Ok(None) => Err(StoreError::Unavailable {
-                    retry_after_nanos: None,
-                    source: Source::Redis,
-                }),
-                Err(e) => Err(StoreError::Faulty(Box::new(e))),
-            }
-        })))
+        Some(settled_by(async move { limiter.settle(taken, real).await }))
     }
 
     /// Deletes the admission's key in Redis (a login that succeeded): full again.
@@ -61,15 +52,7 @@ impl<K: StoreKey + Send + 'static> Store<K> for RedisLimiter {
         let taken = taken_of(ticket)?;
         let limiter = self.clone();
         Some(Checking::Pending(Box::pin(async move {
-            let algorithm = taken.algorithm;
-            match limiter.delete(&taken.keys, &algorithm).await {
-                Ok(()) => {
-                    let full = algorithm.capacity();
-                    let decision = portero::Decision::admitted(full, full, 0);
-                    Ok(Checked::new(decision, Source::Redis))
-                }
-                Err(e) => Err(StoreError::Faulty(Box::new(e))),
-            }
+            forgotten(&limiter, taken).await
         })))
     }
 
@@ -176,15 +159,47 @@ impl<K: StoreKey + Send + 'static> Store<K> for LeasedLimiter {
             }
             Err(_) => self.spend_from_lease(&text_of(&key), cost),
         });
-        if let Some(spent) = spent {
-            return Checking::Done(answer(Ok(spent), false));
+        if let Some(mut spent) = spent {
+            let taken = spent.taken.take();
+            return Checking::Done(settleable(answer(Ok(spent), false), taken));
         }
         let text = text_of(&key);
         let leased = self.clone();
         Checking::Pending(Box::pin(async move {
             let closed = leased.limiter().fails_closed();
-            answer(leased.check(&text, cost).await, closed)
+            let mut verdict = leased.check(&text, cost).await;
+            let taken = verdict_taken(&mut verdict);
+            settleable(answer(verdict, closed), taken)
         }))
+    }
+
+    /// In this instance's lease while it lives (no round trip), or in Redis (see
+    /// [`LeasedLimiter::settle`]).
+    fn settle(&self, ticket: Ticket, real: u64) -> Option<Checking> {
+        let taken = leased_taken_of(self, ticket)?;
+        let leased = self.clone();
+        Some(settled_by(async move { leased.settle(taken, real).await }))
+    }
+
+    /// Deletes the key in Redis and this instance's lease of it.
+    fn forget(&self, ticket: Ticket) -> Option<Checking> {
+        let taken = leased_taken_of(self, ticket)?;
+        let leased = self.clone();
+        let full = self.limiter().algorithm().capacity();
+        Some(Checking::Pending(Box::pin(async move {
+            let key = match &taken.lease {
+                Some(lease) => &lease.key,
+                // Not from a lease: the Redis key itself.
+                None => return forgotten(leased.limiter(), taken).await,
+            };
+            match leased.reset(key).await {
+                Ok(()) => Ok(Checked::new(
+                    portero::Decision::admitted(full, full, 0),
+                    Source::Redis,
+                )),
+                Err(e) => Err(StoreError::Faulty(Box::new(e))),
+            }
+        })))
     }
 
     /// How the key stands in the shared store (not in this instance's lease).
@@ -218,8 +233,81 @@ struct Held(Taken);
 
 /// The `Taken` a ticket holds, if this is the last holder of it.
 fn taken_of(ticket: Ticket) -> Option<Taken> {
-    let held = ticket.held?.0.downcast::<Held>().ok()?;
+    last_holder(ticket.held?.0)
+}
+
+/// The `Taken` in `held`, if this is its last holder.
+fn last_holder(held: Arc<dyn core::any::Any + Send + Sync>) -> Option<Taken> {
+    let held = held.downcast::<Held>().ok()?;
     Arc::try_unwrap(held).ok().map(|Held(taken)| taken)
+}
+
+/// The settlement `settling` as the pipeline reads it: Redis not answering in time
+/// leaves the estimate standing.
+fn settled_by(
+    settling: impl core::future::Future<Output = Result<Option<portero::Decision>, RedisCheckError>>
+        + Send
+        + 'static,
+) -> Checking {
+    Checking::Pending(Box::pin(async move {
+        match settling.await {
+            Ok(Some(decision)) => Ok(Checked::new(decision, Source::Redis)),
+            Ok(None) => Err(StoreError::Unavailable {
+                retry_after_nanos: None,
+                source: Source::Redis,
+            }),
+            Err(e) => Err(StoreError::Faulty(Box::new(e))),
+        }
+    }))
+}
+
+/// Deletes the Redis keys `taken` names: the key is full again.
+async fn forgotten(limiter: &RedisLimiter, taken: Taken) -> Result<Checked, StoreError> {
+    let algorithm = taken.algorithm;
+    match limiter.delete(&taken.keys, &algorithm).await {
+        Ok(()) => {
+            let full = algorithm.capacity();
+            let decision = portero::Decision::admitted(full, full, 0);
+            Ok(Checked::new(decision, Source::Redis))
+        }
+        Err(e) => Err(StoreError::Faulty(Box::new(e))),
+    }
+}
+
+/// What a leased limit's ticket holds: a lease's tag (shared by every admission of
+/// the lease: a ticket costs no allocation), or what Redis took.
+fn leased_taken_of(leased: &LeasedLimiter, ticket: Ticket) -> Option<Taken> {
+    let cost = ticket.admission.cost();
+    match ticket.held?.0.downcast::<LeaseTag>() {
+        Ok(lease) => {
+            let algorithm = *leased.limiter().algorithm();
+            Some(Taken::from_lease(algorithm, cost, lease))
+        }
+        Err(held) => last_holder(held),
+    }
+}
+
+/// `checked` with a ticket that settles what a leased limit's admission took.
+fn settleable(
+    checked: Result<Checked, StoreError>,
+    taken: Option<Taken>,
+) -> Result<Checked, StoreError> {
+    let mut checked = checked?;
+    let Some(taken) = taken else {
+        return Ok(checked);
+    };
+    let admission = portero::Admission::new(taken.at_us.saturating_mul(1_000), taken.cost);
+    let held: Arc<dyn core::any::Any + Send + Sync> = match &taken.lease {
+        Some(lease) => lease.clone(),
+        None => Arc::new(Held(taken)),
+    };
+    checked.ticket = Some(Ticket {
+        fingerprint: portero::Fingerprint::from_bits(0),
+        admission,
+        plan: 0,
+        held: Some(portero_http::Held(held)),
+    });
+    Ok(checked)
 }
 
 fn verdict_taken(verdict: &mut Result<Verdict, RedisCheckError>) -> Option<Taken> {

@@ -5,7 +5,9 @@
 -- it. ARGV[3] the mode: 0 check, 1 peek (decide, write nothing), 2 lease (one limit:
 -- take as many units as fit, up to the cost), 3 settle (one limit: an admission's
 -- estimate, its cost, moved to the real cost; three more arguments after the limit's
--- four: the real cost, the admission's mark and its time). Then four per limit: algorithm
+-- four: the real cost, the admission's mark and its time), 4 debit (one limit: its cost
+-- charged now, past the limit: what a settlement charges above its estimate when the
+-- admission is not in Redis, a lease's units spent by an instance). Then four per limit: algorithm
 -- (1 GCRA, 2 fixed window, 3 sliding counter, 4 sliding log), its two parameters, the
 -- cost. KEYS: one per limit, two for the sliding log (its log and its index): a call
 -- declares only keys it uses, since Redis Cluster refuses multi-key calls while a slot
@@ -59,6 +61,19 @@ if mode == '3' then
   -- A settlement, then how the key stands (decided for no units).
   settles[tonumber(ARGV[4])](KEYS[1], KEYS[2], tonumber(ARGV[5]), tonumber(ARGV[6]),
     tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]), now)
+  decide(1, 0)
+  return out
+end
+if mode == '4' then
+  -- A debit, then how the key stands: GCRA's the settlement's charge (at most 2^51 µs
+  -- ahead), a window's its own check with no limit, committed.
+  local algorithm, a, b, cost = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+  if algorithm == 1 then
+    gcra_settle(KEYS[1], KEYS[2], a, b, 0, cost, 0, 0, now)
+  else
+    local _, _, _, _, commit = algorithms[algorithm](KEYS[1], KEYS[2], 2 ^ 52, b, cost, now)
+    if commit then commit() end
+  end
   decide(1, 0)
   return out
 end

@@ -1,0 +1,208 @@
+//! Settling admissions a lease answered ([`LeasedLimiter::settle`], and through
+//! portero-http's layer): units not used go back to that very lease, units above the
+//! estimate come from the lease and then from Redis as debt, an ended or reset lease
+//! takes nothing back, and 64 requests in flight neither lose more than the lease
+//! bound nor invent a unit. Quotas of a day: nothing refills while a test runs.
+
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::routing::post;
+use axum::Router;
+use http::{HeaderName, HeaderValue, Request, StatusCode};
+use portero::Quota;
+use portero_http::{keys, Limit, LimitLayer, Policy};
+use portero_redis::{LeasedLimiter, LocalRedis, RedisAlgorithm, RedisLimiter, ServedBy};
+use tower::ServiceExt;
+
+async fn shared(server: &LocalRedis, quota: Quota, prefix: &str) -> RedisLimiter {
+    RedisLimiter::connect(&server.url(), RedisAlgorithm::gcra(quota).unwrap())
+        .await
+        .unwrap()
+        .timeout(Duration::from_secs(5))
+        .prefix(prefix)
+        .unwrap()
+}
+
+fn ten_thousand() -> Quota {
+    Quota::per_day(10_000).unwrap()
+}
+
+/// What `key` has left in Redis (the leases' units counted as used).
+async fn in_redis(limiter: &RedisLimiter, key: &str) -> u64 {
+    limiter.peek(key, 0).await.unwrap().decision.remaining()
+}
+
+#[tokio::test]
+async fn units_not_used_go_back_to_the_lease_they_came_from() {
+    let server = LocalRedis::start().expect("redis-server for this test");
+    let redis = shared(&server, ten_thousand(), "back").await;
+    let leased = LeasedLimiter::new(redis.clone(), 100, Duration::from_secs(600), 10);
+    let first = leased.check("ann", 40).await.unwrap();
+    assert!(first.decision.is_allowed());
+    assert_eq!(leased.leased_units(), 60);
+    let after = leased.settle(first.taken.unwrap(), 10).await.unwrap();
+    assert_eq!(after.unwrap().remaining(), 90, "as if it had cost 10");
+    assert_eq!(leased.leased_units(), 90);
+    assert_eq!(in_redis(&redis, "ann").await, 10_000 - 100, "no round trip");
+    // The next admissions spend the units that came back, from the lease.
+    let next = leased.check("ann", 90).await.unwrap();
+    assert_eq!(next.served_by, ServedBy::Lease);
+    assert_eq!(leased.leased_units(), 0);
+}
+
+#[tokio::test]
+async fn units_above_the_estimate_come_from_the_lease_then_from_redis_as_debt() {
+    let server = LocalRedis::start().expect("redis-server for this test");
+    let redis = shared(&server, ten_thousand(), "above").await;
+    let leased = LeasedLimiter::new(redis.clone(), 100, Duration::from_secs(600), 10);
+    let first = leased.check("bo", 40).await.unwrap();
+    leased.settle(first.taken.unwrap(), 200).await.unwrap();
+    assert_eq!(leased.leased_units(), 0, "the lease's 60 went first");
+    assert_eq!(
+        in_redis(&redis, "bo").await,
+        10_000 - 200,
+        "the rest charged in Redis: as a twin charged 200 at the start"
+    );
+    // Past the limit: 300 a day (288 s a unit), 40 estimated, 500 used.
+    let three_hundred = Quota::per_day(300).unwrap();
+    let small = shared(&server, three_hundred, "debt").await;
+    let leased = LeasedLimiter::new(small.clone(), 100, Duration::from_secs(600), 10);
+    let first = leased.check("cy", 40).await.unwrap();
+    let after = leased.settle(first.taken.unwrap(), 500).await.unwrap();
+    assert_eq!(after.unwrap().remaining(), 0);
+    let refused = small.check("cy", 1).await.unwrap();
+    assert!(!refused.decision.is_allowed());
+    // 500 charged of 300: one more unit fits after 201 units drained, 57,888 s.
+    let wait = refused.decision.retry_after().as_secs_f64();
+    assert!((57_887.0..=57_888.0).contains(&wait), "retry after {wait}");
+}
+
+#[tokio::test]
+async fn an_ended_or_reset_lease_takes_nothing_back() {
+    let server = LocalRedis::start().expect("redis-server for this test");
+    let redis = shared(&server, ten_thousand(), "ended").await;
+    // A lease of 50 ms: it has ended when the admission settles.
+    let brief = LeasedLimiter::new(redis.clone(), 100, Duration::from_millis(50), 10);
+    let first = brief.check("di", 40).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    brief.settle(first.taken.unwrap(), 0).await.unwrap();
+    assert_eq!(brief.leased_units(), 0);
+    assert_eq!(in_redis(&redis, "di").await, 10_000 - 100);
+    // Above the estimate, the debt is still charged in Redis.
+    let second = brief.check("di", 40).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    brief.settle(second.taken.unwrap(), 70).await.unwrap();
+    assert_eq!(in_redis(&redis, "di").await, 10_000 - 200 - 30);
+
+    // A reset, then a new lease: the old admission's units do not go to it.
+    let leased = LeasedLimiter::new(redis.clone(), 100, Duration::from_secs(600), 10);
+    let old = leased.check("ed", 40).await.unwrap();
+    leased.reset("ed").await.unwrap();
+    let new = leased.check("ed", 10).await.unwrap();
+    assert!(new.decision.is_allowed());
+    assert_eq!(leased.leased_units(), 90);
+    leased.settle(old.taken.unwrap(), 0).await.unwrap();
+    assert_eq!(
+        leased.leased_units(),
+        90,
+        "nothing given to a lease it never had"
+    );
+    assert_eq!(in_redis(&redis, "ed").await, 10_000 - 100);
+}
+
+/// Through the layer: 64 requests in flight on a leased limit, each estimated at 10
+/// and using 3. Redis charged (minus what the lease holds now) is at least the 192
+/// used, and above it by at most what replaced leases stranded: under 10 each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixty_four_in_flight_settle_in_the_lease() {
+    let server = LocalRedis::start().expect("redis-server for this test");
+    let redis = shared(&server, ten_thousand(), "layer").await;
+    let leased = LeasedLimiter::new(redis.clone(), 100, Duration::from_secs(600), 10);
+    let limit = Limit::new(
+        leased.clone(),
+        Policy::for_quota("tokens", &ten_thousand()).unwrap(),
+        keys::header::<Body>(HeaderName::from_static("x-api-key")),
+    )
+    .cost(|_, _, _| 10)
+    .settle(|head| head.units("x-usage-tokens"));
+    let app = Router::new()
+        .route(
+            "/complete",
+            post(|| async { ([("x-usage-tokens", HeaderValue::from_static("3"))], "done") }),
+        )
+        .layer(LimitLayer::new(limit));
+    let tasks: Vec<_> = (0..64)
+        .map(|_| {
+            let app = app.clone();
+            tokio::spawn(async move {
+                let req = Request::post("/complete")
+                    .header("x-api-key", "fy")
+                    .body(Body::empty())
+                    .unwrap();
+                app.oneshot(req).await.unwrap().status()
+            })
+        })
+        .collect();
+    for task in tasks {
+        assert_eq!(task.await.unwrap(), StatusCode::OK);
+    }
+    // The layer's key text for a header value (see portero-http's StoreKey).
+    let charged = 10_000 - leased_standing(&leased, "fy").await;
+    let held = leased.leased_units();
+    let leases = leased.round_trips();
+    let spent = charged - held;
+    assert!(
+        (192..=192 + leases.saturating_sub(1) * 9).contains(&spent),
+        "charged {charged}, held {held}, {leases} leases"
+    );
+}
+
+/// What the layer's key `key` has left in Redis, asked through the store.
+async fn leased_standing(leased: &LeasedLimiter, key: &'static str) -> u64 {
+    use portero_http::{Checking, Store};
+    match Store::standing(leased, Some(HeaderValue::from_static(key))) {
+        Checking::Done(answer) => answer,
+        Checking::Pending(pending) => pending.await,
+    }
+    .unwrap()
+    .decision
+    .remaining()
+}
+
+/// Every algorithm takes a lease's debt: 1,000 a day, a lease of 100, 40 estimated and
+/// 700 used: Redis then counts 700 (what a twin charged 700 at the start counts), and
+/// a second admission of 400 settled at 400 leaves the key 100 past its limit.
+#[tokio::test]
+async fn every_algorithm_charges_a_leases_debt_in_redis() {
+    let server = LocalRedis::start().expect("redis-server for this test");
+    let day = Duration::from_secs(86_400);
+    let algorithms = [
+        RedisAlgorithm::gcra(Quota::per_day(1_000).unwrap()).unwrap(),
+        RedisAlgorithm::fixed_window(1_000, day).unwrap(),
+        RedisAlgorithm::sliding_counter(1_000, day).unwrap(),
+        RedisAlgorithm::sliding_log(1_000, day).unwrap(),
+    ];
+    for (i, algorithm) in algorithms.into_iter().enumerate() {
+        let redis = RedisLimiter::connect(&server.url(), algorithm)
+            .await
+            .unwrap()
+            .timeout(Duration::from_secs(5))
+            .prefix(&format!("every-{i}"))
+            .unwrap();
+        let leased = LeasedLimiter::new(redis.clone(), 100, Duration::from_secs(600), 10);
+        let first = leased.check("gu", 40).await.unwrap();
+        leased.settle(first.taken.unwrap(), 700).await.unwrap();
+        assert_eq!(leased.leased_units(), 0, "{algorithm:?}");
+        assert_eq!(in_redis(&redis, "gu").await, 300, "{algorithm:?}");
+        let second = leased.check("gu", 100).await.unwrap();
+        assert!(second.decision.is_allowed(), "{algorithm:?}");
+        leased.settle(second.taken.unwrap(), 400).await.unwrap();
+        let refused = redis.check("gu", 1).await.unwrap();
+        assert!(
+            !refused.decision.is_allowed(),
+            "{algorithm:?} past its limit"
+        );
+        assert_eq!(refused.decision.remaining(), 0, "{algorithm:?}");
+    }
+}
