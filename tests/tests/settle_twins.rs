@@ -10,8 +10,12 @@
 //! looser than the twin beyond the units of the requests in flight whose real cost
 //! exceeds their estimate. And quiet (each settled at once, time moving forward),
 //! A *is* the twin: nothing kept that could have come back. (A real cost of 0 is a
-//! refund, whose twin never saw the request: `refund_twins.rs`.)
+//! refund, whose twin never saw the request: `refund_twins.rs`.) A word its caller
+//! keeps ([`KeptWord`], the edge's Durable Object) is held to the same bounds.
 
+use std::cell::RefCell;
+
+use portero::algorithm::kept::KeptWord;
 use portero::keyed::RandomState;
 use portero::{
     Admission, Algorithm, AlgorithmName, AnyAlgorithm, CalendarQuota, FixedWindow, Gcra,
@@ -143,6 +147,43 @@ impl Subject for Log {
     }
 }
 
+/// A word kept by its caller ([`KeptWord`]), its admissions stored as their fields
+/// and rebuilt ([`Admission::of_word`]), as a Durable Object keeps them.
+struct Kept<A: Algorithm>(A, RefCell<KeptWord>);
+
+impl<A: Algorithm> Subject for Kept<A> {
+    fn acquire(&self, now: u64, cost: u64) -> Option<Admission> {
+        let mut word = self.1.borrow_mut();
+        let noted = word.ledger;
+        let (_, admission) = word.check(&self.0, now, cost).ok()?;
+        let a = admission?;
+        Some(match (a.before(), a.after()) {
+            (Some(before), Some(after)) => {
+                Admission::of_word(a.at(), a.cost(), before, after, noted)
+            }
+            _ => a,
+        })
+    }
+    fn settle(&self, admission: &Admission, real: u64, now: u64) {
+        let mut word = self.1.borrow_mut();
+        word.settle(&self.0, admission.clone(), real, now)
+            .expect("settles");
+    }
+    fn charge(&self, now: u64, units: u64) {
+        let mut word = self.1.borrow_mut();
+        word.state = self.0.charge(word.state, now, units).expect("charges");
+    }
+    fn admits(&self, now: u64, cost: u64) -> bool {
+        let state = self.1.borrow().state;
+        self.0
+            .decide(state, now, cost)
+            .is_ok_and(|t| t.decision.is_allowed())
+    }
+    fn state(&self) -> Option<u64> {
+        Some(self.1.borrow().state)
+    }
+}
+
 /// Runs `ops` on A and its twin B; checks the bound whenever no settlement above
 /// its estimate is outstanding (probes at every time from now to a few periods on,
 /// every cost up to `capacity`).
@@ -239,12 +280,18 @@ fn keyed<A: Algorithm + Copy>(a: A) -> impl Fn() -> Keyed<A> {
     }
 }
 
+fn kept<A: Algorithm + Copy>(a: A) -> impl Fn() -> Kept<A> {
+    move || Kept(a, RefCell::new(KeptWord::new(&a)))
+}
+
 fn both<A: Algorithm + Copy>(a: A, ops: &[Op], step: u64) -> Result<(), TestCaseError> {
     let capacity = a.capacity().min(4);
     twins(direct(a), ops, step, capacity)?;
     twins(keyed(a), ops, step, capacity)?;
+    twins(kept(a), ops, step, capacity)?;
     quiet(direct(a), ops, step)?;
-    quiet(keyed(a), ops, step)
+    quiet(keyed(a), ops, step)?;
+    quiet(kept(a), ops, step)
 }
 
 /// [`both`] but for the bound alone: a window that counts its refusals too writes
@@ -253,7 +300,8 @@ fn both<A: Algorithm + Copy>(a: A, ops: &[Op], step: u64) -> Result<(), TestCase
 fn bound_only<A: Algorithm + Copy>(a: A, ops: &[Op], step: u64) -> Result<(), TestCaseError> {
     let capacity = a.capacity().min(4);
     twins(direct(a), ops, step, capacity)?;
-    twins(keyed(a), ops, step, capacity)
+    twins(keyed(a), ops, step, capacity)?;
+    twins(kept(a), ops, step, capacity)
 }
 
 proptest! {

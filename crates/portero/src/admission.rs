@@ -162,8 +162,10 @@ impl Admission {
     }
 
     /// An admission at `at` of `cost` units that turned the word `before` into `after`,
-    /// when the word's refund ledger stood at `noted`.
-    pub(crate) const fn wrote(at: u64, cost: u64, before: u64, after: u64, noted: u128) -> Self {
+    /// when the word's refund ledger stood at `noted`: how a store that keeps its words
+    /// and their ledgers itself rebuilds one it stored, to settle it
+    /// ([`KeptWord`](crate::algorithm::kept::KeptWord)).
+    pub const fn of_word(at: u64, cost: u64, before: u64, after: u64, noted: u128) -> Self {
         // A total this large (2^128 ns given back) cannot be reached; read it as
         // unknown.
         let high = (noted >> 64) as u64;

@@ -232,7 +232,7 @@ mod tests {
         // 2 per second, burst 2 (T = 500 ms): X at 0, Y at 500 ms, X given back.
         let g = Gcra::new(Quota::per_second(2).unwrap());
         let x = g.decide(0, 0, 1).unwrap();
-        let adm = Admission::wrote(0, 1, 0, x.next.unwrap(), 0);
+        let adm = Admission::of_word(0, 1, 0, x.next.unwrap(), 0);
         let y = g
             .decide(x.next.unwrap(), 500 * MS, 1)
             .unwrap()
@@ -258,7 +258,7 @@ mod tests {
     fn nothing_since_is_an_exact_undo() {
         let g = Gcra::new(Quota::per_second(2).unwrap());
         let x = g.decide(7, 100, 2).unwrap().next.unwrap();
-        let adm = Admission::wrote(100, 2, 7, x, 0);
+        let adm = Admission::of_word(100, 2, 7, x, 0);
         assert_eq!(
             adm.give_back_ledgered(&g, x, 5_000 * MS, Some(0)),
             Some((7, true))

@@ -124,7 +124,7 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
         // excess-counting window also writes its rejections); an algorithm that
         // admits without writing leaves an admission known by its time and cost.
         let admission = (decision.is_allowed() && cost > 0).then(|| match wrote {
-            Some((before, after)) => Admission::wrote(now, cost, before, after, epoch),
+            Some((before, after)) => Admission::of_word(now, cost, before, after, epoch),
             None => Admission::new(now, cost),
         });
         Ok(Acquired {

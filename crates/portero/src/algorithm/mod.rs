@@ -31,6 +31,7 @@ pub(crate) mod charge;
 pub mod fixed_window;
 pub mod from_quota;
 pub mod gcra;
+pub mod kept;
 pub mod leaky_bucket;
 pub mod limiter;
 pub mod sliding_counter;

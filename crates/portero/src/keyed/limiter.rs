@@ -288,7 +288,7 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
         };
         let admission = match wrote {
             Some((before, after)) if decision.is_allowed() && cost > 0 => {
-                Some(Admission::wrote(now, cost, before, after, epoch))
+                Some(Admission::of_word(now, cost, before, after, epoch))
             }
             _ => None,
         };

@@ -186,7 +186,7 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
                 },
             };
             let admission =
-                wrote.map(|(before, after)| Admission::wrote(now, cost, before, after, epoch));
+                wrote.map(|(before, after)| Admission::of_word(now, cost, before, after, epoch));
             return Some(Ok(KeyedReservation {
                 limiter: self,
                 tag: p.tag(),

@@ -138,7 +138,7 @@ impl<C: Clock> RateLimiter<Gcra, C> {
         Ok(Reservation {
             limiter: Handle::Shared(self.clone()),
             ready_at,
-            admission: Admission::wrote(now, cost, before, after, epoch),
+            admission: Admission::of_word(now, cost, before, after, epoch),
             ready_now: ready_at <= now,
             done: false,
         })
@@ -181,7 +181,7 @@ impl<C: Clock> RateLimiter<Gcra, C> {
         Ok(Reservation {
             limiter: Handle::Borrowed(self),
             ready_at,
-            admission: Admission::wrote(now, cost, before, after, epoch),
+            admission: Admission::of_word(now, cost, before, after, epoch),
             ready_now: ready_at <= now,
             done: false,
         })
