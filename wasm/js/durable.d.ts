@@ -1,4 +1,4 @@
-import type { Decision, Headers, RuleOptions } from "./index.js";
+import type { Decision, Headers, KeptAdmission, RuleOptions } from "./index.js";
 
 export type { RuleOptions };
 
@@ -41,7 +41,8 @@ export interface ShardOptions extends ShardSettings {
  * full table of leases
  * (`localKeys`) takes no new one until one ends, so a flood of new keys cannot push out
  * a live lease. Unspent units are not given back: a limiter that ends mid-lease loses at
- * most `batch - 1` per key.
+ * most `batch - 1` per key. A settlement gives a request's unused units back to its
+ * lease while that lease lives.
  */
 export interface LeaseOptions {
   /** Units a lease takes at most: a whole number from 1 to the rule's capacity. */
@@ -81,6 +82,9 @@ export interface EdgeLimiterOptions extends ShardSettings {
  */
 export type Check = readonly [key: string, cost?: number, lease?: number];
 
+/** A settlement sent to a shard: `[key, admission or null, real cost]`. */
+export type Settlement = readonly [key: string, admission: KeptAdmission | null, real: number];
+
 /** A check of `EdgeLimiter`: `[key, cost]`, the cost 1 if left out (its leases are its own). */
 export type EdgeCheck = readonly [key: string, cost?: number];
 
@@ -93,8 +97,14 @@ export interface ShardStats {
 /** The Durable Object: the exact state of one shard of keys. Export it from your Worker. */
 export declare class PorteroShard {
   constructor(ctx: unknown, env: unknown);
-  /** Decides the checks in order; throws (deciding none) if any is bad. */
-  checkMany(options: ShardOptions, checks: readonly Check[]): Promise<(Decision & { tableFull?: boolean; granted?: number })[]>;
+  /** Decides the checks in order; throws (deciding none) if any is bad. An admission carries what settles it. */
+  checkMany(options: ShardOptions, checks: readonly Check[]): Promise<(Decision & { tableFull?: boolean; granted?: number; admission?: KeptAdmission })[]>;
+  /**
+   * Settles `[key, admission, real]` in order (an admission `checkMany` returned, or
+   * null to charge `real` units now): how each key stands for one unit. Throws
+   * (changing nothing) if any is bad.
+   */
+  settleMany(options: ShardOptions, settlements: readonly Settlement[]): Promise<(Decision & { tableFull?: boolean })[]>;
   alarm(): Promise<void>;
   stats(): Promise<ShardStats>;
 }
@@ -117,6 +127,13 @@ export declare class EdgeLimiter {
   check(key: string, now?: number, cost?: number, ctx?: CheckContext): Promise<EdgeDecision>;
   /** One call per shard needed; throws (sending nothing) if any check is bad. */
   checkMany(checks: readonly EdgeCheck[], now?: number, ctx?: CheckContext): Promise<EdgeDecision[]>;
+  /**
+   * Settles a decision `check` admitted (once) at its real cost: units not used go back
+   * to their lease while it lives (no call), else to the shard by the refund rule;
+   * units above the estimate come from this isolate's lease, the rest is charged by the
+   * shard past the limit. How the key stands afterwards.
+   */
+  settle(decision: EdgeDecision, real: number): Promise<EdgeDecision>;
   headers(decision: Decision, policy?: string): Headers;
   shardStats(key: string): Promise<ShardStats>;
   /** Units of `key` this isolate holds at `now`: its lease's and one fetched ahead (0 without one). */

@@ -11,16 +11,19 @@ import { KeyedLimiter, Rule } from "./index.js";
 import { fail, shown } from "./errors.js";
 import { Leases, leaseOf } from "./lease.js";
 
-const STATE = "k:"; // k:<rule id>:<key> -> state (a decimal string)
+const STATE = "k:"; // k:<rule id>:<key> -> state, or "state/ledger" once a settlement moved it back (decimal)
 const RULE = "r:"; // r:<rule id> -> { rule, shards } (JSON)
 const SWEEP_MS = 60_000;
 const MAX_KEYS = 250_000; // ~120 bytes each in memory: 30 MB of an isolate's 128 MB
 const HAND = 8; // keys a new key at a full shard looks at for an idle one
 const REMEMBERED = 10_000; // refusals an isolate remembers
+// A new key at a full shard whose clock hand found no idle key.
+const TABLE_FULL = Object.freeze({ allowed: false, tableFull: true, limit: 0, remaining: 0, retryAfterMs: 1000, resetAfterMs: 0 });
 
 /** The Durable Object: the exact state of one shard of keys. */
 export class PorteroShard extends DurableObject {
   #states = new Map(); // "<rule id>:<key>" -> BigInt state
+  #ledgers = new Map(); // slot -> its refund ledger (a BigInt), only once not 0
   #rules = new Map(); // rule id -> { rule, shards }
   #spellings = new Map(); // a caller's rule options (JSON) -> [rule id, Rule]
   #hand = null; // the clock hand: an iterator over #states
@@ -39,7 +42,10 @@ export class PorteroShard extends DurableObject {
       for (const [k, v] of await ctx.storage.list({ prefix: STATE })) {
         const slot = k.slice(STATE.length);
         // A state without its rule could never be judged idle: not loaded.
-        if (this.#rules.has(ruleOf(slot))) this.#states.set(slot, BigInt(v));
+        if (!this.#rules.has(ruleOf(slot))) continue;
+        const [state, ledger] = String(v).split("/");
+        this.#states.set(slot, BigInt(state));
+        if (ledger !== undefined) this.#ledgers.set(slot, BigInt(ledger));
       }
       this.#alarmAt = await ctx.storage.getAlarm();
     });
@@ -99,7 +105,7 @@ export class PorteroShard extends DurableObject {
       const slot = `${id}:${keyOf(key)}`;
       const state = pending.get(slot) ?? this.#states.get(slot);
       if (state === undefined && this.#states.size + added >= maxKeys && !this.#reclaim(now, pending)) {
-        return { allowed: false, tableFull: true, limit: 0, remaining: 0, retryAfterMs: 1000, resetAfterMs: 0 };
+        return { ...TABLE_FULL };
       }
       const before = state ?? rule.initialState;
       const [decision, next, took] = leased(rule, before, now, cost, lease);
@@ -107,15 +113,83 @@ export class PorteroShard extends DurableObject {
         if (state === undefined) added += 1;
         pending.set(slot, next);
       }
-      return lease > cost ? { ...decision, granted: decision.allowed ? took : 0 } : decision;
+      const out = lease > cost ? { ...decision, granted: decision.allowed ? took : 0 } : decision;
+      // What settles it later (`settleMany`): as portero's own admissions, one of a
+      // positive cost that was admitted.
+      if (decision.allowed && took > 0) {
+        out.admission = { at: now, cost: took, before, after: next, noted: this.#ledgers.get(slot) ?? 0n };
+      }
+      return out;
     });
+    this.#stats.checks += batch.length;
+    this.#stats.batches += 1;
+    await this.#keep(pending, durability, sweepMs, now);
+    return out;
+  }
+
+  /**
+   * Settles a batch of `[key, admission, real]` under one rule, in order, on this
+   * object's clock: each admission (as `checkMany` returned it, or `null` to charge
+   * `real` units now) at its real cost `real` — units not used go back by portero's
+   * refund rule (never more than if the request had cost `real` from the start),
+   * units above the estimate are charged past the limit. Returns how each key stands
+   * for one unit (`tableFull` for a charge of a key this shard no longer holds, when
+   * it has no room: nothing charged). The batch is checked whole first.
+   */
+  async settleMany(options, settlements) {
+    if (options === null || typeof options !== "object") fail("options must be an object");
+    const { maxKeys, durability, sweepMs, shards } = settingsOf(options);
+    if (!Array.isArray(settlements)) fail(`settlements must be an array of [key, admission, real], got ${typeof settlements}`);
+    const [id, rule] = this.#rule(options.rule, shards);
+    const now = Date.now();
+    const pending = new Map();
+    const ledgers = new Map();
+    let added = 0;
+    const decided = settlements.map((settlement) => {
+      if (!Array.isArray(settlement)) fail(`settlements must be [key, admission, real] triples, got ${typeof settlement}`);
+      const [key, admission, real] = settlement;
+      if (typeof key !== "string") fail(`key must be a string, got ${typeof key}`);
+      if (!(Number.isSafeInteger(real) && real >= 0)) fail(`a settlement's real cost must be a whole number of units, got ${shown(real)}`);
+      if (admission !== null && !(typeof admission === "object" && Number.isSafeInteger(admission.cost))) {
+        fail(`a settlement's admission must be one checkMany returned, or null, got ${shown(admission)}`);
+      }
+      const slot = `${id}:${keyOf(key)}`;
+      const state = pending.get(slot) ?? this.#states.get(slot);
+      let [settled, units] = [admission, real];
+      if (state === undefined) {
+        // A key no longer held (dropped idle): nothing of it to give back, and what
+        // was owed above the estimate is charged to a fresh word, which needs a place.
+        [settled, units] = [null, real - (admission?.cost ?? 0)];
+        if (units <= 0) return [slot, null];
+        if (this.#states.size + added >= maxKeys && !this.#reclaim(now, pending)) return [slot, { ...TABLE_FULL }];
+      }
+      const word = { state: state ?? rule.initialState, ledger: ledgers.get(slot) ?? this.#ledgers.get(slot) ?? 0n };
+      const [decision, after] = rule.settle(word, settled, units, now);
+      if (after.state !== word.state || after.ledger !== word.ledger) {
+        if (state === undefined) added += 1;
+        pending.set(slot, after.state);
+        ledgers.set(slot, after.ledger);
+      }
+      return [slot, decision];
+    });
+    for (const [slot, ledger] of ledgers) {
+      if (ledger === 0n) this.#ledgers.delete(slot);
+      else this.#ledgers.set(slot, ledger);
+    }
+    await this.#keep(pending, durability, sweepMs, now);
+    // How a key no longer held stands: full (it was dropped idle, or never charged).
+    return decided.map(([slot, d]) => d ?? rule.decide(this.#states.get(slot) ?? rule.initialState, now, 0, false)[0]);
+  }
+
+  // Keeps the states `pending` decided (and their ledgers), in memory and in storage,
+  // and sets the sweep alarm.
+  async #keep(pending, durability, sweepMs, now) {
     const changed = {};
     for (const [slot, next] of pending) {
       this.#states.set(slot, next);
-      changed[STATE + slot] = next.toString();
+      const ledger = this.#ledgers.get(slot);
+      changed[STATE + slot] = ledger === undefined ? next.toString() : `${next}/${ledger}`;
     }
-    this.#stats.checks += batch.length;
-    this.#stats.batches += 1;
     if (pending.size > 0) {
       for (const part of chunks(Object.entries(changed))) {
         this.ctx.storage.put(Object.fromEntries(part), { allowUnconfirmed: durability === "fast" });
@@ -127,7 +201,6 @@ export class PorteroShard extends DurableObject {
         await this.ctx.storage.setAlarm(this.#alarmAt);
       }
     }
-    return out;
   }
 
   #idle(slot, state, now) {
@@ -150,6 +223,7 @@ export class PorteroShard extends DurableObject {
       const slot = next.value;
       if (!pending.has(slot) && this.#idle(slot, this.#states.get(slot), now)) {
         this.#states.delete(slot);
+        this.#ledgers.delete(slot);
         this.ctx.storage.delete(STATE + slot);
         return true;
       }
@@ -166,7 +240,10 @@ export class PorteroShard extends DurableObject {
       if (this.#idle(slot, state, now)) gone.push(slot);
       else live.add(ruleOf(slot));
     }
-    for (const slot of gone) this.#states.delete(slot);
+    for (const slot of gone) {
+      this.#states.delete(slot);
+      this.#ledgers.delete(slot);
+    }
     // A rule's record (and the shard count it holds its keys under) goes with its last key.
     const unused = [...this.#rules.keys()].filter((id) => !live.has(id));
     for (const id of unused) this.#rules.delete(id);
@@ -320,6 +397,7 @@ export class EdgeLimiter {
   #rule; // the rule, checked (its decisions validate times)
   #leases; // this isolate's leases (`lease.js`), or null
   #refused = new Map(); // key -> the shard's last refusal: { cost, limit, retryAt, resetAt }
+  #admitted = new WeakMap(); // a decision admitted -> what settles it: { key, slot, cost, parts, shard }
   /** Calls made to shards by this isolate (for tests and metrics). */
   calls = 0;
 
@@ -392,7 +470,9 @@ export class EdgeLimiter {
       const rest = cost - (leases?.held(slot, at, cost) ?? 0);
       const mine = rest === cost ? check.mine : this.#local.peek(slot, at, rest);
       // A lease's units were charged by the shard already: they come first.
-      const spent = leases?.spend(slot, at, cost) ?? null;
+      const parts = [];
+      const spent = leases?.spend(slot, at, cost, parts) ?? null;
+      if (spent !== null) this.#admitted.set(spent, { key, slot, cost, parts, shard: null });
       if (spent !== null && leases.wantsNext(slot, at)) this.#fetchAhead(key, slot, at, ctx);
       const answer = spent ?? this.#remembered(slot, at, rest) ?? (mine.allowed ? null : local(mine));
       if (answer !== null) {
@@ -433,7 +513,7 @@ export class EdgeLimiter {
         const answered = Date.now();
         decisions.forEach((d, j) => {
           const { ask: cost, slot, lease } = asked[indices[j]];
-          const { granted, ...decision } = d;
+          const { granted, admission, ...decision } = d;
           // What the shard charged: a lease's units, or the cost.
           const took = d.allowed ? (granted ?? cost) : 0;
           this.#learn(slot, at, d.allowed ? took : cost, decision);
@@ -442,11 +522,60 @@ export class EdgeLimiter {
           if (lease !== undefined && took > cost) this.#leases.keep(slot, at, took - cost, decision);
           // The key's units left count the ones this isolate holds for it.
           if (d.allowed) decision.remaining += this.leasedUnits(asked[indices[j]].key, answered);
-          out[indices[j]] = { ...decision, servedBy: "shard" };
+          const answer = { ...decision, servedBy: "shard" };
+          out[indices[j]] = answer;
+          const check = asked[indices[j]];
+          if (d.allowed && check.cost >= 1) {
+            const parts = check.held > 0 ? [{ lease: check.from, units: check.held }] : [];
+            const shard = admission === undefined ? null : { admission, units: cost };
+            this.#admitted.set(answer, { key: check.key, slot, cost: check.cost, parts, shard });
+          }
         });
       }),
     );
     return out;
+  }
+
+  /**
+   * Settles a decision this limiter's `check` admitted (each at most once) at its real
+   * cost `real`, learned from the response (tokens a model call used): units not used
+   * go back — to the lease they came from while it lives (no call), else to the shard
+   * by portero's refund rule (never more than if the request had cost `real` from the
+   * start); units above the estimate come from this isolate's lease of the key, and the
+   * rest is charged by the shard past the limit (debt every isolate waits out). Returns
+   * how the key stands afterwards (`servedBy: "shard"` when the shard was called).
+   * Units of a lease that ended before the settlement are lost with it.
+   */
+  async settle(decision, real) {
+    const handle = this.#admitted.get(decision);
+    if (handle === undefined) fail("settle takes a decision this limiter's check admitted, at most once");
+    if (!(Number.isSafeInteger(real) && real >= 0)) fail(`real must be a whole number of units, got ${shown(real)}`);
+    this.#admitted.delete(decision);
+    const { key, slot, cost, parts, shard } = handle;
+    const at = Date.now();
+    const leases = this.#leases;
+    let owed = null; // [admission or null, real] for the shard
+    if (real < cost) {
+      let back = cost - real;
+      for (const { lease, units } of parts) back -= leases.giveBack(slot, lease, Math.min(back, units), at);
+      if (shard !== null && back > 0) owed = [shard.admission, shard.admission.cost - Math.min(back, shard.units)];
+    } else if (real > cost) {
+      const extra = real - cost - (leases?.take(slot, at, real - cost) ?? 0);
+      if (extra > 0) owed = shard === null ? [null, extra] : [shard.admission, shard.admission.cost + extra];
+    }
+    if (owed === null) {
+      const held = this.leasedUnits(key, at);
+      return { allowed: true, limit: decision.limit, remaining: held, retryAfterMs: 0, resetAfterMs: decision.resetAfterMs, servedBy: parts.length > 0 ? "lease" : decision.servedBy };
+    }
+    this.calls += 1;
+    const [d] = await this.#stub(shardOf(slot, this.#shards)).settleMany(this.#options, [[key, ...owed]]);
+    if (owed[1] < (owed[0]?.cost ?? 0)) {
+      // The shard gave units back: this isolate's count of what it admitted, and a
+      // refusal it remembers, would now refuse what the shard admits.
+      this.#local.reset(slot);
+      this.#refused.delete(slot);
+    }
+    return { ...d, remaining: d.remaining + this.leasedUnits(key, Date.now()), servedBy: "shard" };
   }
 
   /** `rateLimitHeaders` with the rule's quota. */

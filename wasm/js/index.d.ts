@@ -114,5 +114,26 @@ export declare class Rule {
   readonly quota: Readonly<{ algorithm: AlgorithmName; limit: number; periodMs: number; burst: number }>;
   /** `[decision, nextState]`; `take: false` peeks. */
   decide(state: bigint, now: number, cost?: number, take?: boolean): [Decision, bigint];
+  /**
+   * Settles an admission at its real cost `real` at `now` (units not used back by the
+   * refund rule, units above the estimate charged into debt); `admission` null charges
+   * `real` units. Returns how the key stands for one unit, and the word to keep.
+   */
+  settle(word: KeptWord, admission: KeptAdmission | null, real: number, now: number): [Decision, KeptWord];
   headers(decision: Decision, policy?: string): Headers;
+}
+
+/** A key's state and its refund ledger (start at `{ state: rule.initialState, ledger: 0n }`). */
+export interface KeptWord {
+  state: bigint;
+  ledger: bigint;
+}
+
+/** An admission as recorded when it was admitted: its time (ms), units, the states it found and left, the ledger then. */
+export interface KeptAdmission {
+  at: number;
+  cost: number;
+  before: bigint;
+  after: bigint;
+  noted: bigint;
 }

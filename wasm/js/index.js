@@ -9,6 +9,7 @@ import initAsync, {
   initSync as initRaw,
   decisionLayout,
   lastState,
+  lastLedger,
   lastFingerprintLow,
   maxKeys as rawMaxKeys,
   algorithmNames,
@@ -151,6 +152,12 @@ function badNow(now) {
 function badCost(cost) {
   if (!isNumber(cost)) fail(`cost must be a number, got ${shown(cost)}`);
   fail(`cost must be a whole number from 0 to 2^53 - 1, got ${cost}`);
+}
+
+// A state word, or a ledger, as the wasm module takes it: a BigInt of 64 bits.
+function word64(name, v) {
+  if (typeof v !== "bigint" || v < 0n || v >= 1n << 64n) fail(`${name} must be a 64-bit BigInt, got ${shown(v)}`);
+  return v;
 }
 
 function checkKey(key) {
@@ -546,6 +553,33 @@ export class Rule {
     checkArgs(now, cost);
     const d = decisionOf(this.#raw.decide(state, now, cost, take === true), now, cost);
     return [d, lastState()];
+  }
+  /**
+   * Settles at its real cost `real` (a whole number of units), at `now` (ms), an
+   * admission of this rule on a key whose word is `{ state, ledger }` (BigInts; a key's
+   * ledger starts at 0n): units not used go back by portero's refund rule, units above
+   * the estimate are charged into debt. `admission` is `{ at, cost, before, after,
+   * noted }` as recorded when it was admitted (`at` its time in ms, `before` and
+   * `after` the states it found and left, `noted` the ledger then), or `null` to
+   * charge `real` units at `now`. Returns `[decision, { state, ledger }]`: how the key
+   * stands for one unit, and the word to keep.
+   */
+  settle(word, admission, real, now) {
+    const state = word64("word.state", word?.state);
+    const ledger = word64("word.ledger", word?.ledger);
+    checkArgs(now, real);
+    let a = { at: now, cost: 0, before: state, after: state, noted: ledger };
+    if (admission !== null) {
+      if (typeof admission !== "object") fail(`admission must be an object or null, got ${shown(admission)}`);
+      const { at, cost } = admission;
+      if (!(isNumber(at) && at >= 0 && at <= Number.MAX_SAFE_INTEGER)) fail(`admission.at must be a time in milliseconds, got ${shown(at)}`);
+      if (!(Number.isSafeInteger(cost) && cost >= 0)) fail(`admission.cost must be a whole number of units, got ${shown(cost)}`);
+      a = { at, cost, before: word64("admission.before", admission.before), after: word64("admission.after", admission.after), noted: word64("admission.noted", admission.noted) };
+    }
+    const allowed = this.#raw.settle(state, ledger, a.at, a.cost, a.before, a.after, a.noted, real, now);
+    // Not allowed: a key in debt, or an error (thrown).
+    if (!allowed) refusal(now, real);
+    return [new Decision(allowed, decision()), { state: lastState(), ledger: lastLedger() }];
   }
   /** `rateLimitHeaders` with this rule's quota. */
   headers(decision, policy = "default") {

@@ -101,6 +101,33 @@ export class Leases {
     return n;
   }
 
+  /**
+   * Gives `n` units a settled admission did not use back to `lease`, while it is still
+   * one of `slot`'s and lives at `at`, never past what it was granted: how many went
+   * back (the rest are lost with their lease).
+   */
+  giveBack(slot, lease, n, at) {
+    const ours = this.#held.get(slot) === lease || this.#next.get(slot) === lease;
+    if (!ours || at >= lease.expires || at < lease.sent) return 0;
+    const back = Math.min(n, lease.granted - lease.left);
+    lease.left += back;
+    return back;
+  }
+
+  /** Takes up to `n` units from `slot`'s live leases at `at` (a settlement above its estimate): how many it took. */
+  take(slot, at, n) {
+    const lease = this.#live(slot, at);
+    if (lease === undefined) return 0;
+    let taken = 0;
+    for (const l of [lease, this.#ahead(slot, at)]) {
+      if (l === undefined) continue;
+      const k = Math.min(l.left, n - taken);
+      l.left -= k;
+      taken += k;
+    }
+    return taken;
+  }
+
   /** Gives a refused (or failed) check's units back to their lease, if it is still the key's and lives. */
   putBack({ from, held, slot }) {
     if (held > 0 && this.#held.get(slot) === from && Date.now() < from.expires) from.left += held;
@@ -154,6 +181,7 @@ export class Leases {
   keep(slot, sent, left, decision, ahead = false) {
     const lease = {
       left,
+      granted: left,
       sent,
       expires: sent + this.#settings.lifetimeMs,
       limit: decision.limit,
@@ -173,9 +201,10 @@ export class Leases {
   /**
    * `cost` units of `slot`'s live lease at `at`, as an answer: only while it holds them
    * (a cost of 0, a question, goes to the shard). `remaining` is what this isolate still
-   * holds of the key, the reset when the shard said the key is full again.
+   * holds of the key, the reset when the shard said the key is full again. `parts`
+   * gets the `{ lease, units }` it spent from, for a settlement.
    */
-  spend(slot, at, cost) {
+  spend(slot, at, cost, parts) {
     if (cost < 1) return null;
     const lease = this.#live(slot, at);
     if (lease === undefined) return null;
@@ -185,7 +214,11 @@ export class Leases {
     if (cost > lease.left + (next?.left ?? 0)) return null;
     const first = Math.min(lease.left, cost);
     lease.left -= first;
-    if (cost > first) next.left -= cost - first;
+    if (first > 0) parts.push({ lease, units: first });
+    if (cost > first) {
+      next.left -= cost - first;
+      parts.push({ lease: next, units: cost - first });
+    }
     const resetAfterMs = Math.max(0, lease.resetAt - at);
     const remaining = this.units(slot, at);
     return { allowed: true, limit: lease.limit, remaining, retryAfterMs: 0, resetAfterMs, servedBy: "lease" };

@@ -329,6 +329,9 @@ left_for_js! {
     /// The state after the last `Rule.decide` (a BigInt): what to store for the key
     /// (its input if nothing changed).
     lastState: fn last_state() -> u64 = LAST_STATE: AtomicU64;
+    /// The refund ledger after the last `Rule.settle` (a BigInt): what to store beside
+    /// the state (its input if nothing moved the word back).
+    lastLedger: fn last_ledger() -> u64 = LAST_LEDGER: AtomicU64;
     /// The low 32 bits of the fingerprint the last `fingerprint` call returned.
     lastFingerprintLow: fn last_fingerprint_low() -> u32 = LAST_FINGERPRINT_LOW: AtomicU32;
 }
@@ -371,6 +374,41 @@ impl Rule {
         };
         LAST_STATE.store(next, Ordering::Relaxed);
         answer(t.map(|t| t.decision), true)
+    }
+
+    /// Settles at its real cost `real`, at `nowMs`, an admission of this rule that took
+    /// `cost` units at `atMs` and turned the word `before` into `after` while its
+    /// ledger stood at `noted`, on a key whose word is now `state` with ledger
+    /// `ledger` (a cost of 0: `real` units charged at `nowMs`, past the limit). The
+    /// state and ledger to keep in `lastState` and `lastLedger` (unchanged on an
+    /// error); how the key stands for one unit in the decision buffer.
+    #[allow(clippy::too_many_arguments)]
+    pub fn settle(
+        &self,
+        state: u64,
+        ledger: u64,
+        at_ms: f64,
+        cost: f64,
+        before: u64,
+        after: u64,
+        noted: u64,
+        real: f64,
+        now_ms: f64,
+    ) -> bool {
+        LAST_STATE.store(state, Ordering::Relaxed);
+        LAST_LEDGER.store(ledger, Ordering::Relaxed);
+        let (Some((now, real)), Some((at, cost))) = (args(now_ms, real), args(at_ms, cost)) else {
+            return false;
+        };
+        let admission = portero::Admission::of_word(at, cost, before, after, noted.into());
+        let mut word = portero::algorithm::kept::KeptWord {
+            state,
+            ledger: ledger.into(),
+        };
+        let settled = word.settle(&self.inner, admission, real, now);
+        LAST_STATE.store(word.state, Ordering::Relaxed);
+        LAST_LEDGER.store(u64::try_from(word.ledger).unwrap_or(u64::MAX), Ordering::Relaxed);
+        answer(settled, true)
     }
 }
 

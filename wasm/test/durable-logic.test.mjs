@@ -10,79 +10,9 @@ import { register } from "node:module";
 
 register("./support/loader.mjs", import.meta.url);
 const { initSync, Rule } = await import("../js/index.js");
-const { EdgeLimiter, PorteroShard } = await import("../js/durable.js");
+const { EdgeLimiter } = await import("../js/durable.js");
+const { namespace, withClock } = await import("./support/shards.mjs");
 initSync(readFileSync(new URL("../pkg/portero_wasm_bg.wasm", import.meta.url)));
-
-// workerd's storage keeps keys as UTF-8: a lone surrogate comes back as three U+FFFD
-// (its three WTF-8 bytes, each invalid), so "a\uD800" and "a\uDC00" are one stored key
-// (seen in workerd 1.20261117). The stand-in does the same.
-const storedKey = (k) => k.replace(/\p{Cs}/gu, "\uFFFD\uFFFD\uFFFD");
-
-/** A storage that keeps everything in a Map and records each put's options. */
-function memoryStorage(data = new Map()) {
-  const puts = [];
-  return {
-    data,
-    puts,
-    async list({ prefix }) {
-      return new Map([...data].filter(([k]) => k.startsWith(prefix)));
-    },
-    put(entries, value, options) {
-      if (typeof entries === "string") {
-        data.set(storedKey(entries), value);
-        puts.push(options);
-        return Promise.resolve();
-      }
-      // As the runtime: at most 128 keys per call.
-      if (Object.keys(entries).length > 128) throw new RangeError("put: more than 128 keys");
-      for (const [k, v] of Object.entries(entries)) data.set(storedKey(k), v);
-      puts.push(value);
-      return Promise.resolve();
-    },
-    async delete(keys) {
-      if ([keys].flat().length > 128) throw new RangeError("delete: more than 128 keys");
-      for (const k of [keys].flat()) data.delete(storedKey(k));
-    },
-    alarm: null,
-    async getAlarm() {
-      return this.alarm;
-    },
-    async setAlarm(t) {
-      this.alarm = t;
-    },
-  };
-}
-
-/** A namespace of shards on one storage each; counts the calls made to them. */
-function namespace(storages = new Map()) {
-  const objects = new Map();
-  const ns = {
-    calls: 0,
-    storages,
-    idFromName: (name) => name,
-    get(id) {
-      if (!storages.has(id)) storages.set(id, memoryStorage());
-      if (!objects.has(id)) {
-        // As the runtime does, no call reaches the object before its constructor's
-        // blockConcurrencyWhile has finished.
-        let ready;
-        const ctx = { storage: storages.get(id), blockConcurrencyWhile: (f) => (ready = f()) };
-        objects.set(id, { shard: new PorteroShard(ctx, {}), ready });
-      }
-      const { shard, ready } = objects.get(id);
-      return {
-        checkMany: async (...args) => {
-          ns.calls += 1;
-          await ready;
-          return shard.checkMany(...args);
-        },
-        stats: async () => (await ready, shard.stats()),
-        alarm: async () => (await ready, shard.alarm()),
-      };
-    },
-  };
-  return ns;
-}
 
 test("a request's checks for one shard travel in one call", async () => {
   const ns = namespace();
@@ -160,17 +90,6 @@ test("bad options are clear errors", () => {
 });
 
 /** Runs `f` with `Date.now()` reading `clock.now` (the objects read it too), then restores it. */
-async function withClock(f) {
-  const real = Date.now;
-  const clock = { now: 1_700_000_000_000 };
-  Date.now = () => clock.now;
-  try {
-    return await f(clock);
-  } finally {
-    Date.now = real;
-  }
-}
-
 /** Counts `Rule.decide` calls (the object's unit of work) while `f` runs. */
 async function countDecides(f) {
   const decide = Rule.prototype.decide;

@@ -304,3 +304,10 @@ test("remaining never counts a lease that ended while its call was on the way", 
     assert.ok(remaining <= object + held, `remaining ${remaining}, the object ${object}, held ${held}`);
   }
 });
+
+test("settlements cross RPC: the object gives back and charges, a lease takes back its own", async () => {
+  const { steps } = await scenario({ scenario: "settle", key: "settled" });
+  // 50 an hour: 3 used; then a lease of 10 (1 spent, 9 held), 4 spent and 3 of them
+  // back (8 held), 2 spent and 20 used: 6 more from the lease, 12 from the object.
+  assert.deepEqual(steps, [47, 8, 0, 50 - 3 - 10 - 12]);
+});

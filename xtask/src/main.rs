@@ -34,9 +34,11 @@ cargo xtask <command>
 
 /// The wasm-bindgen CLI must match the crate's pinned version exactly.
 const WASM_BINDGEN: &str = "0.2.130";
-/// Size budget for the optimized module (bytes): raw and gzipped.
-const WASM_MAX_RAW: u64 = 40 * 1024;
-const WASM_MAX_GZIP: u64 = 16 * 1024;
+/// Size budget for the optimized module (bytes): raw and gzipped. Settling at the
+/// edge (`Rule.settle`) brought every algorithm's refund rule in: 37,454 → 41,996 raw,
+/// 15,835 → 17,603 gzipped.
+const WASM_MAX_RAW: u64 = 44 * 1024;
+const WASM_MAX_GZIP: u64 = 18 * 1024;
 
 fn main() {
     let args: Vec<String> = env::args().skip(1).collect();

@@ -74,7 +74,32 @@ const scenarios = {
     const object = (await plain.check(key, Date.now(), 0)).remaining;
     return { allowed: d.allowed, remaining: d.remaining, held, object };
   },
+  // Settlements through RPC: a shard's admission of 10 settled at 3 (given back by
+  // the object), a lease's of 4 at 1 (given back to the lease), one of 2 at 20 (charged
+  // past the lease): what the object has left and what the isolate holds after each.
+  async settle({ key }) {
+    const steps = [];
+    const shard = await plain.check(key, Date.now(), 10);
+    await plain.settle(shard, 3);
+    steps.push((await plain.check(key, Date.now(), 0)).remaining);
+    await settling.check(key, Date.now(), 1); // leases 10: 9 held
+    const leasedFour = await settling.check(key, Date.now(), 4);
+    await settling.settle(leasedFour, 1);
+    steps.push(settling.leasedUnits(key));
+    const leasedTwo = await settling.check(key, Date.now(), 2);
+    await settling.settle(leasedTwo, 20);
+    steps.push(settling.leasedUnits(key), (await plain.check(key, Date.now(), 0)).remaining);
+    return { steps };
+  },
 };
+
+// A leased limiter for the settlements (a table of its own).
+const settling = new EdgeLimiter({
+  namespace: env.LIMITER,
+  rule: { perHour: 50 },
+  shards: 4,
+  lease: { batch: 10, lifetimeMs: 60_000 },
+});
 
 export default {
   async fetch(request) {

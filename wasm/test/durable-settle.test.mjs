@@ -1,0 +1,157 @@
+// Settling at the edge (`EdgeLimiter.settle`, the object's `settleMany`), in Node on the
+// in-memory shards: units not used go back to the shard by portero's refund rule or to
+// the lease they came from, units above the estimate come from the lease and then
+// from the shard as debt with an exact wait, the ledger survives a restart, and a
+// decision settles once. (The core's bound for a kept word: settle_twins.rs.)
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { register } from "node:module";
+
+register("./support/loader.mjs", import.meta.url);
+const { initSync, Rule } = await import("../js/index.js");
+const { EdgeLimiter } = await import("../js/durable.js");
+const { namespace, withClock } = await import("./support/shards.mjs");
+initSync(readFileSync(new URL("../pkg/portero_wasm_bg.wasm", import.meta.url)));
+
+const portero = (re) => (e) => e.constructor === Error && e.message.startsWith("portero: ") && re.test(e.message);
+// 100 an hour: one unit every 36 s, nothing refills while the clock stands still.
+const rule = { perHour: 100 };
+const plain = (ns, extra = {}) => new EdgeLimiter({ namespace: ns, rule, shards: 1, ...extra });
+const leasing = (ns, batch = 10) => plain(ns, { lease: { batch, lifetimeMs: 60_000 } });
+// What another isolate (no lease, nothing remembered) is told is left for `key`.
+const left = async (ns, key, now) => (await plain(ns).check(key, now, 0)).remaining;
+
+test("a shard's admissions settled below their estimates leave the key as if each had cost its real cost", () =>
+  withClock(async (clock) => {
+    const ns = namespace();
+    const edge = plain(ns);
+    const one = await edge.check("k", clock.now, 10);
+    const after = await edge.settle(one, 3);
+    assert.deepEqual([after.allowed, after.remaining, after.servedBy], [true, 97, "shard"]);
+    assert.equal(await left(ns, "k", clock.now), 97);
+    // Under load: five admissions of 10 outstanding at once, settled oldest first at 3
+    // each (none of them the key's last any more): all 35 unused units come back.
+    const five = [];
+    for (let i = 0; i < 5; i++) five.push(await edge.check("busy", clock.now, 10));
+    for (const d of five) await edge.settle(d, 3);
+    assert.equal(await left(ns, "busy", clock.now), 100 - 15);
+  }));
+
+test("units above the estimate are charged past the limit, and the wait is exact", () =>
+  withClock(async (clock) => {
+    const ns = namespace();
+    const edge = plain(ns);
+    const d = await edge.check("k", clock.now, 10);
+    const after = await edge.settle(d, 130);
+    assert.deepEqual([after.allowed, after.remaining], [false, 0]);
+    // 130 charged against a burst of 100 at 36 s a unit: one unit fits after 31 units.
+    const refused = await plain(ns).check("k", clock.now);
+    assert.deepEqual([refused.allowed, refused.retryAfterMs], [false, 31 * 36_000]);
+  }));
+
+test("quiet, each request settled at once: the shard is a twin charged the real cost at the start", () =>
+  withClock(async (clock) => {
+    const ns = namespace();
+    const edge = plain(ns);
+    const model = new Rule({ ...rule, algorithm: "gcra" });
+    let twin = model.initialState;
+    let seed = 7;
+    const next = (n) => ((seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31), seed % n);
+    for (let i = 0; i < 300; i++) {
+      clock.now += next(4) * 9_000;
+      const cost = 1 + next(5);
+      const real = next(10);
+      const d = await edge.check("k", clock.now, cost);
+      if (d.allowed) {
+        await edge.settle(d, real);
+        const [, word] = model.settle({ state: twin, ledger: 0n }, null, real, clock.now);
+        twin = word.state;
+      }
+      const expected = model.decide(twin, clock.now, 0, false)[0].remaining;
+      assert.equal(await left(ns, "k", clock.now), expected, `step ${i}`);
+    }
+  }));
+
+test("a lease's units go back to that lease, with no call; above the estimate they come from it first", () =>
+  withClock(async (clock) => {
+    const ns = namespace();
+    const edge = leasing(ns);
+    const first = await edge.check("k", clock.now); // the shard: 10 charged, 9 held
+    const second = await edge.check("k", clock.now, 4); // the lease: 5 held
+    const calls = ns.calls;
+    const back = await edge.settle(second, 1);
+    assert.deepEqual([back.servedBy, back.remaining], ["lease", 8]);
+    assert.equal(edge.leasedUnits("k", clock.now), 8);
+    assert.equal(ns.calls, calls, "settled in the lease");
+    // The first request's unit came from the shard: given back there.
+    await edge.settle(first, 0);
+    assert.equal(await left(ns, "k", clock.now), 100 - 9);
+    // Above the estimate: the lease's 8 first, then 12 charged by the shard.
+    const third = await edge.check("k", clock.now, 2); // 6 held
+    const more = await edge.settle(third, 20);
+    assert.equal(edge.leasedUnits("k", clock.now), 0);
+    assert.equal(more.servedBy, "shard");
+    assert.equal(await left(ns, "k", clock.now), 100 - 9 - 12);
+  }));
+
+test("a lease that ended takes nothing back, and what is owed is still charged", () =>
+  withClock(async (clock) => {
+    const ns = namespace();
+    const edge = leasing(ns);
+    await edge.check("k", clock.now); // 10 charged
+    const spent = await edge.check("k", clock.now, 5);
+    const owing = await edge.check("k", clock.now, 2);
+    clock.now += 60_000; // the lease's whole life
+    const calls = ns.calls;
+    await edge.settle(spent, 0);
+    assert.equal(ns.calls, calls, "lost with its lease: nothing to ask");
+    await edge.settle(owing, 7);
+    // 60 s refilled one unit and a bit (36 s a unit); 5 more charged.
+    assert.equal(await left(ns, "k", clock.now), 100 - 10 + 1 - 5);
+  }));
+
+test("a settlement that moved the word back survives a restart with its ledger", () =>
+  withClock(async (clock) => {
+    const storages = new Map();
+    const ns = namespace(storages);
+    const edge = plain(ns);
+    const a = await edge.check("k", clock.now, 10);
+    await edge.check("k", clock.now, 10);
+    await edge.settle(a, 0); // not the key's last: by the rule, with the ledger
+    const stored = storages.get("portero-shard-0").data;
+    const value = [...stored].find(([k]) => k.startsWith("k:"))[1];
+    assert.match(value, /^\d+\/\d+$/, "the state and its ledger");
+    // A new object on the same storage (a restart) holds the same word.
+    assert.equal(await left(namespace(storages), "k", clock.now), 90);
+  }));
+
+test("a decision settles once, only its own limiter's, at a whole real cost", () =>
+  withClock(async (clock) => {
+    const ns = namespace();
+    const edge = plain(ns);
+    const d = await edge.check("k", clock.now, 3);
+    for (const real of [-1, 1.5, NaN, "3", 2 ** 60, undefined]) {
+      await assert.rejects(edge.settle(d, real), portero(/real must be a whole number/), String(real));
+    }
+    await edge.settle(d, 3);
+    await assert.rejects(edge.settle(d, 0), portero(/admitted, at most once/));
+    await assert.rejects(edge.settle({ ...d }, 0), portero(/admitted, at most once/));
+    await assert.rejects(plain(ns).settle(d, 0), portero(/admitted, at most once/));
+    const refused = await plain(namespace()).check("x", clock.now, 101).catch((e) => e);
+    assert.ok(refused instanceof Error);
+  }));
+
+test("the object checks a whole batch of settlements before it changes anything", async () => {
+  const ns = namespace();
+  const edge = plain(ns);
+  const d = await edge.check("k", Date.now(), 10);
+  const shard = ns.get("portero-shard-0");
+  const options = { rule: { algorithm: "gcra", limit: 100, periodMs: 3_600_000, burst: 100 } };
+  const good = ["k", null, 5];
+  for (const bad of [["k", null, -1], ["k", null, 1.5], [7, null, 1], ["k", { cost: "x" }, 1], "k"]) {
+    await assert.rejects(shard.settleMany(options, [good, bad]), portero(/./), JSON.stringify(bad));
+  }
+  assert.equal(await left(ns, "k", Date.now()), 90, "nothing of a bad batch charged");
+  assert.ok(d.allowed);
+});
