@@ -54,7 +54,9 @@ export interface LeaseOptions {
    * batch (given to the check's `ctx.waitUntil`), so a key this isolate keeps using
    * waits on no round trip; it takes over when the one held ends. A limiter then holds
    * up to `2 × batch - 1` units of a key, and the first bound becomes the rule's plus
-   * `I × (2 × batch - 1)`. Default false.
+   * `I × (2 × batch - 1)`. A key the shard last found at its limit is refused locally
+   * (`retryAfterMs` 1000) while none of it is held, its next lease asked for off the
+   * path: up to one round trip of refusals after room came back. Default false.
    */
   prefetch?: boolean;
 }

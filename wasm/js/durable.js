@@ -17,6 +17,9 @@ const SWEEP_MS = 60_000;
 const MAX_KEYS = 250_000; // ~120 bytes each in memory: 30 MB of an isolate's 128 MB
 const HAND = 8; // keys a new key at a full shard looks at for an idle one
 const REMEMBERED = 10_000; // refusals an isolate remembers
+// What a refusal of a key at its limit, while its next lease is on its way, tells the
+// client: come back in a second (the Retry-After field's unit).
+const AT_LIMIT_RETRY_MS = 1000;
 // A new key at a full shard whose clock hand found no idle key.
 const TABLE_FULL = Object.freeze({ allowed: false, tableFull: true, limit: 0, remaining: 0, retryAfterMs: 1000, resetAfterMs: 0 });
 
@@ -386,8 +389,13 @@ function pairsOf(checks) {
  * `ctx.waitUntil`), and takes over when the one held runs dry or ends: a key this
  * isolate keeps using waits on no round trip. A limiter then holds up to
  * `2 × batch - 1` units of a key, so the first bound becomes `I × (2 × batch - 1)`
- * (the second is unchanged), and an isolate that ends loses up to that much. The
- * leases themselves: `lease.js`.
+ * (the second is unchanged), and an isolate that ends loses up to that much. And a
+ * key the shard last found at its limit (a refusal, or a lease of fewer units than
+ * asked) is refused here while this isolate holds none of it, and its next lease is
+ * asked for off the path: a key over its limit waits on no round trip either. This
+ * third local stage is the one that may refuse what the shard would admit: for at
+ * most one round trip after room came back, until that lease lands; a whole lease
+ * ends it. The leases themselves: `lease.js`.
  */
 export class EdgeLimiter {
   #namespace;
@@ -396,6 +404,7 @@ export class EdgeLimiter {
   #local;
   #rule; // the rule, checked (its decisions validate times)
   #leases; // this isolate's leases (`lease.js`), or null
+  #capacity; // the rule's capacity (the limit a local refusal reports)
   #refused = new Map(); // key -> the shard's last refusal: { cost, limit, retryAt, resetAt }
   #admitted = new WeakMap(); // a decision admitted -> what settles it: { key, slot, cost, parts, shard }
   /** Calls made to shards by this isolate (for tests and metrics). */
@@ -426,6 +435,7 @@ export class EdgeLimiter {
     // Worker builds its limiter.
     const capacity = checked.decide(checked.initialState, 0, 0, false)[0].limit;
     this.#leases = lease === undefined ? null : new Leases(leaseOf(lease, capacity), localKeys);
+    this.#capacity = capacity;
   }
 
   /**
@@ -474,7 +484,8 @@ export class EdgeLimiter {
       const spent = leases?.spend(slot, at, cost, parts) ?? null;
       if (spent !== null) this.#admitted.set(spent, { key, slot, cost, parts, shard: null });
       if (spent !== null && leases.wantsNext(slot, at)) this.#fetchAhead(key, slot, at, ctx);
-      const answer = spent ?? this.#remembered(slot, at, rest) ?? (mine.allowed ? null : local(mine));
+      const answer =
+        spent ?? this.#remembered(slot, at, rest) ?? (mine.allowed ? null : local(mine)) ?? this.#atLimit(key, slot, at, ctx);
       if (answer !== null) {
         out[i] = answer;
         return;
@@ -519,6 +530,9 @@ export class EdgeLimiter {
           this.#learn(slot, at, d.allowed ? took : cost, decision);
           // Refused: the units set aside go back to their lease, while it lives.
           if (!d.allowed) this.#leases?.putBack(asked[indices[j]]);
+          // A refusal, or a lease of fewer units than asked: the key is at its limit.
+          if (!d.allowed && !d.tableFull) this.#leases?.learned(slot, 1, 0);
+          else if (lease !== undefined) this.#leases.learned(slot, lease - cost, took - cost);
           if (lease !== undefined && took > cost) this.#leases.keep(slot, at, took - cost, decision);
           // The key's units left count the ones this isolate holds for it.
           if (d.allowed) decision.remaining += this.leasedUnits(asked[indices[j]].key, answered);
@@ -623,6 +637,7 @@ export class EdgeLimiter {
         const { granted, ...decision } = d;
         const took = d.allowed ? (granted ?? 1) : 0;
         this.#learn(slot, at, d.allowed ? took : 1, decision);
+        this.#leases.learned(slot, this.#leases.batch, took);
         if (took > 0) this.#leases.keep(slot, at, took, decision, true);
       })
       .catch(() => {}) // a failed fetch ahead changes nothing: the next check asks
@@ -635,6 +650,17 @@ export class EdgeLimiter {
         // request); nothing else of this check depends on it.
       }
     }
+  }
+
+  // With prefetch, a key the shard last found at its limit, with nothing held here: its
+  // next lease is asked for off the request's path (if none is on its way already) and
+  // the check is refused here meanwhile, so a key over its limit waits on no round trip
+  // either. The price: up to one round trip of refusals after room came back.
+  #atLimit(key, slot, at, ctx) {
+    const leases = this.#leases;
+    if (leases === null || !leases.refusesHere(slot, at)) return null;
+    if (!leases.asking(slot)) this.#fetchAhead(key, slot, at, ctx);
+    return local({ limit: this.#capacity, retryAfterMs: AT_LIMIT_RETRY_MS, resetAfterMs: AT_LIMIT_RETRY_MS });
   }
 
   // The shard's last refusal of `slot` as an answer at `at`, if it covers `cost`: the

@@ -39,6 +39,7 @@ export class Leases {
   #held = new Map(); // slot -> { left, sent, expires, limit, resetAt }
   #next = new Map(); // slot -> the lease fetched ahead, waiting for the one held to end
   #asking = new Set(); // slots with a lease request of this isolate in flight
+  #atLimit = new Set(); // slots the shard last found at their limit (a refusal, or fewer units than asked)
   #pending = 0; // of those, requests for keys that hold no lease (each takes a place)
   #nextEnd = Infinity; // no held lease ends before this, while the clock runs forward
   #scanned = -Infinity; // when the table was last scanned for ended leases
@@ -50,6 +51,34 @@ export class Leases {
 
   get batch() {
     return this.#settings.batch;
+  }
+
+  get prefetch() {
+    return this.#settings.prefetch;
+  }
+
+  /**
+   * What a lease request of `asked` units of `slot` got: `granted` (0: refused). Fewer
+   * than asked means the shard had no more room: the key is at its limit until a lease
+   * comes back whole. (At most `localKeys` keys are remembered so; beyond, none.)
+   */
+  learned(slot, asked, granted) {
+    if (granted >= asked) {
+      this.#atLimit.delete(slot);
+      return;
+    }
+    if (this.#atLimit.size >= this.#room) this.#atLimit.clear();
+    this.#atLimit.add(slot);
+  }
+
+  /** Whether, with prefetch, `slot` is at its limit with nothing held at `at`: refused here while its next lease is asked for off the path. */
+  refusesHere(slot, at) {
+    return this.#settings.prefetch && this.#atLimit.has(slot) && this.units(slot, at) === 0;
+  }
+
+  /** Whether a lease request of `slot` is in flight. */
+  asking(slot) {
+    return this.#asking.has(slot);
   }
 
   // The live lease of `slot` at `at` (the one fetched ahead taking over once the one

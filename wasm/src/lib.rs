@@ -407,7 +407,10 @@ impl Rule {
         };
         let settled = word.settle(&self.inner, admission, real, now);
         LAST_STATE.store(word.state, Ordering::Relaxed);
-        LAST_LEDGER.store(u64::try_from(word.ledger).unwrap_or(u64::MAX), Ordering::Relaxed);
+        LAST_LEDGER.store(
+            u64::try_from(word.ledger).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
         answer(settled, true)
     }
 }

@@ -21,7 +21,10 @@
 //!   less, a call off the request's path fetches the next one, which takes over when
 //!   the one held runs dry: a key an isolate keeps using waits on no round trip. An
 //!   isolate then holds up to `2b − 1` units of a key (the next lease, and what is
-//!   left of the one held).
+//!   left of the one held). And a key the object last found at its limit (a refusal,
+//!   or a lease of fewer units than asked) is refused in the isolate while it holds
+//!   none, and asked again off the path: a key over its limit waits on no round trip
+//!   either, at the price of refusing for up to one round trip after room came back.
 //!
 //! Simulated time, so the figures are the same on every machine. What the model leaves
 //! out: queueing at the object (one object serves every call at once), the local stage
@@ -253,6 +256,9 @@ struct Isolate {
     next: HashMap<u64, (u64, u64, u64)>,
     /// Keys with a lease request of this isolate in flight.
     leasing: HashSet<u64>,
+    /// Keys at their limit, as the object last answered (a refusal, or a lease of
+    /// fewer units than asked): with prefetch, refused here while none are held.
+    at_limit: HashSet<u64>,
 }
 
 enum Event {
@@ -376,6 +382,25 @@ pub fn run(setup: &Setup, topology: Topology) -> Outcome {
                         if iso.refused.get(&r.key).is_some_and(|&until| now < until) {
                             continue; // refused in the isolate, at no latency
                         }
+                        // With prefetch, a key the object last found at its limit is
+                        // asked again off the request's path, and refused here until
+                        // the answer lands (a lease, or a new refusal).
+                        if let Topology::Prefetch { batch } = topology {
+                            if iso.at_limit.contains(&r.key) {
+                                if iso.leasing.insert(r.key) {
+                                    out.calls += 1;
+                                    events.push(
+                                        now.saturating_add(half),
+                                        Event::AtObject {
+                                            request: i,
+                                            ask: batch,
+                                            ahead: true,
+                                        },
+                                    );
+                                }
+                                continue;
+                            }
+                        }
                         let ask = match topology {
                             Topology::Leases { batch } | Topology::Prefetch { batch }
                                 if batch > 1 && iso.leasing.insert(r.key) =>
@@ -434,8 +459,8 @@ pub fn run(setup: &Setup, topology: Topology) -> Outcome {
                 request,
                 decision,
                 granted,
+                ask,
                 ahead: true,
-                ..
             } => {
                 // A lease fetched ahead: it waits for the one held to end. Refused,
                 // it is a refusal remembered like any other.
@@ -448,6 +473,7 @@ pub fn run(setup: &Setup, topology: Topology) -> Outcome {
                             .saturating_sub(MS);
                     iso.refused.insert(r.key, until);
                 }
+                at_limit_after(iso, r.key, granted, ask);
                 if granted > 0 {
                     let until = r.at.saturating_add(setup.lease_ms.saturating_mul(MS));
                     iso.next.insert(r.key, (granted, r.at, until));
@@ -468,6 +494,7 @@ pub fn run(setup: &Setup, topology: Topology) -> Outcome {
                 let iso = &mut isolates[r.isolate];
                 if ask > 1 {
                     iso.leasing.remove(&r.key);
+                    at_limit_after(iso, r.key, granted, ask);
                 }
                 if decision.is_allowed() {
                     out.admitted[r.key as usize].push(now);
@@ -490,6 +517,16 @@ pub fn run(setup: &Setup, topology: Topology) -> Outcome {
         }
     }
     out
+}
+
+/// Whether `key` is at its limit after a lease request of `ask` units got `granted`
+/// (none: a refusal; fewer: the object had no more room).
+fn at_limit_after(iso: &mut Isolate, key: u64, granted: u64, ask: u64) {
+    if granted < ask {
+        iso.at_limit.insert(key);
+    } else {
+        iso.at_limit.remove(&key);
+    }
 }
 
 /// The topologies compared, in the tables' order.
