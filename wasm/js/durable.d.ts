@@ -40,9 +40,10 @@ export interface ShardOptions extends ShardSettings {
  * when that call is sent, so the second bound lengthens by one call's latency); a
  * full table of leases
  * (`localKeys`) takes no new one until one ends, so a flood of new keys cannot push out
- * a live lease. Unspent units are not given back: a limiter that ends mid-lease loses at
- * most `batch - 1` per key. A settlement gives a request's unused units back to its
- * lease while that lease lives.
+ * a live lease. A lease that leaves the table with units unspent (ended, replaced)
+ * gives them back to its shard off the path, by the refund rule; a limiter that ends
+ * mid-lease loses at most `batch - 1` per key. A settlement gives a request's unused
+ * units back to its lease while that lease lives, else to the shard.
  */
 export interface LeaseOptions {
   /** Units a lease takes at most: a whole number from 1 to the rule's capacity. */

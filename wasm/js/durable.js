@@ -381,8 +381,11 @@ function pairsOf(checks) {
  * the call is sent, so such a check's held units can be used up to one call's latency
  * after the lease's end, which lengthens the second bound by that latency); a full
  * table of leases (`localKeys`) takes no new lease until one ends, so a flood of new
- * keys asks for its cost alone and cannot push out a live lease. A live isolate loses
- * no leased unit; one that ends mid-lease loses what it held, at most `batch - 1` a key.
+ * keys asks for its cost alone and cannot push out a live lease. A lease that leaves a
+ * live isolate's table with units unspent (ended, replaced, fetched ahead with no place
+ * left) gives them back to its shard off the request's path (`ctx.waitUntil`), by the
+ * admission that granted it (portero's refund rule); an isolate that ends mid-lease
+ * loses what it held, at most `batch - 1` a key.
  *
  * With `lease: { …, prefetch: true }`, once the lease held is down to half its batch
  * the next one is fetched off the request's path (handed to the check's
@@ -533,7 +536,7 @@ export class EdgeLimiter {
           // A refusal, or a lease of fewer units than asked: the key is at its limit.
           if (!d.allowed && !d.tableFull) this.#leases?.learned(slot, 1, 0);
           else if (lease !== undefined) this.#leases.learned(slot, lease - cost, took - cost);
-          if (lease !== undefined && took > cost) this.#leases.keep(slot, at, took - cost, decision);
+          if (lease !== undefined && took > cost) this.#leases.keep(slot, asked[indices[j]].key, at, took - cost, { ...decision, admission });
           // The key's units left count the ones this isolate holds for it.
           if (d.allowed) decision.remaining += this.leasedUnits(asked[indices[j]].key, answered);
           const answer = { ...decision, servedBy: "shard" };
@@ -547,7 +550,38 @@ export class EdgeLimiter {
         });
       }),
     );
+    this.#giveBack(ctx);
     return out;
+  }
+
+  // Gives the unspent units of leases dropped here (ended, replaced, or fetched ahead
+  // with no place left) back to their shards by the admissions that granted them, off
+  // the request's path (to `ctx.waitUntil` when there is one): one call per shard.
+  // This isolate's count of the key then forgets it, as after any give-back. Those for
+  // `shard` go into `into` instead, when given (a settlement's own call).
+  #giveBack(ctx, shard = -1, into = null) {
+    const dropped = this.#leases?.dropped() ?? [];
+    const byShard = new Map();
+    for (const { key, admission, units } of dropped) {
+      const slot = keyOf(key);
+      this.#local.reset(slot);
+      this.#refused.delete(slot);
+      const shard = shardOf(slot, this.#shards);
+      if (!byShard.has(shard)) byShard.set(shard, []);
+      byShard.get(shard).push([key, admission, admission.cost - units]);
+    }
+    if (into !== null) {
+      into.unshift(...(byShard.get(shard) ?? []));
+      byShard.delete(shard);
+    }
+    for (const [shard, settlements] of byShard) {
+      this.calls += 1;
+      try {
+        keepAlive(ctx, Promise.resolve(this.#stub(shard).settleMany(this.#options, settlements)).catch(() => {}));
+      } catch {
+        // A stub that throws at once: nothing was sent; the units stay charged.
+      }
+    }
   }
 
   /**
@@ -558,7 +592,8 @@ export class EdgeLimiter {
    * start); units above the estimate come from this isolate's lease of the key, and the
    * rest is charged by the shard past the limit (debt every isolate waits out). Returns
    * how the key stands afterwards (`servedBy: "shard"` when the shard was called).
-   * Units of a lease that ended before the settlement are lost with it.
+   * Units of a lease that ended before the settlement go back to the shard by that
+   * lease's admission.
    */
   async settle(decision, real) {
     const handle = this.#admitted.get(decision);
@@ -568,27 +603,38 @@ export class EdgeLimiter {
     const { key, slot, cost, parts, shard } = handle;
     const at = Date.now();
     const leases = this.#leases;
-    let owed = null; // [admission or null, real] for the shard
+    const owed = []; // [key, admission or null, real] for the shard
     if (real < cost) {
       let back = cost - real;
-      for (const { lease, units } of parts) back -= leases.giveBack(slot, lease, Math.min(back, units), at);
-      if (shard !== null && back > 0) owed = [shard.admission, shard.admission.cost - Math.min(back, shard.units)];
+      // A lease's units back to it while it lives; a lease's that has ended, and the
+      // shard's own, back to the shard by the admission that granted them.
+      for (const { lease, units } of parts) {
+        const n = Math.min(back, units);
+        const here = leases.giveBack(slot, lease, n, at);
+        if (n > here && lease.admission !== undefined) owed.push([key, lease.admission, lease.admission.cost - (n - here)]);
+        back -= n;
+      }
+      if (shard !== null && back > 0) owed.push([key, shard.admission, shard.admission.cost - Math.min(back, shard.units)]);
     } else if (real > cost) {
       const extra = real - cost - (leases?.take(slot, at, real - cost) ?? 0);
-      if (extra > 0) owed = shard === null ? [null, extra] : [shard.admission, shard.admission.cost + extra];
+      if (extra > 0) owed.push(shard === null ? [key, null, extra] : [key, shard.admission, shard.admission.cost + extra]);
     }
-    if (owed === null) {
+    const shardOfKey = shardOf(slot, this.#shards);
+    // Leases dropped meanwhile give back in this call (before this settlement's own).
+    this.#giveBack(undefined, shardOfKey, owed);
+    if (owed.length === 0) {
       const held = this.leasedUnits(key, at);
       return { allowed: true, limit: decision.limit, remaining: held, retryAfterMs: 0, resetAfterMs: decision.resetAfterMs, servedBy: parts.length > 0 ? "lease" : decision.servedBy };
     }
     this.calls += 1;
-    const [d] = await this.#stub(shardOf(slot, this.#shards)).settleMany(this.#options, [[key, ...owed]]);
-    if (owed[1] < (owed[0]?.cost ?? 0)) {
+    const decided = await this.#stub(shardOfKey).settleMany(this.#options, owed);
+    if (owed.some(([, admission, units]) => units < (admission?.cost ?? 0))) {
       // The shard gave units back: this isolate's count of what it admitted, and a
       // refusal it remembers, would now refuse what the shard admits.
       this.#local.reset(slot);
       this.#refused.delete(slot);
     }
+    const d = decided.at(-1);
     return { ...d, remaining: d.remaining + this.leasedUnits(key, Date.now()), servedBy: "shard" };
   }
 
@@ -638,18 +684,12 @@ export class EdgeLimiter {
         const took = d.allowed ? (granted ?? 1) : 0;
         this.#learn(slot, at, d.allowed ? took : 1, decision);
         this.#leases.learned(slot, this.#leases.batch, took);
-        if (took > 0) this.#leases.keep(slot, at, took, decision, true);
+        if (took > 0) this.#leases.keep(slot, key, at, took, decision, true);
+        this.#giveBack(ctx);
       })
       .catch(() => {}) // a failed fetch ahead changes nothing: the next check asks
       .finally(() => this.#leases.done(slot, asked));
-    if (ctx !== undefined && ctx !== null && typeof ctx.waitUntil === "function") {
-      try {
-        ctx.waitUntil(call);
-      } catch {
-        // The runtime refused to keep it: the call runs on (or is cancelled with the
-        // request); nothing else of this check depends on it.
-      }
-    }
+    keepAlive(ctx, call);
   }
 
   // With prefetch, a key the shard last found at its limit, with nothing held here: its
@@ -694,6 +734,20 @@ export class EdgeLimiter {
         retryAt: sent + decision.retryAfterMs - 1,
         resetAt: sent + decision.resetAfterMs - 1,
       });
+    }
+  }
+}
+
+// Hands `call` to the fetch handler's `ctx.waitUntil`, when there is one, so that the
+// runtime keeps it past the response (without it, the call may be cancelled with the
+// request: what it would have changed is lost, never over-admitted).
+function keepAlive(ctx, call) {
+  if (ctx !== undefined && ctx !== null && typeof ctx.waitUntil === "function") {
+    try {
+      ctx.waitUntil(call);
+    } catch {
+      // The runtime refused to keep it: the call runs on (or is cancelled with the
+      // request); nothing else depends on it.
     }
   }
 }

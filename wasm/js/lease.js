@@ -40,6 +40,7 @@ export class Leases {
   #next = new Map(); // slot -> the lease fetched ahead, waiting for the one held to end
   #asking = new Set(); // slots with a lease request of this isolate in flight
   #atLimit = new Set(); // slots the shard last found at their limit (a refusal, or fewer units than asked)
+  #dropped = []; // unspent units of leases dropped, to give back: { key, admission, units }
   #pending = 0; // of those, requests for keys that hold no lease (each takes a place)
   #nextEnd = Infinity; // no held lease ends before this, while the clock runs forward
   #scanned = -Infinity; // when the table was last scanned for ended leases
@@ -87,6 +88,7 @@ export class Leases {
     let lease = this.#held.get(slot);
     if (lease !== undefined && (at >= lease.expires || at < lease.sent)) {
       this.#held.delete(slot);
+      this.#drop(lease);
       lease = undefined;
     }
     if (lease === undefined || lease.left === 0) {
@@ -98,6 +100,7 @@ export class Leases {
           this.#nextEnd = Math.min(this.#nextEnd, next.expires);
           return next;
         }
+        this.#drop(next);
       }
     }
     return lease;
@@ -133,7 +136,7 @@ export class Leases {
   /**
    * Gives `n` units a settled admission did not use back to `lease`, while it is still
    * one of `slot`'s and lives at `at`, never past what it was granted: how many went
-   * back (the rest are lost with their lease).
+   * back (the caller gives the rest back to the shard).
    */
   giveBack(slot, lease, n, at) {
     const ours = this.#held.get(slot) === lease || this.#next.get(slot) === lease;
@@ -193,22 +196,41 @@ export class Leases {
     for (const [k, lease] of this.#held) {
       if (at >= lease.expires || at < lease.sent) {
         // A lease fetched ahead goes with the one it was waiting behind: it holds no
-        // place of its own (its units are lost, never spent past its end).
+        // place of its own (its units go back, never spent past its end).
         this.#held.delete(k);
+        this.#drop(lease);
+        this.#drop(this.#next.get(k));
         this.#next.delete(k);
       } else this.#nextEnd = Math.min(this.#nextEnd, lease.expires);
     }
     return !full();
   }
 
+  // A lease leaves the table: what it holds unspent is given back (`dropped`), by the
+  // shard's admission that granted it, and can no longer be spent here.
+  #drop(lease) {
+    if (lease === undefined || lease.left === 0) return;
+    if (lease.admission !== undefined) this.#dropped.push({ key: lease.key, admission: lease.admission, units: lease.left });
+    lease.left = 0;
+  }
+
+  /** The unspent units of the leases dropped since the last call, to give back to their shards (and forgets them). */
+  dropped() {
+    return this.#dropped.splice(0);
+  }
+
   /**
-   * A lease of `left` units of `slot` granted by a call sent at `sent`. A check that
-   * asks for a lease has set aside every unit the one held had, so what it replaces
-   * holds nothing — unless a refused check gave units back meanwhile (lost then, at
-   * most `batch - 1`). `ahead`: fetched ahead, it waits for the one held to end.
+   * A lease of `left` units of `key` (at `slot`) granted by a call sent at `sent`, by
+   * the shard's `decision` (its `admission` gives unspent units back when the lease is
+   * dropped). A check that asks for a lease has set aside every unit the one held had,
+   * so what it replaces holds nothing — unless a refused check gave units back
+   * meanwhile (given back then). `ahead`: fetched ahead, it waits for the one held to
+   * end.
    */
-  keep(slot, sent, left, decision, ahead = false) {
+  keep(slot, key, sent, left, decision, ahead = false) {
     const lease = {
+      key,
+      admission: decision.admission,
       left,
       granted: left,
       sent,
@@ -217,13 +239,18 @@ export class Leases {
       resetAt: sent + decision.resetAfterMs,
     };
     if (ahead && this.#held.has(slot)) {
+      this.#drop(this.#next.get(slot));
       this.#next.set(slot, lease);
       return;
     }
     // Fetched ahead for a lease that has since been dropped: it takes a place only if
-    // the table has one (it asked for none); else its units are lost.
-    if (ahead && !this.#roomFor(slot, sent)) return;
+    // the table has one (it asked for none); else its units go back.
+    if (ahead && !this.#roomFor(slot, sent)) {
+      this.#drop(lease);
+      return;
+    }
     this.#nextEnd = Math.min(this.#nextEnd, lease.expires);
+    this.#drop(this.#held.get(slot));
     this.#held.set(slot, lease);
   }
 

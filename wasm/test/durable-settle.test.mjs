@@ -95,20 +95,21 @@ test("a lease's units go back to that lease, with no call; above the estimate th
     assert.equal(await left(ns, "k", clock.now), 100 - 9 - 12);
   }));
 
-test("a lease that ended takes nothing back, and what is owed is still charged", () =>
+test("units of a lease that ended go back to the shard, by the admission that granted the lease", () =>
   withClock(async (clock) => {
     const ns = namespace();
     const edge = leasing(ns);
-    await edge.check("k", clock.now); // 10 charged
-    const spent = await edge.check("k", clock.now, 5);
-    const owing = await edge.check("k", clock.now, 2);
+    await edge.check("k", clock.now); // 10 charged, 9 held
+    const spent = await edge.check("k", clock.now, 5); // 4 held
+    const owing = await edge.check("k", clock.now, 2); // 2 held
     clock.now += 60_000; // the lease's whole life
-    const calls = ns.calls;
     await edge.settle(spent, 0);
-    assert.equal(ns.calls, calls, "lost with its lease: nothing to ask");
     await edge.settle(owing, 7);
-    // 60 s refilled one unit and a bit (36 s a unit); 5 more charged.
-    assert.equal(await left(ns, "k", clock.now), 100 - 10 + 1 - 5);
+    // As a twin that took 1, then 7 (the real costs), at the start, 60 s ago (36 s a
+    // unit): 8 units of debt, 228 s of it still ahead: 93 left. The ended lease's 2
+    // unspent units went back with the second settlement, in its call.
+    assert.equal(await left(ns, "k", clock.now), 93);
+    assert.equal(edge.leasedUnits("k", clock.now), 0);
   }));
 
 test("a settlement that moved the word back survives a restart with its ledger", () =>
@@ -155,3 +156,25 @@ test("the object checks a whole batch of settlements before it changes anything"
   assert.equal(await left(ns, "k", Date.now()), 90, "nothing of a bad batch charged");
   assert.ok(d.allowed);
 });
+
+test("a lease that ends with units unspent gives them back to the shard, by the admission that granted them", () =>
+  withClock(async (clock) => {
+    for (const [algorithm, expected] of [["gcra", 50], ["fixed-window", 49]]) {
+      const ns = namespace();
+      const r = { perMinute: 60, algorithm }; // a unit a second
+      const edge = new EdgeLimiter({ namespace: ns, rule: r, shards: 1, lease: { batch: 10, lifetimeMs: 2_000 } });
+      const other = new EdgeLimiter({ namespace: ns, rule: r, shards: 1 });
+      const waits = [];
+      const ctx = { waitUntil: (p) => waits.push(p) };
+      await edge.check("k", clock.now, 1, ctx); // 10 charged, 9 held
+      clock.now += 3_000; // the lease ended with its 9
+      await edge.check("k", clock.now, 1, ctx); // a new lease of 10: 9 held
+      assert.equal(waits.length, 1, `${algorithm}: the give-back, off the path`);
+      await Promise.all(waits);
+      // GCRA: as if only 1 had been taken then (its 2 s since refilled): 10 used now.
+      // The fixed window: the 9 back in the window that counted them: 11 used.
+      assert.equal((await other.check("k", clock.now, 0)).remaining, expected, algorithm);
+      assert.equal(edge.leasedUnits("k", clock.now), 9);
+      clock.now += 120_000;
+    }
+  }));
