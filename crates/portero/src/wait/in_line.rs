@@ -98,9 +98,36 @@ pub fn until_admitted<W: Waitable + ?Sized>(
         cost,
         max_wait,
         jitter,
-        map: core::convert::identity,
+        answer: core::marker::PhantomData,
         queued: None,
     }
+}
+
+/// What a wait answers when admitted (`T` of [`UntilAdmitted`]): the admission's
+/// [`Decision`], or nothing (`()`). Sealed: a type parameter, so that the answer is
+/// made in the caller's own code (a function pointer in the future cost a plain loop
+/// of waits a call it could not inline).
+pub trait WaitAnswer: sealed::Sealed {
+    /// The answer for the admission `decision`.
+    fn of(decision: Decision) -> Self;
+}
+
+impl WaitAnswer for Decision {
+    #[inline]
+    fn of(decision: Decision) -> Self {
+        decision
+    }
+}
+
+impl WaitAnswer for () {
+    #[inline]
+    fn of(_: Decision) -> Self {}
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::Decision {}
+    impl Sealed for () {}
 }
 
 /// A wait in line ([`until_admitted`], `RateLimiter::until_ready*`): what the
@@ -111,7 +138,7 @@ pub struct UntilAdmitted<'a, W: ?Sized, T = Decision> {
     cost: u64,
     max_wait: Duration,
     jitter: Duration,
-    map: fn(Decision) -> T,
+    answer: core::marker::PhantomData<fn() -> T>,
     // The line's loop, once the first check found the limit refusing or a line ahead.
     queued: Option<Queued<'a>>,
 }
@@ -121,20 +148,20 @@ type Queued<'a> = core::pin::Pin<
 >;
 
 impl<'a, W: Waitable + ?Sized, T> UntilAdmitted<'a, W, T> {
-    /// The same wait, answering `map(decision)` when admitted.
-    fn map<U>(self, map: fn(Decision) -> U) -> UntilAdmitted<'a, W, U> {
+    /// The same wait, answering `U` when admitted.
+    fn answering<U: WaitAnswer>(self) -> UntilAdmitted<'a, W, U> {
         UntilAdmitted {
             limit: self.limit,
             cost: self.cost,
             max_wait: self.max_wait,
             jitter: self.jitter,
-            map,
+            answer: core::marker::PhantomData,
             queued: None,
         }
     }
 }
 
-impl<W: Waitable + ?Sized, T> core::future::Future for UntilAdmitted<'_, W, T> {
+impl<W: Waitable + ?Sized, T: WaitAnswer> core::future::Future for UntilAdmitted<'_, W, T> {
     type Output = Result<T, ReserveError>;
 
     #[inline]
@@ -149,7 +176,7 @@ impl<W: Waitable + ?Sized, T> core::future::Future for UntilAdmitted<'_, W, T> {
             if this.limit.line().waiting() == 0 {
                 match this.limit.check_now(this.cost) {
                     Err(e) => return Poll::Ready(Err(ReserveError::Check(e))),
-                    Ok(d) if d.is_allowed() => return Poll::Ready(Ok((this.map)(d))),
+                    Ok(d) if d.is_allowed() => return Poll::Ready(Ok(T::of(d))),
                     Ok(_) => {}
                 }
             }
@@ -161,7 +188,7 @@ impl<W: Waitable + ?Sized, T> core::future::Future for UntilAdmitted<'_, W, T> {
             )));
         }
         match this.queued.as_mut().map(|q| q.as_mut().poll(cx)) {
-            Some(Poll::Ready(answer)) => Poll::Ready(answer.map(this.map)),
+            Some(Poll::Ready(answer)) => Poll::Ready(answer.map(T::of)),
             _ => Poll::Pending,
         }
     }
@@ -287,7 +314,7 @@ impl<A: Algorithm + Send + Sync, C: Clock + Send + Sync> RateLimiter<A, C> {
         cost: u64,
         jitter: Duration,
     ) -> UntilAdmitted<'_, Self, ()> {
-        until_admitted(self, cost, Duration::MAX, jitter).map(|_| ())
+        until_admitted(self, cost, Duration::MAX, jitter).answering()
     }
 }
 

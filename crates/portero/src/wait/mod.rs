@@ -73,5 +73,5 @@ pub use keyed::{KeyedReservation, WaitError};
 #[cfg(feature = "tokio")]
 pub use {
     crate::wait_line::WaitLine,
-    in_line::{until_admitted, UntilAdmitted, Waitable},
+    in_line::{until_admitted, UntilAdmitted, WaitAnswer, Waitable},
 };
