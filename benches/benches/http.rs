@@ -14,12 +14,13 @@ use http_routers::{request, Routers};
 
 const CLIENTS: u32 = 10_000;
 
-fn routers() -> [(&'static str, axum::Router); 4] {
+fn routers() -> [(&'static str, axum::Router); 5] {
     let r = Routers::new(CLIENTS);
     [
         ("router_alone", r.plain),
         ("portero", r.portero),
         ("portero_readme_setup", r.readme),
+        ("portero_client_addr_layer", r.addr_layer),
         ("tower_governor", r.governor),
     ]
 }

@@ -37,9 +37,12 @@ pub struct Routers {
     pub identity: Router,
     /// portero's `LimitLayer` keyed by `ClientIp::key`, an open quota.
     pub portero: Router,
-    /// The README's setup as two `Router::layer`s (`ClientAddrLayer`, `LimitLayer`).
-    pub readme_two_layers: Router,
-    /// The README's setup: the same two in one `ServiceBuilder` layer.
+    /// The address resolved by its own layer, as two `Router::layer`s
+    /// (`ClientAddrLayer`, `LimitLayer` keyed by `keys::client_addr()`).
+    pub addr_two_layers: Router,
+    /// The same two in one `ServiceBuilder` layer (when handlers need the address too).
+    pub addr_layer: Router,
+    /// The README's setup: one `LimitLayer` keyed by `keys::client_ip(ClientIp)`.
     pub readme: Router,
     /// tower_governor's layer with the same quota and key, fields on.
     pub governor: Router,
@@ -85,12 +88,17 @@ impl Routers {
                 ))
             },
             portero: plain.clone().layer(by_ip(open_quota())),
-            readme_two_layers: plain.clone().layer(by_addr()).layer(resolve()),
-            readme: plain.clone().layer(
+            addr_two_layers: plain.clone().layer(by_addr()).layer(resolve()),
+            addr_layer: plain.clone().layer(
                 tower::ServiceBuilder::new()
                     .layer(resolve())
                     .layer(by_addr()),
             ),
+            readme: plain.clone().layer(LimitLayer::new(Limit::new(
+                table(open_quota()),
+                policy(open_quota()),
+                keys::client_ip::<Body>(ClientIp::new(TrustedProxies::none())),
+            ))),
             governor: plain
                 .clone()
                 .layer(tower_governor::GovernorLayer::new(Arc::new(config))),

@@ -91,8 +91,9 @@ fn the_layer_allocates_little_per_request() {
         plain,
         identity,
         portero: one_layer,
-        readme_two_layers: readme,
-        readme: together,
+        addr_two_layers,
+        addr_layer: together,
+        readme,
         governor,
         refusing,
     } = Routers::new(CLIENTS);
@@ -101,7 +102,11 @@ fn the_layer_allocates_little_per_request() {
     for (name, router) in [
         ("a layer that does nothing", &identity),
         ("portero, one layer", &one_layer),
-        ("portero, README setup (two layers)", &readme),
+        ("portero, the README's setup (keys::client_ip)", &readme),
+        (
+            "portero, ClientAddrLayer + LimitLayer (two layers)",
+            &addr_two_layers,
+        ),
         (
             "portero, the same two in one ServiceBuilder layer",
             &together,
@@ -113,7 +118,7 @@ fn the_layer_allocates_little_per_request() {
         println!("{name}: {:.1} allocations ({:.0} B) over the router alone ({base:.1}, {base_bytes:.0} B)", a - base, b - base_bytes);
         rows.push(a - base);
     }
-    let [axum_layer, one, _readme, together, governor, refused] = rows[..] else {
+    let [axum_layer, one, readme, _two, together, governor, refused] = rows[..] else {
         unreachable!()
     };
     // The layer's own, over what axum's `Router::layer` costs any layer that holds
@@ -138,8 +143,13 @@ fn the_layer_allocates_little_per_request() {
         "portero {one} against tower_governor {governor}"
     );
     assert!(
+        readme - axum_layer <= 1.0,
+        "the README's setup's own allocations: {}",
+        readme - axum_layer
+    );
+    assert!(
         together <= governor,
-        "the README's pair in one layer {together} against {governor}"
+        "the address layer and the limit in one layer {together} against {governor}"
     );
 }
 

@@ -196,6 +196,29 @@ pub enum Either<X, Y> {
     Second(Y),
 }
 
+/// The client's address, resolved by the limit itself from the peer address and what
+/// `client`'s trusted proxies wrote ([`ClientIp::key`](crate::ClientIp::key)): the
+/// key for limits by client when nothing else needs the address — one layer, where a
+/// resolving layer in front would cost a second one and an extension per request. (When
+/// handlers need the same address, resolve it once with `ClientAddrLayer` and key the
+/// limits by [`client_addr`].) No recorded peer is [`KeyError::NoPeerAddress`],
+/// answered 500 and logged, never a shared bucket.
+///
+/// ```
+/// use std::net::SocketAddr;
+/// use portero_http::{keys, ClientIp, TrustedProxies};
+/// let key = keys::client_ip::<()>(ClientIp::new(TrustedProxies::none()));
+/// let mut req = http::Request::builder().body(()).unwrap();
+/// assert_eq!(key(&req), Err(keys::KeyError::NoPeerAddress));
+/// req.extensions_mut().insert("192.0.2.1:4000".parse::<SocketAddr>().unwrap());
+/// assert_eq!(key(&req).unwrap().to_string(), "192.0.2.1");
+/// ```
+pub fn client_ip<B>(
+    client: crate::client::ClientIp,
+) -> impl Fn(&Request<B>) -> Result<crate::client::ClientAddr, KeyError> + Clone {
+    move |req| client.key(req)
+}
+
 #[cfg_attr(
     feature = "axum",
     doc = "The client's address as [`ClientAddrLayer`](crate::axum::ClientAddrLayer) resolved it"

@@ -1,0 +1,58 @@
+//! The HTTP layer's own cost as a user's plain program times it: each router of
+//! `support/http_routers.rs` driven by `oneshot` on a current-thread runtime, the
+//! default release profile, 10,000 client addresses in turn, every request admitted;
+//! five rounds interleaved, the best round's ns per request, and each layer's own cost
+//! (the router with it minus the router alone).
+//! `cargo run --release -p portero-benches --example layer_loop`.
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use tower::ServiceExt;
+
+#[path = "../support/http_routers.rs"]
+mod http_routers;
+use http_routers::{request, Routers};
+
+const CLIENTS: u32 = 10_000;
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("a runtime");
+    // Requests per router per round (`LAYER_LOOP_N`, for a profiler's shorter run).
+    let n: u32 = std::env::var("LAYER_LOOP_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300_000);
+    let r = Routers::new(CLIENTS);
+    let routers = [
+        ("router alone", r.plain),
+        ("portero (ClientIp::key)", r.portero),
+        ("portero, the README's setup", r.readme),
+        ("portero + ClientAddrLayer", r.addr_layer),
+        ("tower_governor", r.governor),
+    ];
+    let mut best = [f64::INFINITY; 5];
+    for _ in 0..5 {
+        for (k, (_, router)) in routers.iter().enumerate() {
+            let t = Instant::now();
+            for i in 0..n {
+                let response = rt
+                    .block_on(router.clone().oneshot(request(i, CLIENTS)))
+                    .expect("infallible");
+                black_box(response.status());
+            }
+            best[k] = best[k].min(t.elapsed().as_nanos() as f64 / f64::from(n));
+        }
+    }
+    for ((name, _), ns) in routers.iter().zip(best) {
+        println!("{name:<30} {ns:>8.1} ns   own {:>6.1} ns", ns - best[0]);
+    }
+    let governor = best[4] - best[0];
+    println!(
+        "own cost vs tower_governor's: the README's setup {:.2}x, with ClientAddrLayer {:.2}x",
+        (best[2] - best[0]) / governor,
+        (best[3] - best[0]) / governor
+    );
+}
