@@ -8,9 +8,13 @@ pub mod reference;
 #[doc = include_str!("../../README.md")]
 pub mod readme {}
 
-/// The book's pages (`docs/book`), each Rust block compiled and run as a doc test.
-#[cfg(doctest)]
+/// The book's pages (`docs/book`), by task: each Rust block is compiled and run as a
+/// doc test, and `cargo xtask docs` renders them here.
 pub mod book {
+    #[doc = include_str!("../../docs/book/README.md")]
+    pub mod contents {}
+    #[doc = include_str!("../../docs/book/install.md")]
+    pub mod install {}
     #[doc = include_str!("../../docs/book/core.md")]
     pub mod core {}
     #[doc = include_str!("../../docs/book/http.md")]
@@ -21,8 +25,12 @@ pub mod book {
     pub mod redis {}
     #[doc = include_str!("../../docs/book/edge.md")]
     pub mod edge {}
-    #[doc = include_str!("../../docs/book/lab.md")]
-    pub mod lab {}
     #[doc = include_str!("../../docs/book/choosing.md")]
     pub mod choosing {}
+    #[doc = include_str!("../../docs/book/guarantees.md")]
+    pub mod guarantees {}
+    #[doc = include_str!("../../docs/book/lab.md")]
+    pub mod lab {}
+    #[doc = include_str!("../../docs/book/setup.md")]
+    pub mod setup {}
 }

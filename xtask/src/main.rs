@@ -22,6 +22,8 @@ cargo xtask <command>
                and check the size budget
   wasi         the core's unit tests and the property tests on wasm32-wasip1 (Node's WASI)
   charts       redraw every committed chart (docs/*.svg) from the lab's experiments
+  docs         the book (docs/book, its Rust snippets run as doc tests) and the API
+               docs (rustdoc, warnings as errors): target/doc/portero_tests/book
   bench-report write BENCHMARKS.md's current report from the last benchmark run;
                `bench-report --run` runs the benchmarks first (about 15 minutes)
   package      cargo package the three library crates together (verified), and
@@ -52,6 +54,7 @@ fn main() {
         Some("wasm") => setup().and_then(|()| wasm()),
         Some("wasi") => setup().and_then(|()| wasi()),
         Some("charts") => charts(),
+        Some("docs") => docs(),
         Some("bench-report") => bench_report::bench_report(args.iter().any(|a| a == "--run")),
         Some("package") => publish::package_and_docs(),
         Some("msrv") => publish::setup().and_then(|()| publish::msrv()),
@@ -347,6 +350,32 @@ fn wasi() -> Step {
         &[&["test", "-p", "portero-tests", "--tests"][..], &target].concat(),
         &envs,
     )
+}
+
+/// The book and the API docs: the book's pages are the `book` module of
+/// `portero-tests` (`include_str!`, so every Rust block is a doc test that runs), and
+/// rustdoc renders them beside the crates' own pages.
+fn docs() -> Step {
+    run("cargo", &["test", "-p", "portero-tests", "--doc"], &[])?;
+    run(
+        "cargo",
+        &[
+            "doc",
+            "--no-deps",
+            "--all-features",
+            "-p",
+            "portero",
+            "-p",
+            "portero-http",
+            "-p",
+            "portero-redis",
+            "-p",
+            "portero-tests",
+        ],
+        &[("RUSTDOCFLAGS", "-D warnings")],
+    )?;
+    eprintln!("\nxtask: the book is at target/doc/portero_tests/book/index.html");
+    Ok(())
 }
 
 /// Redraws `docs/*.svg` from the lab's seeded, simulated-time experiments; the lab's
