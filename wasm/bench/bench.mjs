@@ -2,8 +2,9 @@
 // limiter and a plain-JavaScript GCRA, single key and 10,000 string keys, each in both
 // forms (`check`, the decision a Worker turns into a 429, and the boolean `allow`), and
 // the floors under a check through the module.
-// `npm run bench` (after `cargo xtask wasm`). Prints ns per check and ratios.
-import { readFileSync } from "node:fs";
+// `npm run bench` (after `cargo xtask wasm`). Prints ns per check and ratios; with
+// `-- --json FILE` also writes them there (what `cargo xtask bench-report` reads).
+import { readFileSync, writeFileSync } from "node:fs";
 import { RateLimiterMemory } from "rate-limiter-flexible";
 import { initSync, Gcra, KeyedLimiter } from "../js/index.js";
 import {
@@ -207,3 +208,8 @@ for (const scope of ["single key", "10,000 keys"]) {
   );
 }
 if (sink === 0) console.log("(nothing decided)");
+const jsonAt = process.argv.indexOf("--json");
+if (jsonAt > 0) {
+  const rows = results.map(([name, ns]) => ({ name, ns }));
+  writeFileSync(process.argv[jsonAt + 1], JSON.stringify({ node: process.version, checks: N, rounds: ROUNDS, rows }, null, 1));
+}

@@ -2,7 +2,8 @@
 // Object), and ten keys in one call against ten calls. `npm run bench:durable` (after
 // `cargo xtask wasm`). Sequential HTTP requests from Node over loopback; prints the
 // median, p90 and p99 per request; leased: one call to the object in 100 checks, the
-// next lease fetched on the request's path or ahead of it.
+// next lease fetched on the request's path or ahead of it. With `-- --json FILE` it
+// also writes the figures there (what `cargo xtask bench-report` reads).
 import { unlinkSync, writeFileSync } from "node:fs";
 import { freePort, packageModules, root, startWorkerd, stopWorkerd, workerdConfig } from "../test/support/workerd.mjs";
 
@@ -45,6 +46,11 @@ try {
   for (const [name, p50, p90, p99] of results) {
     const at = (q, v) => `${q} ${v.toFixed(0).padStart(6)} µs`;
     console.log(`${name.padEnd(34)} ${at("p50", p50)}   ${at("p90", p90)}   ${at("p99", p99)}`);
+  }
+  const jsonAt = process.argv.indexOf("--json");
+  if (jsonAt > 0) {
+    const rows = results.map(([name, p50, p90, p99]) => ({ name, p50_us: p50, p90_us: p90, p99_us: p99 }));
+    writeFileSync(process.argv[jsonAt + 1], JSON.stringify({ node: process.version, requests: N, rows }, null, 1));
   }
 } finally {
   await stopWorkerd(child);

@@ -1,6 +1,6 @@
 //! `cargo xtask bench-report [--run]`: `BENCHMARKS.md`'s current report, written from
-//! criterion's estimates (`target/criterion/<group>/…/new/`) and the contention
-//! study's JSON (`target/bench-report/contention.json`) between the page's two report
+//! criterion's estimates (`target/criterion/<group>/…/new/`), the contention study's
+//! and the edge benchmarks' JSON (`target/bench-report/*.json`) between the page's two report
 //! markers, so every figure in it comes from one run, never copied by hand. With
 //! `--run` it runs the benchmarks first; without, it writes from the last run.
 //! Each table says when its benchmarks ran and the command that reruns it alone.
@@ -90,12 +90,22 @@ fn run_benchmarks() -> Step {
     // Kept even when the study failed (a limiter over its quota): the report shows it.
     fs::write(format!("{KEPT}/contention.json"), &out.stdout)
         .map_err(|e| format!("{KEPT}: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!("{line}: {}", out.status))
+    if !out.status.success() {
+        return Err(format!("{line}: {}", out.status));
     }
+    // The edge: the package built, then its two benchmarks (paths from the package's
+    // folder, where npm runs them).
+    crate::setup()?;
+    crate::wasm()?;
+    for (script, file) in EDGE {
+        let at = format!("../{KEPT}/{file}");
+        run("npm", &["--prefix", "wasm", "run", script, "--", "--json", &at], &[])?;
+    }
+    Ok(())
 }
+
+/// The edge's benchmarks: the npm script, and the JSON it writes.
+const EDGE: [(&str, &str); 2] = [("bench", "edge.json"), ("bench:durable", "edge-durable.json")];
 
 /// This machine, as the tables name it: its CPU model and core count.
 fn machine() -> String {
@@ -123,9 +133,7 @@ fn report() -> Result<String, String> {
          them first: criterion at {} per benchmark, then the contention study). Machine: \
          {machine}. Times are criterion's median per operation; on N threads, wall time over \
          all threads per check. Each table says when its benchmarks ran and how to rerun it \
-         alone. The edge's benchmarks (`npm --prefix wasm run bench`, `bench:durable`) print \
-         their own tables and are not in this report yet: see their sections in \
-         [the log](docs/benchmarks-log.md).\n",
+         alone.\n",
         CRITERION.join(" ")
     );
     for (heading, file, groups) in AREAS {
@@ -139,7 +147,65 @@ fn report() -> Result<String, String> {
             }
         }
     }
+    out.push_str(&edge()?);
     out.push_str(&contention()?);
+    Ok(out)
+}
+
+/// The edge's tables: ns per check in Node (portero's wasm against
+/// rate-limiter-flexible and a plain-JS GCRA), and a request's latency in workerd.
+fn edge() -> Result<String, String> {
+    let mut out = String::from("### The edge
+
+");
+    for (script, file) in EDGE {
+        let path = format!("{KEPT}/{file}");
+        let Ok(text) = fs::read_to_string(&path) else {
+            let _ = writeln!(out, "`npm --prefix wasm run {script}`: no results (not run yet).\n");
+            continue;
+        };
+        let bench: Value = serde_json::from_str(&text).map_err(|e| format!("{path}: {e}"))?;
+        let ran = fs::metadata(&path)
+            .and_then(|m| m.modified())
+            .map_err(|e| format!("{path}: {e}"))?;
+        let rows = bench["rows"].as_array().into_iter().flatten();
+        if script == "bench" {
+            let _ = writeln!(
+                out,
+                "Checks in Node {} — ran {}; `npm --prefix wasm run bench` (best of {} rounds of {} checks)\n\n\
+                 | benchmark | ns per check |\n|---|---:|",
+                bench["node"].as_str().unwrap_or("?"),
+                date(ran),
+                bench["rounds"],
+                bench["checks"]
+            );
+            for row in rows {
+                let ns = row["ns"].as_f64().unwrap_or(f64::NAN);
+                let _ = writeln!(out, "| {} | {ns:.1} |", row["name"].as_str().unwrap_or("?"));
+            }
+        } else {
+            let _ = writeln!(
+                out,
+                "A request through workerd (from npm), {} sequential requests over loopback — ran {}; \
+                 `npm --prefix wasm run bench:durable`\n\n\
+                 | setup | p50 µs | p90 µs | p99 µs |\n|---|---:|---:|---:|",
+                bench["requests"],
+                date(ran)
+            );
+            for row in rows {
+                let us = |k: &str| row[k].as_f64().unwrap_or(f64::NAN);
+                let _ = writeln!(
+                    out,
+                    "| {} | {:.0} | {:.0} | {:.0} |",
+                    row["name"].as_str().unwrap_or("?"),
+                    us("p50_us"),
+                    us("p90_us"),
+                    us("p99_us")
+                );
+            }
+        }
+        out.push('\n');
+    }
     Ok(out)
 }
 
