@@ -110,7 +110,10 @@ impl Algorithm for TokenBucket {
         let t = q.interval_nanos();
         let tokens = self.banked(full_at, now); // lazy refill, capped at B
         let price = cost * t;
-        if tokens < price {
+        // In debt (a settlement charged past the burst, or time went backwards) the
+        // bucket holds nothing and owes more: even no units wait (as GCRA's), so that
+        // a check of 0 units never writes the debt away.
+        if tokens < price || full_at.saturating_sub(now) > q.capacity_nanos() {
             // Wait for the missing tokens; if time went backwards the deficit can be
             // deeper than the bucket, so wait for that too.
             let deficit = full_at.saturating_sub(now);
