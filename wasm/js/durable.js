@@ -11,7 +11,8 @@ import { KeyedLimiter, Rule } from "./index.js";
 import { fail, shown } from "./errors.js";
 import { Leases, leaseOf } from "./lease.js";
 
-const STATE = "k:"; // k:<rule id>:<key> -> state, or "state/ledger" once a settlement moved it back (decimal)
+const STATE = "k:"; // k:<rule id>:<key> -> "state/ledger/generation" (decimal; an earlier version wrote the state alone)
+const GENERATION = "g:"; // the last generation given to a word (decimal)
 const RULE = "r:"; // r:<rule id> -> { rule, shards } (JSON)
 const SWEEP_MS = 60_000;
 const MAX_KEYS = 250_000; // ~120 bytes each in memory: 30 MB of an isolate's 128 MB
@@ -27,6 +28,9 @@ const TABLE_FULL = Object.freeze({ allowed: false, tableFull: true, limit: 0, re
 export class PorteroShard extends DurableObject {
   #states = new Map(); // "<rule id>:<key>" -> BigInt state
   #ledgers = new Map(); // slot -> its refund ledger (a BigInt), only once not 0
+  #generations = new Map(); // slot -> which word it is: a word dropped and made again is another
+  #generation = 0; // the last generation given (kept in storage: never given twice)
+  #latest = 0; // the latest time this object decided at: its clock never goes back
   #rules = new Map(); // rule id -> { rule, shards }
   #spellings = new Map(); // a caller's rule options (JSON) -> [rule id, Rule]
   #hand = null; // the clock hand: an iterator over #states
@@ -46,10 +50,13 @@ export class PorteroShard extends DurableObject {
         const slot = k.slice(STATE.length);
         // A state without its rule could never be judged idle: not loaded.
         if (!this.#rules.has(ruleOf(slot))) continue;
-        const [state, ledger] = String(v).split("/");
+        const [state, ledger = "0", generation = "0"] = String(v).split("/");
         this.#states.set(slot, BigInt(state));
-        if (ledger !== undefined) this.#ledgers.set(slot, BigInt(ledger));
+        if (ledger !== "0") this.#ledgers.set(slot, BigInt(ledger));
+        this.#generations.set(slot, Number(generation));
+        this.#generation = Math.max(this.#generation, Number(generation));
       }
+      this.#generation = Math.max(this.#generation, Number((await ctx.storage.get(GENERATION)) ?? 0));
       this.#alarmAt = await ctx.storage.getAlarm();
     });
   }
@@ -99,10 +106,11 @@ export class PorteroShard extends DurableObject {
     const { maxKeys, durability, sweepMs, shards } = settingsOf(options);
     const batch = pairsOf(checks);
     const [id, rule] = this.#rule(options.rule, shards);
-    const now = Date.now();
+    const now = this.#now();
     // Decided into `pending`, kept only once every check is decided: a cost the rule
     // refuses to decide (negative, above capacity) throws with nothing changed.
     const pending = new Map();
+    const born = new Map(); // slot -> the generation of a word this batch makes
     let added = 0;
     const out = batch.map(([key, cost, lease]) => {
       const slot = `${id}:${keyOf(key)}`;
@@ -113,20 +121,24 @@ export class PorteroShard extends DurableObject {
       const before = state ?? rule.initialState;
       const [decision, next, took] = leased(rule, before, now, cost, lease);
       if (next !== before) {
-        if (state === undefined) added += 1;
+        if (state === undefined) {
+          added += 1;
+          born.set(slot, ++this.#generation);
+        }
         pending.set(slot, next);
       }
       const out = lease > cost ? { ...decision, granted: decision.allowed ? took : 0 } : decision;
       // What settles it later (`settleMany`): as portero's own admissions, one of a
-      // positive cost that was admitted.
+      // positive cost that was admitted, and which word it was taken from.
       if (decision.allowed && took > 0) {
-        out.admission = { at: now, cost: took, before, after: next, noted: this.#ledgers.get(slot) ?? 0n };
+        const generation = born.get(slot) ?? this.#generations.get(slot) ?? 0;
+        out.admission = { at: now, cost: took, before, after: next, noted: this.#ledgers.get(slot) ?? 0n, generation };
       }
       return out;
     });
     this.#stats.checks += batch.length;
     this.#stats.batches += 1;
-    await this.#keep(pending, durability, sweepMs, now);
+    await this.#keep(pending, born, durability, sweepMs, now);
     return out;
   }
 
@@ -137,16 +149,23 @@ export class PorteroShard extends DurableObject {
    * refund rule (never more than if the request had cost `real` from the start),
    * units above the estimate are charged past the limit. Returns how each key stands
    * for one unit (`tableFull` for a charge of a key this shard no longer holds, when
-   * it has no room: nothing charged). The batch is checked whole first.
+   * it has no room: nothing charged). The batch is checked whole first. An admission
+   * of a word the shard no longer holds (the key was dropped idle, and perhaps made
+   * again since) gives nothing back; what it owes above its estimate is charged.
+   *
+   * It trusts its caller — your Worker's own code, never a client: a record is not
+   * authenticated, so one made up, or one settled twice, gives back what it says.
+   * `EdgeLimiter.settle` settles each admission at most once.
    */
   async settleMany(options, settlements) {
     if (options === null || typeof options !== "object") fail("options must be an object");
     const { maxKeys, durability, sweepMs, shards } = settingsOf(options);
     if (!Array.isArray(settlements)) fail(`settlements must be an array of [key, admission, real], got ${typeof settlements}`);
     const [id, rule] = this.#rule(options.rule, shards);
-    const now = Date.now();
+    const now = this.#now();
     const pending = new Map();
     const ledgers = new Map();
+    const born = new Map();
     let added = 0;
     const decided = settlements.map((settlement) => {
       if (!Array.isArray(settlement)) fail(`settlements must be [key, admission, real] triples, got ${typeof settlement}`);
@@ -158,18 +177,25 @@ export class PorteroShard extends DurableObject {
       }
       const slot = `${id}:${keyOf(key)}`;
       const state = pending.get(slot) ?? this.#states.get(slot);
+      const generation = born.get(slot) ?? this.#generations.get(slot);
       let [settled, units] = [admission, real];
-      if (state === undefined) {
-        // A key no longer held (dropped idle): nothing of it to give back, and what
-        // was owed above the estimate is charged to a fresh word, which needs a place.
-        [settled, units] = [null, real - (admission?.cost ?? 0)];
+      // The admission's own word, or none of it is here any more (the key was dropped
+      // idle, and perhaps made again: another word, whose units are not its to give).
+      if (admission !== null && (state === undefined || (admission.generation ?? 0) !== generation)) {
+        // Nothing to give back; what was owed above the estimate is charged now.
+        [settled, units] = [null, real - admission.cost];
         if (units <= 0) return [slot, null];
-        if (this.#states.size + added >= maxKeys && !this.#reclaim(now, pending)) return [slot, { ...TABLE_FULL }];
+      }
+      if (state === undefined && this.#states.size + added >= maxKeys && !this.#reclaim(now, pending)) {
+        return [slot, { ...TABLE_FULL }];
       }
       const word = { state: state ?? rule.initialState, ledger: ledgers.get(slot) ?? this.#ledgers.get(slot) ?? 0n };
       const [decision, after] = rule.settle(word, settled, units, now);
       if (after.state !== word.state || after.ledger !== word.ledger) {
-        if (state === undefined) added += 1;
+        if (state === undefined) {
+          added += 1;
+          born.set(slot, ++this.#generation);
+        }
         pending.set(slot, after.state);
         ledgers.set(slot, after.ledger);
       }
@@ -179,19 +205,29 @@ export class PorteroShard extends DurableObject {
       if (ledger === 0n) this.#ledgers.delete(slot);
       else this.#ledgers.set(slot, ledger);
     }
-    await this.#keep(pending, durability, sweepMs, now);
+    await this.#keep(pending, born, durability, sweepMs, now);
     // How a key no longer held stands: full (it was dropped idle, or never charged).
     return decided.map(([slot, d]) => d ?? rule.decide(this.#states.get(slot) ?? rule.initialState, now, 0, false)[0]);
   }
 
-  // Keeps the states `pending` decided (and their ledgers), in memory and in storage,
-  // and sets the sweep alarm.
-  async #keep(pending, durability, sweepMs, now) {
+  // This object's time: its clock, never earlier than a time it already decided at
+  // (a settlement dated before a check it applied could give back what that check
+  // took; checks dated back could reopen a window a charge moved on from).
+  #now() {
+    this.#latest = Math.max(Date.now(), this.#latest);
+    return this.#latest;
+  }
+
+  // Keeps the states `pending` decided (their ledgers, and the generations of the
+  // words `born` made), in memory and in storage, and sets the sweep alarm.
+  async #keep(pending, born, durability, sweepMs, now) {
     const changed = {};
+    for (const [slot, generation] of born) this.#generations.set(slot, generation);
+    if (born.size > 0) changed[GENERATION] = String(this.#generation);
     for (const [slot, next] of pending) {
       this.#states.set(slot, next);
-      const ledger = this.#ledgers.get(slot);
-      changed[STATE + slot] = ledger === undefined ? next.toString() : `${next}/${ledger}`;
+      const ledger = this.#ledgers.get(slot) ?? 0n;
+      changed[STATE + slot] = `${next}/${ledger}/${this.#generations.get(slot) ?? 0}`;
     }
     if (pending.size > 0) {
       for (const part of chunks(Object.entries(changed))) {
@@ -227,6 +263,7 @@ export class PorteroShard extends DurableObject {
       if (!pending.has(slot) && this.#idle(slot, this.#states.get(slot), now)) {
         this.#states.delete(slot);
         this.#ledgers.delete(slot);
+        this.#generations.delete(slot);
         this.ctx.storage.delete(STATE + slot);
         return true;
       }
@@ -236,7 +273,7 @@ export class PorteroShard extends DurableObject {
 
   /** Drops every idle key, and every rule left without keys; runs again while any key is held. */
   async alarm() {
-    const now = Date.now();
+    const now = this.#now();
     const gone = [];
     const live = new Set();
     for (const [slot, state] of this.#states) {
@@ -246,6 +283,7 @@ export class PorteroShard extends DurableObject {
     for (const slot of gone) {
       this.#states.delete(slot);
       this.#ledgers.delete(slot);
+      this.#generations.delete(slot);
     }
     // A rule's record (and the shard count it holds its keys under) goes with its last key.
     const unused = [...this.#rules.keys()].filter((id) => !live.has(id));

@@ -572,7 +572,8 @@ export class Rule {
     if (admission !== null) {
       if (typeof admission !== "object") fail(`admission must be an object or null, got ${shown(admission)}`);
       const { at, cost } = admission;
-      if (!(isNumber(at) && at >= 0 && at <= Number.MAX_SAFE_INTEGER)) fail(`admission.at must be a time in milliseconds, got ${shown(at)}`);
+      // (Below 2^63 ns, portero's time range: so a bad `at` is named as such.)
+      if (!(isNumber(at) && at >= 0 && at * 1e6 < 2 ** 63)) fail(`admission.at must be a time in milliseconds within portero's range, got ${shown(at)}`);
       if (!(Number.isSafeInteger(cost) && cost >= 0)) fail(`admission.cost must be a whole number of units, got ${shown(cost)}`);
       a = { at, cost, before: word64("admission.before", admission.before), after: word64("admission.after", admission.after), noted: word64("admission.noted", admission.noted) };
     }

@@ -141,7 +141,11 @@ export class Leases {
   giveBack(slot, lease, n, at) {
     const ours = this.#held.get(slot) === lease || this.#next.get(slot) === lease;
     if (!ours || at >= lease.expires || at < lease.sent) return 0;
-    const back = Math.min(n, lease.granted - lease.left);
+    // Never more held of the key than the bound allows (`batch - 1`, or `2 × batch - 1`
+    // with prefetch): a lease refilled while the next one waits could hold both whole.
+    const { batch, prefetch } = this.#settings;
+    const room = (prefetch ? 2 * batch - 1 : batch - 1) - this.units(slot, at);
+    const back = Math.max(0, Math.min(n, lease.granted - lease.left, room));
     lease.left += back;
     return back;
   }

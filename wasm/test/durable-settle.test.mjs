@@ -122,7 +122,7 @@ test("a settlement that moved the word back survives a restart with its ledger",
     await edge.settle(a, 0); // not the key's last: by the rule, with the ledger
     const stored = storages.get("portero-shard-0").data;
     const value = [...stored].find(([k]) => k.startsWith("k:"))[1];
-    assert.match(value, /^\d+\/\d+$/, "the state and its ledger");
+    assert.match(value, /^\d+\/[1-9]\d*\/\d+$/, "the state, its ledger and its generation");
     // A new object on the same storage (a restart) holds the same word.
     assert.equal(await left(namespace(storages), "k", clock.now), 90);
   }));
@@ -178,3 +178,63 @@ test("a lease that ends with units unspent gives them back to the shard, by the 
       clock.now += 120_000;
     }
   }));
+
+// Found by an outside review of settlement (each failed before its fix).
+
+test("an admission of a word dropped idle gives nothing back to the key's next word", () =>
+  withClock(async (clock) => {
+    const ns = namespace();
+    const edge = plain(ns);
+    const shard = ns.get("portero-shard-0");
+    const y = await edge.check("k", clock.now, 50);
+    const x = await edge.check("k", clock.now, 40);
+    const w = await edge.check("k", clock.now, 10);
+    await edge.settle(y, 0); // not the key's last: by the rule, the ledger moves
+    clock.now += 50 * 36_000;
+    await shard.alarm(); // idle: dropped, its ledger with it
+    assert.ok((await edge.check("k", clock.now, 100)).allowed, "a new word: the whole burst");
+    await edge.settle(x, 0); // the old word's admission (40 of the new word, before)
+    assert.equal(await left(ns, "k", clock.now), 0, "nothing of the new word given back");
+    // What an old admission owes above its estimate is still charged, to the word
+    // there is now: 110 against a burst of 100, one unit fits after 11 units' time.
+    await edge.settle(w, 20);
+    const refused = await plain(ns).check("k", clock.now);
+    assert.deepEqual([refused.allowed, refused.retryAfterMs], [false, 11 * 36_000]);
+  }));
+
+test("a settlement dated before a check the object applied gives back no more than at that check", () =>
+  withClock(async (clock) => {
+    const ns = namespace();
+    const edge = plain(ns);
+    const t0 = clock.now;
+    const x = await edge.check("k", t0, 50);
+    clock.now = t0 + 40 * 36_000;
+    await edge.check("k", clock.now, 50);
+    clock.now = t0 + 10 * 36_000; // the object's clock steps back 30 units' time
+    await edge.settle(x, 0);
+    clock.now = t0 + 40 * 36_000;
+    // The twin (only the second admission, of 50, at t0 + 40 units): 50 left.
+    assert.equal(await left(ns, "k", clock.now), 50);
+  }));
+
+test("with prefetch, a settlement never leaves a limiter holding more than 2 x batch - 1 of a key", () =>
+  withClock(async (clock) => {
+    const ns = namespace();
+    const edge = new EdgeLimiter({ namespace: ns, rule: { perSecond: 10, burst: 20 }, shards: 1, lease: { batch: 4, lifetimeMs: 5_000, prefetch: true } });
+    const waits = [];
+    const ctx = { waitUntil: (p) => waits.push(p) };
+    const decisions = [];
+    for (const cost of [1, 1, 2, 1, 1]) {
+      decisions.push(await edge.check("k", clock.now, cost, ctx));
+      await Promise.all(waits.splice(0));
+    }
+    for (const d of decisions.slice(-2)) await edge.settle(d, 0);
+    assert.ok(edge.leasedUnits("k", clock.now) <= 7, `${edge.leasedUnits("k", clock.now)} held`);
+  }));
+
+test("a bad admission time is named as such", () => {
+  const rule = new Rule({ perHour: 100 });
+  const word = { state: rule.initialState, ledger: 0n };
+  const bad = { at: 2 ** 53 - 1, cost: 1, before: 0n, after: 1n, noted: 0n };
+  assert.throws(() => rule.settle(word, bad, 0, 1_000), portero(/admission\.at must be a time/));
+});

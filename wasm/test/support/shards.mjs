@@ -14,6 +14,9 @@ export function memoryStorage(data = new Map()) {
   return {
     data,
     puts,
+    async get(key) {
+      return data.get(storedKey(key));
+    },
     async list({ prefix }) {
       return new Map([...data].filter(([k]) => k.startsWith(prefix)));
     },
