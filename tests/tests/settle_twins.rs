@@ -458,7 +458,11 @@ fn a_check_of_no_units_keeps_the_debt() {
         for _ in 0..3 {
             let _ = l.check_at(2_000, 0).unwrap();
         }
-        assert_eq!(l.peek_at(2_000, 1).unwrap().retry_after_nanos(), wait, "{name}");
+        assert_eq!(
+            l.peek_at(2_000, 1).unwrap().retry_after_nanos(),
+            wait,
+            "{name}"
+        );
     }
     let q = Quota::per_second(10).unwrap();
     case(Gcra::new(q), "gcra");
@@ -466,7 +470,10 @@ fn a_check_of_no_units_keeps_the_debt() {
     case(LeakyMeter::new(q), "leaky meter");
     case(FixedWindow::new(q).unwrap(), "fixed window");
     case(SlidingWindowCounter::new(q).unwrap(), "sliding counter");
-    case(CalendarQuota::new(10, Period::Fixed(1_000_000_000)).unwrap(), "calendar");
+    case(
+        CalendarQuota::new(10, Period::Fixed(1_000_000_000)).unwrap(),
+        "calendar",
+    );
 }
 
 /// A count saturated by a charge (past what its bits hold) tells no more what it

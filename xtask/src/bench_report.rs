@@ -99,13 +99,20 @@ fn run_benchmarks() -> Step {
     crate::wasm()?;
     for (script, file) in EDGE {
         let at = format!("../{KEPT}/{file}");
-        run("npm", &["--prefix", "wasm", "run", script, "--", "--json", &at], &[])?;
+        run(
+            "npm",
+            &["--prefix", "wasm", "run", script, "--", "--json", &at],
+            &[],
+        )?;
     }
     Ok(())
 }
 
 /// The edge's benchmarks: the npm script, and the JSON it writes.
-const EDGE: [(&str, &str); 2] = [("bench", "edge.json"), ("bench:durable", "edge-durable.json")];
+const EDGE: [(&str, &str); 2] = [
+    ("bench", "edge.json"),
+    ("bench:durable", "edge-durable.json"),
+];
 
 /// This machine, as the tables name it: its CPU model and core count.
 fn machine() -> String {
@@ -155,13 +162,18 @@ fn report() -> Result<String, String> {
 /// The edge's tables: ns per check in Node (portero's wasm against
 /// rate-limiter-flexible and a plain-JS GCRA), and a request's latency in workerd.
 fn edge() -> Result<String, String> {
-    let mut out = String::from("### The edge
+    let mut out = String::from(
+        "### The edge
 
-");
+",
+    );
     for (script, file) in EDGE {
         let path = format!("{KEPT}/{file}");
         let Ok(text) = fs::read_to_string(&path) else {
-            let _ = writeln!(out, "`npm --prefix wasm run {script}`: no results (not run yet).\n");
+            let _ = writeln!(
+                out,
+                "`npm --prefix wasm run {script}`: no results (not run yet).\n"
+            );
             continue;
         };
         let bench: Value = serde_json::from_str(&text).map_err(|e| format!("{path}: {e}"))?;

@@ -138,3 +138,74 @@ impl LeasedLimiter {
         }
     }
 }
+
+/// Test support: checks, settlements and debits decided at `now_us` on the script's
+/// time axis instead of Redis's `TIME` (see [`RedisLimiter::decide_at`]), so a test
+/// can hold a settled key to its twin at chosen instants. Never used by the limiter.
+#[cfg(feature = "testing")]
+impl RedisLimiter {
+    /// [`check`](Self::check) at `now_us`: the decision, and what it took.
+    #[doc(hidden)]
+    pub async fn check_taken_at(
+        &self,
+        key: &str,
+        cost: u64,
+        now_us: u64,
+    ) -> Result<(Decision, Option<Taken>), RedisCheckError> {
+        let call = self.default_call(key, cost)?;
+        let decided = self
+            .run(core::slice::from_ref(&call), Mode::Check, now_us.max(1))
+            .await?
+            .expect("a test's Redis answers");
+        let taken = crate::call::taken_by(call.algorithm, &decided[0]).map(|mut t| {
+            t.keys = call.keys;
+            t
+        });
+        Ok((decided[0].decision, taken))
+    }
+
+    /// [`settle`](Self::settle) at `now_us`.
+    #[doc(hidden)]
+    pub async fn settle_at(
+        &self,
+        mut taken: Taken,
+        real: u64,
+        now_us: u64,
+    ) -> Result<Decision, RedisCheckError> {
+        let extra = [real.min(MOST_UNITS), taken.mark, taken.at_us];
+        let call = taken.call();
+        let decided = self
+            .run_with_extra(
+                core::slice::from_ref(&call),
+                Mode::Settle,
+                now_us.max(1),
+                self.timeout_of(),
+                &extra,
+            )
+            .await?
+            .expect("a test's Redis answers");
+        Ok(decided[0].decision)
+    }
+
+    /// [`debit`](Self::debit) at `now_us`.
+    #[doc(hidden)]
+    pub async fn debit_at(
+        &self,
+        key: &str,
+        units: u64,
+        now_us: u64,
+    ) -> Result<Decision, RedisCheckError> {
+        let mut call = self.default_call(key, 0)?;
+        call.cost = units.min(MOST_UNITS);
+        let decided = self
+            .run_within(
+                core::slice::from_ref(&call),
+                Mode::Debit,
+                now_us.max(1),
+                self.timeout_of(),
+            )
+            .await?
+            .expect("a test's Redis answers");
+        Ok(decided[0].decision)
+    }
+}
