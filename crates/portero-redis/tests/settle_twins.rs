@@ -82,15 +82,15 @@ async fn settlements_in_redis_are_never_looser_than_a_twin_charged_the_real_cost
             let mut now = START_US + run * 100_000_000;
             let mut outstanding: Vec<(Taken, u64)> = Vec::new();
             for op in 0..30 {
-                now += rng.gen_range(0..4) * step;
-                if rng.gen_bool(0.5) || outstanding.is_empty() {
+                now += rng.random_range(0..4) * step;
+                if rng.random_bool(0.5) || outstanding.is_empty() {
                     // Real costs above the estimate now and then (the bound is checked
                     // only while none of those is outstanding).
-                    let cost = rng.gen_range(1..=3);
-                    let real = if rng.gen_bool(0.15) {
-                        rng.gen_range(cost..=6)
+                    let cost = rng.random_range(1..=3);
+                    let real = if rng.random_bool(0.15) {
+                        rng.random_range(cost..=6)
                     } else {
-                        rng.gen_range(0..=cost)
+                        rng.random_range(0..=cost)
                     };
                     if let (d, Some(taken)) = limiter.check_taken_at(&a, cost, now).await.unwrap() {
                         assert!(d.is_allowed());
@@ -98,7 +98,7 @@ async fn settlements_in_redis_are_never_looser_than_a_twin_charged_the_real_cost
                         outstanding.push((taken, real));
                     }
                 } else {
-                    let which = rng.gen_range(0..outstanding.len());
+                    let which = rng.random_range(0..outstanding.len());
                     let (taken, real) = outstanding.remove(which);
                     limiter.settle_at(taken, real, now).await.unwrap();
                 }
@@ -134,8 +134,8 @@ async fn settled_at_once_a_redis_key_is_its_twin() {
         let (a, b) = (format!("{name}-quiet-a"), format!("{name}-quiet-b"));
         let mut now = START_US;
         for op in 0..40 {
-            now += rng.gen_range(0..4) * step;
-            let (cost, real) = (rng.gen_range(1..=3), rng.gen_range(0..=6));
+            now += rng.random_range(0..4) * step;
+            let (cost, real) = (rng.random_range(1..=3), rng.random_range(0..=6));
             if let (_, Some(taken)) = limiter.check_taken_at(&a, cost, now).await.unwrap() {
                 limiter.settle_at(taken, real, now).await.unwrap();
                 take(&limiter, &b, real, now).await;
