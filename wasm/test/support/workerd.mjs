@@ -70,7 +70,7 @@ export async function stopWorkerd(child) {
  * module too) and its wasm.
  */
 export function packageModules(entry, { durable = false } = {}) {
-  const scripts = [entry, "js/index.js", "js/errors.js", ...(durable ? ["js/durable.js", "js/lease.js"] : []), "pkg/portero_wasm.js"];
+  const scripts = [entry, "js/index.js", "js/errors.js", ...(durable ? ["js/durable.js", "js/shard.js", "js/keys.js", "js/lease.js", "js/settle.js"] : []), "pkg/portero_wasm.js"];
   const modules = scripts.map((m) => `(name = "${m}", esModule = embed "${m}")`);
   modules.push(`(name = "pkg/portero_wasm_bg.wasm", wasm = embed "pkg/portero_wasm_bg.wasm")`);
   return `[\n    ${modules.join(",\n    ")},\n  ]`;
