@@ -188,14 +188,23 @@ where
                     let Some((_, applied)) = fields.as_mut() else {
                         panic!("LimitFuture polled after it completed");
                     };
-                    // In order, each once: a settlement that ended leaves the list.
-                    while let Some((at, settlement)) = later.first_mut() {
-                        let after = ready!(settlement.as_mut().poll(cx));
+                    // All at once (several remote limits' round trips overlap), each
+                    // once: a settlement that ended leaves the list, its limit's
+                    // decision replaced by how the key stands after it.
+                    let mut i = 0;
+                    while let Some((at, settlement)) = later.get_mut(i) {
+                        let Poll::Ready(after) = settlement.as_mut().poll(cx) else {
+                            i += 1;
+                            continue;
+                        };
                         if let (Some(after), Some(a)) = (after, applied.as_mut_slice().get_mut(*at))
                         {
                             a.decision = after;
                         }
-                        drop(later.remove(0));
+                        drop(later.swap_remove(i));
+                    }
+                    if !later.is_empty() {
+                        return Poll::Pending;
                     }
                     let (Some(mut response), Some((plan, applied))) =
                         (response.take(), fields.take())
