@@ -205,7 +205,10 @@ fn prefetch_answers_a_key_over_its_limit_in_its_isolate_too() {
         run(&s, Topology::Prefetch { batch: 10 }),
     );
     let (slow, fast) = (leased.latency_of(0, 0.99), ahead.latency_of(0, 0.99));
-    println!("the hottest key's p99: leases of 10 {slow:.1} ms, with prefetch {fast:.1} ms");
+    println!(
+        "the hottest key's p99: leases of 10 {slow:.1} ms, with prefetch {fast:.1} ms; units of ended leases given back: {} and {}",
+        leased.given_back, ahead.given_back
+    );
     assert!(slow > 100.0, "{slow}");
     assert!(fast <= 10.0, "{fast}");
     // What the key got in its best minute: at least 97% of its rule (units a far

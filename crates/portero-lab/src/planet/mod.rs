@@ -26,6 +26,11 @@
 //!   none, and asked again off the path: a key over its limit waits on no round trip
 //!   either, at the price of refusing for up to one round trip after room came back.
 //!
+//! With leases, a lease that ends with units unspent gives them back to the object
+//! (the edge client does the same), by the admission that granted it and portero's
+//! refund rule ([`KeptWord`]): what is still ahead of now. Here that is little — a
+//! lease lives 10 s and the rule's burst refills in 2 s — so the figures barely move.
+//!
 //! Simulated time, so the figures are the same on every machine. What the model leaves
 //! out: queueing at the object (one object serves every call at once), the local stage
 //! of an isolate's own count (which the real client also runs: with few isolates it
@@ -39,7 +44,8 @@ pub mod report;
 
 use std::collections::{HashMap, HashSet};
 
-use portero::{Algorithm, Decision, Gcra, Quota};
+use portero::algorithm::kept::KeptWord;
+use portero::{Admission, Algorithm, Decision, Gcra, Quota};
 use rand::Rng;
 use rand_distr::{Distribution, Zipf};
 
@@ -158,6 +164,9 @@ pub struct Outcome {
     pub calls: u64,
     /// The oldest a lease was when one of its units was spent (ns since its call left).
     pub oldest_spend_ns: u64,
+    /// Units of leases that ended unspent, given back to the object (by the refund
+    /// rule, which gives back only what is still ahead of now).
+    pub given_back: u64,
 }
 
 impl Outcome {
@@ -250,10 +259,10 @@ struct Isolate {
     own: HashMap<u64, u64>,
     /// The object's last refusal of a key: until when it stands.
     refused: HashMap<u64, u64>,
-    /// Its lease of a key: units left, when its call left, until when it may be spent.
-    leases: HashMap<u64, (u64, u64, u64)>,
+    /// Its lease of a key.
+    leases: HashMap<u64, Lease>,
     /// The next lease of a key, fetched ahead: it takes over when the one held ends.
-    next: HashMap<u64, (u64, u64, u64)>,
+    next: HashMap<u64, Lease>,
     /// Keys with a lease request of this isolate in flight.
     leasing: HashSet<u64>,
     /// Keys at their limit, as the object last answered (a refusal, or a lease of
@@ -261,8 +270,27 @@ struct Isolate {
     at_limit: HashSet<u64>,
 }
 
+/// Units an isolate holds of a key, leased from the object.
+#[derive(Debug)]
+struct Lease {
+    /// Units left.
+    left: u64,
+    /// When its call left.
+    sent: u64,
+    /// Until when it may be spent.
+    until: u64,
+    /// The object's admission that granted it, to give back what ends unspent.
+    admission: Admission,
+}
+
 enum Event {
     Arrive(usize),
+    /// A lease ended with units unspent: they go back to the object.
+    GiveBack {
+        key: u64,
+        admission: Admission,
+        real: u64,
+    },
     AtObject {
         request: usize,
         ask: u64,
@@ -275,6 +303,7 @@ enum Event {
         granted: u64,
         ask: u64,
         ahead: bool,
+        admission: Option<Admission>,
     },
 }
 
@@ -288,7 +317,7 @@ pub fn run(setup: &Setup, topology: Topology) -> Outcome {
     let mut isolates: Vec<Isolate> = (0..setup.locations * setup.isolates)
         .map(|_| Isolate::default())
         .collect();
-    let mut object: HashMap<u64, u64> = HashMap::new();
+    let mut object: HashMap<u64, KeptWord> = HashMap::new();
     let keys = setup.keys as usize;
     let mut out = Outcome {
         topology,
@@ -299,6 +328,7 @@ pub fn run(setup: &Setup, topology: Topology) -> Outcome {
         keys: requests.iter().map(|r| r.key).collect(),
         calls: 0,
         oldest_spend_ns: 0,
+        given_back: 0,
     };
     let mut seen: HashSet<(usize, u64)> = HashSet::new();
     let mut held: HashSet<(usize, u64)> = HashSet::new();
@@ -310,6 +340,9 @@ pub fn run(setup: &Setup, topology: Topology) -> Outcome {
         let state = state.copied().unwrap_or(gcra.initial_state());
         gcra.decide(state, now, cost)
             .expect("costs within the burst, times in range")
+    };
+    let word = |object: &mut HashMap<u64, KeptWord>, key: u64| {
+        *object.entry(key).or_insert_with(|| KeptWord::new(&gcra))
     };
     while let Some((now, event)) = events.pop_until(u64::MAX) {
         match event {
@@ -348,11 +381,11 @@ pub fn run(setup: &Setup, topology: Topology) -> Outcome {
                                 iso.leases.insert(r.key, next);
                             }
                         }
-                        if let Some((left, sent, until)) = iso.leases.get_mut(&r.key) {
-                            if now < *until {
-                                out.oldest_spend_ns = out.oldest_spend_ns.max(now - *sent);
-                                *left -= 1;
-                                let left = *left;
+                        if let Some(lease) = iso.leases.get_mut(&r.key) {
+                            if now < lease.until {
+                                out.oldest_spend_ns = out.oldest_spend_ns.max(now - lease.sent);
+                                lease.left -= 1;
+                                let left = lease.left;
                                 if left == 0 {
                                     iso.leases.remove(&r.key);
                                 }
@@ -377,7 +410,21 @@ pub fn run(setup: &Setup, topology: Topology) -> Outcome {
                                 }
                                 continue;
                             }
-                            iso.leases.remove(&r.key);
+                            // Ended with units unspent: they go back to the object.
+                            if let Some(ended) = iso.leases.remove(&r.key) {
+                                if ended.left > 0 {
+                                    out.given_back += ended.left;
+                                    let real = ended.admission.cost() - ended.left;
+                                    events.push(
+                                        now.saturating_add(half),
+                                        Event::GiveBack {
+                                            key: r.key,
+                                            admission: ended.admission,
+                                            real,
+                                        },
+                                    );
+                                }
+                            }
                         }
                         if iso.refused.get(&r.key).is_some_and(|&until| now < until) {
                             continue; // refused in the isolate, at no latency
@@ -430,30 +477,43 @@ pub fn run(setup: &Setup, topology: Topology) -> Outcome {
                 let key = r.key;
                 // The object's lease: the cost, and what else fits up to `ask` (a
                 // lease fetched ahead: what fits, none if nothing does).
-                let state = object.get(&key).copied();
+                let mut kept = word(&mut object, key);
+                let state = Some(kept.state);
                 let room = decide(state.as_ref(), now, 0).decision.remaining();
                 let take = ask.min(room).max(1);
                 let t = decide(state.as_ref(), now, take);
-                let (t, granted) = if t.decision.is_allowed() || take == 1 || ahead {
-                    (t, take)
+                let take = if t.decision.is_allowed() || take == 1 || ahead {
+                    take
                 } else {
-                    (decide(state.as_ref(), now, 1), 1)
+                    1
                 };
-                if let Some(next) = t.next {
-                    object.insert(key, next);
-                }
-                let granted = if t.decision.is_allowed() { granted } else { 0 };
+                let (decision, admission) = kept
+                    .check(&gcra, now, take)
+                    .expect("costs within the burst, times in range");
+                object.insert(key, kept);
+                let granted = if decision.is_allowed() { take } else { 0 };
                 let back = trips[r.location] - trips[r.location] / 2;
                 events.push(
                     now.saturating_add(back),
                     Event::Reply {
                         request,
-                        decision: t.decision,
+                        decision,
                         granted,
                         ask,
                         ahead,
+                        admission,
                     },
                 );
+            }
+            Event::GiveBack {
+                key,
+                admission,
+                real,
+            } => {
+                let mut kept = word(&mut object, key);
+                kept.settle(&gcra, admission, real, now)
+                    .expect("times in range");
+                object.insert(key, kept);
             }
             Event::Reply {
                 request,
@@ -461,6 +521,7 @@ pub fn run(setup: &Setup, topology: Topology) -> Outcome {
                 granted,
                 ask,
                 ahead: true,
+                admission,
             } => {
                 // A lease fetched ahead: it waits for the one held to end. Refused,
                 // it is a refusal remembered like any other.
@@ -474,9 +535,15 @@ pub fn run(setup: &Setup, topology: Topology) -> Outcome {
                     iso.refused.insert(r.key, until);
                 }
                 at_limit_after(iso, r.key, granted, ask);
-                if granted > 0 {
+                if let (true, Some(admission)) = (granted > 0, admission) {
                     let until = r.at.saturating_add(setup.lease_ms.saturating_mul(MS));
-                    iso.next.insert(r.key, (granted, r.at, until));
+                    let lease = Lease {
+                        left: granted,
+                        sent: r.at,
+                        until,
+                        admission,
+                    };
+                    iso.next.insert(r.key, lease);
                     if held.insert((r.isolate, r.key)) {
                         out.lease_holders[r.key as usize] += 1;
                     }
@@ -488,6 +555,7 @@ pub fn run(setup: &Setup, topology: Topology) -> Outcome {
                 granted,
                 ask,
                 ahead: false,
+                admission,
             } => {
                 let r = requests[request];
                 out.latency_ms[request] = (now - r.at) as f64 / MS as f64;
@@ -498,9 +566,15 @@ pub fn run(setup: &Setup, topology: Topology) -> Outcome {
                 }
                 if decision.is_allowed() {
                     out.admitted[r.key as usize].push(now);
-                    if granted > 1 {
+                    if let (true, Some(admission)) = (granted > 1, admission) {
                         let until = r.at.saturating_add(setup.lease_ms.saturating_mul(MS));
-                        iso.leases.insert(r.key, (granted - 1, r.at, until));
+                        let lease = Lease {
+                            left: granted - 1,
+                            sent: r.at,
+                            until,
+                            admission,
+                        };
+                        iso.leases.insert(r.key, lease);
                         if held.insert((r.isolate, r.key)) {
                             out.lease_holders[r.key as usize] += 1;
                         }
