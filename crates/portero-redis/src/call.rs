@@ -34,13 +34,19 @@ pub(crate) struct LeaseTag {
     pub(crate) key: String,
     /// The units Redis granted it: what it never holds more than.
     pub(crate) granted: u64,
+    /// The Redis keys and algorithm it was leased from: where what an admission of it
+    /// owes above its estimate is debited, whichever limiter settles it.
+    pub(crate) keys: [String; 2],
+    pub(crate) algorithm: RedisAlgorithm,
 }
 
 impl LeaseTag {
-    pub(crate) fn new(key: &str, granted: u64) -> Self {
+    pub(crate) fn new(key: &str, granted: u64, call: &Call) -> Self {
         Self {
             key: key.to_owned(),
             granted,
+            keys: call.keys.clone(),
+            algorithm: call.algorithm,
         }
     }
 }

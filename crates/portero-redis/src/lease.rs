@@ -250,7 +250,7 @@ impl LeasedLimiter {
         let full_at = asked.checked_add(decision.reset_after()).unwrap_or(asked);
         let mut answered = None;
         if let (Some(expires), true) = (expires, leases.resets == resets) {
-            let tag = Arc::new(LeaseTag::new(key, taken));
+            let tag = Arc::new(LeaseTag::new(key, taken, &call));
             let lease = Lease {
                 tag: tag.clone(),
                 left,
@@ -275,14 +275,7 @@ impl LeasedLimiter {
             // A lease not kept (a reset since) still charged this request's units in
             // Redis: settling them there, past the limit only, keeps them counted.
             taken: answered
-                .or_else(|| {
-                    fits.then(|| {
-                        Arc::new(LeaseTag {
-                            key: key.to_owned(),
-                            granted: 0,
-                        })
-                    })
-                })
+                .or_else(|| fits.then(|| Arc::new(LeaseTag::new(key, 0, &call))))
                 .map(|tag| crate::call::Taken::from_lease(algorithm, cost, tag)),
             ..Verdict::new(decision, ServedBy::Redis)
         })

@@ -16,7 +16,7 @@
 
 use portero::Decision;
 
-use crate::call::{Mode, Taken};
+use crate::call::{LeaseTag, Mode, Taken};
 use crate::lease::{InLease, LeasedLimiter};
 use crate::limiter::RedisLimiter;
 use crate::outcome::RedisCheckError;
@@ -57,8 +57,7 @@ impl RedisLimiter {
         real: u64,
     ) -> Result<Option<Decision>, RedisCheckError> {
         if let Some(lease) = &taken.lease {
-            let key = &lease.key;
-            return self.debit(key, real.saturating_sub(taken.cost)).await;
+            return self.debit(lease, real.saturating_sub(taken.cost)).await;
         }
         let extra = [real.min(MOST_UNITS), taken.mark, taken.at_us];
         let call = taken.call();
@@ -76,16 +75,21 @@ impl RedisLimiter {
 }
 
 impl RedisLimiter {
-    /// Charges `units` of `key` now, past the limit (0: only asks how it stands), in
-    /// one script call; `Ok(None)` when Redis did not answer within the timeout.
+    /// Charges `units` now, past the limit, on the Redis keys `lease` was leased from
+    /// (0: only asks how the key stands), in one script call; `Ok(None)` when Redis did
+    /// not answer within the timeout.
     pub(crate) async fn debit(
         &self,
-        key: &str,
+        lease: &LeaseTag,
         units: u64,
     ) -> Result<Option<Decision>, RedisCheckError> {
         // A debit's units are not bounded by the capacity (a settlement's are not).
-        let mut call = self.default_call(key, 0)?;
-        call.cost = units.min(MOST_UNITS);
+        let call = crate::call::Call {
+            algorithm: lease.algorithm,
+            keys: lease.keys.clone(),
+            cost: units.min(MOST_UNITS),
+            user: None,
+        };
         let decided = self
             .run_within(
                 core::slice::from_ref(&call),
@@ -131,10 +135,7 @@ impl LeasedLimiter {
         };
         match self.settle_in_lease(lease, taken.cost, real) {
             InLease::Settled(left, full_in) => Ok(Some(self.admitted(left, full_in))),
-            InLease::Owed(units) => {
-                let key = &lease.key;
-                self.limiter().debit(key, units).await
-            }
+            InLease::Owed(units) => self.limiter().debit(lease, units).await,
         }
     }
 }

@@ -18,7 +18,7 @@ use portero_http::{
 };
 
 use crate::batch::{check_parts, Part};
-use crate::call::{LeaseTag, Taken};
+use crate::call::Taken;
 use crate::lease::LeasedLimiter;
 use crate::limiter::RedisLimiter;
 use crate::outcome::{RedisCheckError, ServedBy, Verdict};
@@ -150,7 +150,7 @@ impl<K: StoreKey + Send + 'static> Store<K> for LeasedLimiter {
             return Store::<K>::check(self.limiter(), None, cost);
         };
         // The key's text in a buffer this thread reuses: a check its live lease
-        // answers allocates nothing.
+        // answers allocates only its ticket.
         let spent = KEY_TEXT.with(|buffer| match buffer.try_borrow_mut() {
             Ok(mut text) => {
                 text.clear();
@@ -176,14 +176,14 @@ impl<K: StoreKey + Send + 'static> Store<K> for LeasedLimiter {
     /// In this instance's lease while it lives (no round trip), or in Redis (see
     /// [`LeasedLimiter::settle`]).
     fn settle(&self, ticket: Ticket, real: u64) -> Option<Checking> {
-        let taken = leased_taken_of(self, ticket)?;
+        let taken = taken_of(ticket)?;
         let leased = self.clone();
         Some(settled_by(async move { leased.settle(taken, real).await }))
     }
 
     /// Deletes the key in Redis and this instance's lease of it.
     fn forget(&self, ticket: Ticket) -> Option<Checking> {
-        let taken = leased_taken_of(self, ticket)?;
+        let taken = taken_of(ticket)?;
         let leased = self.clone();
         let full = self.limiter().algorithm().capacity();
         Some(Checking::Pending(Box::pin(async move {
@@ -274,19 +274,6 @@ async fn forgotten(limiter: &RedisLimiter, taken: Taken) -> Result<Checked, Stor
     }
 }
 
-/// What a leased limit's ticket holds: a lease's tag (shared by every admission of
-/// the lease: a ticket costs no allocation), or what Redis took.
-fn leased_taken_of(leased: &LeasedLimiter, ticket: Ticket) -> Option<Taken> {
-    let cost = ticket.admission.cost();
-    match ticket.held?.0.downcast::<LeaseTag>() {
-        Ok(lease) => {
-            let algorithm = *leased.limiter().algorithm();
-            Some(Taken::from_lease(algorithm, cost, lease))
-        }
-        Err(held) => last_holder(held),
-    }
-}
-
 /// `checked` with a ticket that settles what a leased limit's admission took.
 fn settleable(
     checked: Result<Checked, StoreError>,
@@ -297,15 +284,13 @@ fn settleable(
         return Ok(checked);
     };
     let admission = portero::Admission::new(taken.at_us.saturating_mul(1_000), taken.cost);
-    let held: Arc<dyn core::any::Any + Send + Sync> = match &taken.lease {
-        Some(lease) => lease.clone(),
-        None => Arc::new(Held(taken)),
-    };
+    // The admission itself (its cost, its lease or keys), held once: a ticket cloned
+    // or edited settles it at most once, at what it took.
     checked.ticket = Some(Ticket {
         fingerprint: portero::Fingerprint::from_bits(0),
         admission,
         plan: 0,
-        held: Some(portero_http::Held(held)),
+        held: Some(portero_http::Held(Arc::new(Held(taken)))),
     });
     Ok(checked)
 }

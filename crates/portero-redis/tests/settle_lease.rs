@@ -206,3 +206,79 @@ async fn every_algorithm_charges_a_leases_debt_in_redis() {
         assert_eq!(refused.decision.remaining(), 0, "{algorithm:?}");
     }
 }
+
+// Found by an outside review of leased settlement (each failed before its fix).
+
+/// A ticket of the layer's store, and how the key stands after settling it.
+async fn settled(leased: &LeasedLimiter, ticket: portero_http::Ticket, real: u64) {
+    use portero_http::{Checking, Store};
+    match Store::<HeaderValue>::settle(leased, ticket, real) {
+        Some(Checking::Pending(p)) => drop(p.await),
+        Some(Checking::Done(d)) => drop(d),
+        None => {}
+    }
+}
+
+async fn store_check(
+    leased: &LeasedLimiter,
+    key: &'static str,
+    cost: u64,
+) -> portero_http::Checked {
+    use portero_http::{Checking, Store};
+    match Store::check(leased, Some(HeaderValue::from_static(key)), cost) {
+        Checking::Done(d) => d,
+        Checking::Pending(p) => p.await,
+    }
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_lease_ticket_cloned_or_edited_settles_once_at_what_it_took() {
+    let server = LocalRedis::start().expect("redis-server for this test");
+    let redis = shared(&server, ten_thousand(), "once").await;
+    let leased = LeasedLimiter::new(redis.clone(), 100, Duration::from_secs(600), 10);
+    let first = store_check(&leased, "gy", 40).await;
+    store_check(&leased, "gy", 60).await; // the lease is empty
+    let ticket = first.ticket.unwrap();
+    for _ in 0..10 {
+        settled(&leased, ticket.clone(), 0).await;
+    }
+    settled(&leased, ticket, 0).await;
+    assert_eq!(
+        leased.leased_units(),
+        40,
+        "given back once: each clone found another holder, the last one settled"
+    );
+    // An edited cost: the settlement reads what the admission took, 1.
+    let leased = LeasedLimiter::new(redis.clone(), 100, Duration::from_secs(600), 10);
+    let one = store_check(&leased, "hy", 1).await;
+    store_check(&leased, "hy", 99).await;
+    let mut edited = one.ticket.unwrap();
+    edited.admission = portero::Admission::new(0, 100);
+    settled(&leased, edited, 0).await;
+    assert_eq!(leased.leased_units(), 1, "one unit back, not a hundred");
+}
+
+#[tokio::test]
+async fn a_lease_admission_settled_by_another_limiter_is_debited_on_its_own_key() {
+    let server = LocalRedis::start().expect("redis-server for this test");
+    let (a_redis, b_redis) = (
+        shared(&server, ten_thousand(), "own-a").await,
+        shared(&server, ten_thousand(), "own-b").await,
+    );
+    let a = LeasedLimiter::new(a_redis.clone(), 100, Duration::from_secs(600), 10);
+    let b = LeasedLimiter::new(b_redis.clone(), 100, Duration::from_secs(600), 10);
+    let taken = a.check("iy", 40).await.unwrap().taken.unwrap();
+    b.settle(taken, 500).await.unwrap();
+    assert_eq!(
+        in_redis(&a_redis, "iy").await,
+        10_000 - 100 - 460,
+        "A's key owes it"
+    );
+    assert_eq!(in_redis(&b_redis, "iy").await, 10_000, "B's key untouched");
+    // And through the plain limiter of another prefix.
+    let taken = a.check("jy", 40).await.unwrap().taken.unwrap();
+    b_redis.settle(taken, 500).await.unwrap();
+    assert_eq!(in_redis(&a_redis, "jy").await, 10_000 - 100 - 460);
+    assert_eq!(in_redis(&b_redis, "jy").await, 10_000);
+}
