@@ -111,6 +111,31 @@ fn a_refund_racing_another_refund_and_a_check_is_never_fooled_by_the_same_word()
 }
 
 /// The same race on one key of a keyed table, whose slot is one 128-bit word.
+/// Settlements racing each other and a check: x (3 units) and y (2) admitted at 0 fill
+/// a burst of 5; x settles at 1 (a part of it given back) and then a check of one unit
+/// runs, while y settles at 0 (the whole of it). In every order the check is admitted
+/// and the limiter is never looser than its twin, charged 1 for x, 0 for y and the
+/// check's unit: 4 units at 0 never fit.
+#[test]
+fn settlements_racing_a_check_never_invent_units() {
+    loom::model(|| {
+        let lim = Arc::new(gcra(5));
+        let x = lim.acquire_at(0, 3).unwrap().admission.unwrap();
+        let y = lim.acquire_at(0, 2).unwrap().admission.unwrap();
+        let l = lim.clone();
+        let first = thread::spawn(move || {
+            l.settle_at(x, 1, 0).unwrap();
+            l.check_at(0, 1).unwrap().is_allowed()
+        });
+        lim.settle_at(y, 0, 0).unwrap();
+        assert!(first.join().unwrap(), "x's part given back left room");
+        assert!(
+            !lim.peek_at(0, 4).unwrap().is_allowed(),
+            "4 units at 0 after 1 settled and 1 checked, of a burst of 5"
+        );
+    });
+}
+
 #[test]
 fn a_keyed_refund_racing_another_refund_and_a_check_is_never_fooled_by_the_same_word() {
     keyed_model_with_burst(4, portero::Overflow::RejectNewKeys, 4, |lim| {
