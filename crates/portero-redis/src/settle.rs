@@ -53,19 +53,29 @@ impl RedisLimiter {
     /// charged (what it did not use stays charged).
     pub async fn settle(
         &self,
-        mut taken: Taken,
+        taken: Taken,
         real: u64,
     ) -> Result<Option<Decision>, RedisCheckError> {
         if let Some(lease) = &taken.lease {
             return self.debit(lease, real.saturating_sub(taken.cost)).await;
         }
+        self.settle_on_axis(taken, real, 0).await
+    }
+
+    /// The settlement's script call, at `at_us` on the script's axis (0: Redis's time).
+    async fn settle_on_axis(
+        &self,
+        mut taken: Taken,
+        real: u64,
+        at_us: u64,
+    ) -> Result<Option<Decision>, RedisCheckError> {
         let extra = [real.min(MOST_UNITS), taken.mark, taken.at_us];
         let call = taken.call();
         let decided = self
             .run_with_extra(
                 core::slice::from_ref(&call),
                 Mode::Settle,
-                0,
+                at_us,
                 self.timeout_of(),
                 &extra,
             )
@@ -83,18 +93,30 @@ impl RedisLimiter {
         lease: &LeaseTag,
         units: u64,
     ) -> Result<Option<Decision>, RedisCheckError> {
-        // A debit's units are not bounded by the capacity (a settlement's are not).
         let call = crate::call::Call {
             algorithm: lease.algorithm,
             keys: lease.keys.clone(),
-            cost: units.min(MOST_UNITS),
+            cost: 0,
             user: None,
         };
+        self.debit_on_axis(call, units, 0).await
+    }
+
+    /// The debit's script call for `units` on `call`'s keys, at `at_us` on the script's
+    /// axis (0: Redis's time).
+    async fn debit_on_axis(
+        &self,
+        mut call: crate::call::Call,
+        units: u64,
+        at_us: u64,
+    ) -> Result<Option<Decision>, RedisCheckError> {
+        // A debit's units are not bounded by the capacity (a settlement's are not).
+        call.cost = units.min(MOST_UNITS);
         let decided = self
             .run_within(
                 core::slice::from_ref(&call),
                 Mode::Debit,
-                0,
+                at_us,
                 self.timeout_of(),
             )
             .await?;
@@ -169,26 +191,15 @@ impl RedisLimiter {
     #[doc(hidden)]
     pub async fn settle_at(
         &self,
-        mut taken: Taken,
+        taken: Taken,
         real: u64,
         now_us: u64,
     ) -> Result<Decision, RedisCheckError> {
-        let extra = [real.min(MOST_UNITS), taken.mark, taken.at_us];
-        let call = taken.call();
-        let decided = self
-            .run_with_extra(
-                core::slice::from_ref(&call),
-                Mode::Settle,
-                now_us.max(1),
-                self.timeout_of(),
-                &extra,
-            )
-            .await?
-            .expect("a test's Redis answers");
-        Ok(decided[0].decision)
+        let decided = self.settle_on_axis(taken, real, now_us.max(1)).await?;
+        Ok(decided.expect("a test's Redis answers"))
     }
 
-    /// [`debit`](Self::debit) at `now_us`.
+    /// A debit of `units` of `key` at `now_us`.
     #[doc(hidden)]
     pub async fn debit_at(
         &self,
@@ -196,17 +207,8 @@ impl RedisLimiter {
         units: u64,
         now_us: u64,
     ) -> Result<Decision, RedisCheckError> {
-        let mut call = self.default_call(key, 0)?;
-        call.cost = units.min(MOST_UNITS);
-        let decided = self
-            .run_within(
-                core::slice::from_ref(&call),
-                Mode::Debit,
-                now_us.max(1),
-                self.timeout_of(),
-            )
-            .await?
-            .expect("a test's Redis answers");
-        Ok(decided[0].decision)
+        let call = self.default_call(key, 0)?;
+        let decided = self.debit_on_axis(call, units, now_us.max(1)).await?;
+        Ok(decided.expect("a test's Redis answers"))
     }
 }

@@ -397,15 +397,7 @@ pub fn run(setup: &Setup, topology: Topology) -> Outcome {
                                         && !iso.next.contains_key(&r.key)
                                         && iso.leasing.insert(r.key)
                                     {
-                                        out.calls += 1;
-                                        events.push(
-                                            now.saturating_add(half),
-                                            Event::AtObject {
-                                                request: i,
-                                                ask: batch,
-                                                ahead: true,
-                                            },
-                                        );
+                                        ask_ahead(&mut events, &mut out, now + half, i, batch);
                                     }
                                 }
                                 continue;
@@ -435,15 +427,7 @@ pub fn run(setup: &Setup, topology: Topology) -> Outcome {
                         if let Topology::Prefetch { batch } = topology {
                             if iso.at_limit.contains(&r.key) {
                                 if iso.leasing.insert(r.key) {
-                                    out.calls += 1;
-                                    events.push(
-                                        now.saturating_add(half),
-                                        Event::AtObject {
-                                            request: i,
-                                            ask: batch,
-                                            ahead: true,
-                                        },
-                                    );
+                                    ask_ahead(&mut events, &mut out, now + half, i, batch);
                                 }
                                 continue;
                             }
@@ -591,6 +575,21 @@ pub fn run(setup: &Setup, topology: Topology) -> Outcome {
         }
     }
     out
+}
+
+/// A lease request of `ask` units off the path of `request`'s answer, reaching the
+/// object `at`.
+fn ask_ahead(events: &mut Events<Event>, out: &mut Outcome, at: u64, request: usize, ask: u64) {
+    out.calls += 1;
+    let ahead = true;
+    events.push(
+        at,
+        Event::AtObject {
+            request,
+            ask,
+            ahead,
+        },
+    );
 }
 
 /// Whether `key` is at its limit after a lease request of `ask` units got `granted`
