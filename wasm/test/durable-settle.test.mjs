@@ -238,3 +238,44 @@ test("a bad admission time is named as such", () => {
   const bad = { at: 2 ** 53 - 1, cost: 1, before: 0n, after: 1n, noted: 0n };
   assert.throws(() => rule.settle(word, bad, 0, 1_000), portero(/admission\.at must be a time/));
 });
+
+test("every algorithm, settlements out of order: the shard never admits what a twin charged the real cost refuses", () =>
+  withClock(async (clock) => {
+    for (const algorithm of ["gcra", "token-bucket", "fixed-window", "sliding-window-counter", "leaky-meter"]) {
+      const r = { perSecond: 4, burst: 4, algorithm };
+      const model = new Rule(r);
+      let seed = 11;
+      const next = (n) => ((seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31), seed % n);
+      for (let run = 0; run < 6; run++) {
+        const ns = namespace();
+        const edge = new EdgeLimiter({ namespace: ns, rule: r, shards: 1 });
+        const probe = new EdgeLimiter({ namespace: ns, rule: r, shards: 1 });
+        let twin = { state: model.initialState, ledger: 0n };
+        const outstanding = [];
+        for (let op = 0; op < 40; op++) {
+          clock.now += next(4) * 60;
+          if (next(2) === 0 || outstanding.length === 0) {
+            const cost = 1 + next(3);
+            const real = next(7) === 0 ? cost + next(4) : next(cost + 1);
+            const d = await edge.check("k", clock.now, cost);
+            if (!d.allowed) continue;
+            // The twin takes `real` now, as a request of that cost arriving now would.
+            const [one, after] = model.decide(twin.state, clock.now, 1, true);
+            const admission = one.allowed ? { at: clock.now, cost: 1, before: twin.state, after, noted: twin.ledger } : null;
+            twin = model.settle({ state: after, ledger: twin.ledger }, admission, real, clock.now)[1];
+            outstanding.push([d, real, cost]);
+          } else {
+            const [d, real] = outstanding.splice(next(outstanding.length), 1)[0];
+            await edge.settle(d, real);
+          }
+          if (outstanding.some(([, real, cost]) => real > cost)) continue;
+          const left = (await probe.check("k", clock.now, 0)).remaining;
+          for (let cost = 1; cost <= 4; cost++) {
+            const theirs = model.decide(twin.state, clock.now, cost, false)[0].allowed;
+            assert.ok(cost > left || theirs, `${algorithm}, run ${run}, op ${op}: the shard admits ${cost} where its twin refuses`);
+          }
+        }
+        clock.now += 3_600_000;
+      }
+    }
+  }));
