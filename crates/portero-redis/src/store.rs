@@ -274,7 +274,11 @@ async fn forgotten(limiter: &RedisLimiter, taken: Taken) -> Result<Checked, Stor
     }
 }
 
-/// `checked` with a ticket that settles what a leased limit's admission took.
+/// `checked` with a ticket that settles what the admission took (if it took any: in
+/// Redis, or from a lease). A refund ticket it is not (a Redis stack is all or none),
+/// so its fingerprint and plan mean nothing. The admission itself (its cost, its lease
+/// or keys) is held once: a ticket cloned or edited settles it at most once, at what
+/// it took.
 fn settleable(
     checked: Result<Checked, StoreError>,
     taken: Option<Taken>,
@@ -284,8 +288,6 @@ fn settleable(
         return Ok(checked);
     };
     let admission = portero::Admission::new(taken.at_us.saturating_mul(1_000), taken.cost);
-    // The admission itself (its cost, its lease or keys), held once: a ticket cloned
-    // or edited settles it at most once, at what it took.
     checked.ticket = Some(Ticket {
         fingerprint: portero::Fingerprint::from_bits(0),
         admission,
@@ -299,27 +301,17 @@ fn verdict_taken(verdict: &mut Result<Verdict, RedisCheckError>) -> Option<Taken
     verdict.as_mut().ok().and_then(|v| v.taken.take())
 }
 
-/// `checked` with a ticket that settles what the admission took (if it took any in
-/// Redis): a refund ticket it is not (a Redis stack is all or none), so its
-/// fingerprint and plan mean nothing.
+/// [`settleable`], the admission's keys those of the call it was checked by.
 fn with_ticket(
     checked: Result<Checked, StoreError>,
     taken: Option<Taken>,
     keys: [String; 2],
 ) -> Result<Checked, StoreError> {
-    let mut checked = checked?;
-    let Some(taken) = taken else {
-        return Ok(checked);
-    };
-    let mut taken = taken;
-    taken.keys = keys;
-    checked.ticket = Some(Ticket {
-        fingerprint: portero::Fingerprint::from_bits(0),
-        admission: portero::Admission::new(taken.at_us.saturating_mul(1_000), taken.cost),
-        plan: 0,
-        held: Some(portero_http::Held(Arc::new(Held(taken)))),
+    let taken = taken.map(|mut taken| {
+        taken.keys = keys;
+        taken
     });
-    Ok(checked)
+    settleable(checked, taken)
 }
 
 /// A Redis verdict as the pipeline reads it; `closed`: the limiter fails closed, so
