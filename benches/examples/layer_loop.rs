@@ -2,7 +2,8 @@
 //! `support/http_routers.rs` driven by `oneshot` on a current-thread runtime, the
 //! default release profile, 10,000 client addresses in turn, every request admitted;
 //! five rounds interleaved, the best round's ns per request, and each layer's own cost
-//! (the router with it minus the router alone).
+//! (the router with it minus the router alone). Two floors show what no limiting
+//! layer avoids: the key and check alone, and the two fields alone.
 //! `cargo run --release -p portero-benches --example layer_loop`.
 
 use std::hint::black_box;
@@ -33,10 +34,21 @@ fn main() {
         ("portero, the README's setup", r.readme),
         ("portero + ClientAddrLayer", r.addr_layer),
         ("tower_governor", r.governor),
+        ("floor: the key and check only", r.check_only),
+        ("floor: the two fields only", r.fields_only),
     ];
-    let mut best = [f64::INFINITY; 6];
-    for _ in 0..5 {
+    // One router, one round (`LAYER_LOOP_ONLY=k`, its place in the list): what an
+    // instruction counter such as `valgrind --tool=cachegrind` measures without the
+    // others' noise.
+    let only: Option<usize> = std::env::var("LAYER_LOOP_ONLY")
+        .ok()
+        .and_then(|v| v.parse().ok());
+    let mut best = [f64::INFINITY; 8];
+    for _ in 0..if only.is_some() { 1 } else { 5 } {
         for (k, (_, router)) in routers.iter().enumerate() {
+            if only.is_some_and(|o| o != k) {
+                continue;
+            }
             let t = Instant::now();
             for i in 0..n {
                 let response = rt
@@ -55,5 +67,11 @@ fn main() {
         "own cost vs tower_governor's: the README's setup {:.2}x, with ClientAddrLayer {:.2}x",
         (best[3] - best[0]) / governor,
         (best[4] - best[0]) / governor
+    );
+    // Each floor pays axum's `Router::layer` once; the README's setup pays it once too.
+    let floor = (best[6] - best[0]) + (best[7] - best[1]);
+    println!(
+        "floor (check + fields, one Router::layer): {floor:.1} ns = {:.2}x tower_governor's own",
+        floor / governor
     );
 }

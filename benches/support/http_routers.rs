@@ -10,11 +10,11 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::extract::ConnectInfo;
 use axum::{routing::get, Router};
-use http::Request;
+use http::{HeaderValue, Request};
 use portero::{Gcra, KeyedLimiter, Quota};
 use portero_benches::open_quota;
 use portero_http::axum::ClientAddrLayer;
-use portero_http::{keys, ClientIp, Limit, LimitLayer, Policy, TrustedProxies};
+use portero_http::{headers, keys, ClientIp, Limit, LimitLayer, Policy, TrustedProxies};
 
 /// Request `i`, from the `i % clients`-th peer address.
 pub fn request(i: u32, clients: u32) -> Request<Body> {
@@ -44,6 +44,12 @@ pub struct Routers {
     pub addr_layer: Router,
     /// The README's setup: one `LimitLayer` keyed by `keys::client_ip(ClientIp)`.
     pub readme: Router,
+    /// A floor of what any limiting layer does, in the same `Router::layer`: the
+    /// README's key and check on the same table, and nothing written.
+    pub check_only: Router,
+    /// The other floor: the two fields written on every response (the policy's value
+    /// cloned, the `RateLimit` value formatted), and no check.
+    pub fields_only: Router,
     /// tower_governor's layer with the same quota and key, fields on.
     pub governor: Router,
     /// portero's layer refusing every request (one per hour, spent).
@@ -102,6 +108,40 @@ impl Routers {
             governor: plain
                 .clone()
                 .layer(tower_governor::GovernorLayer::new(Arc::new(config))),
+            check_only: {
+                let limiter = table(open_quota());
+                let client = ClientIp::new(TrustedProxies::none());
+                plain.clone().layer(tower::util::MapRequestLayer::new(
+                    move |req: Request<Body>| {
+                        if let Ok(key) = client.key(&req) {
+                            std::hint::black_box(limiter.check(&key));
+                        }
+                        req
+                    },
+                ))
+            },
+            fields_only: {
+                let policy = HeaderValue::from_static(r#""per-ip";q=1073741824;w=1"#);
+                plain.clone().layer(tower::util::MapResponseLayer::new(
+                    move |mut res: axum::response::Response| {
+                        // Written on the stack, copied once into the value.
+                        let mut digits = itoa::Buffer::new();
+                        let left = digits.format(std::hint::black_box(1_073_741_823u64));
+                        let mut value = [0u8; 64];
+                        let mut len = 0;
+                        for part in [&b"\"per-ip\";r="[..], left.as_bytes(), b";t=1"] {
+                            value[len..len + part.len()].copy_from_slice(part);
+                            len += part.len();
+                        }
+                        let fields = res.headers_mut();
+                        fields.append(headers::RATELIMIT_POLICY, policy.clone());
+                        if let Ok(v) = HeaderValue::from_bytes(&value[..len]) {
+                            fields.append(headers::RATELIMIT, v);
+                        }
+                        res
+                    },
+                ))
+            },
             refusing: plain.clone().layer(by_ip(Quota::per_hour(1).unwrap())),
             plain,
         }

@@ -96,6 +96,8 @@ fn the_layer_allocates_little_per_request() {
         readme,
         governor,
         refusing,
+        check_only,
+        fields_only,
     } = Routers::new(CLIENTS);
     let (base, base_bytes) = per_request(&plain, &rt);
     let mut rows = Vec::new();
@@ -113,12 +115,16 @@ fn the_layer_allocates_little_per_request() {
         ),
         ("tower_governor", &governor),
         ("portero, refused", &refusing),
+        ("floor: the key and check only", &check_only),
+        ("floor: the two fields only", &fields_only),
     ] {
         let (a, b) = per_request(router, &rt);
         println!("{name}: {:.1} allocations ({:.0} B) over the router alone ({base:.1}, {base_bytes:.0} B)", a - base, b - base_bytes);
         rows.push(a - base);
     }
-    let [axum_layer, one, readme, _two, together, governor, refused] = rows[..] else {
+    let [axum_layer, one, readme, _two, together, governor, refused, check_floor, fields_floor] =
+        rows[..]
+    else {
         unreachable!()
     };
     // The layer's own, over what axum's `Router::layer` costs any layer that holds
@@ -141,6 +147,12 @@ fn the_layer_allocates_little_per_request() {
     assert!(
         one < governor,
         "portero {one} against tower_governor {governor}"
+    );
+    // The floors: a check allocates nothing; the two fields, their one value. The
+    // README's setup allocates no more than the fields' floor.
+    assert!(
+        check_floor <= axum_layer && readme <= fields_floor,
+        "floors: check {check_floor}, fields {fields_floor}, the README's setup {readme}"
     );
     assert!(
         readme - axum_layer <= 1.0,

@@ -123,13 +123,17 @@ pub(crate) enum AppliedList {
 }
 
 impl AppliedList {
+    /// In place: a layer of one limit moves its decision once, into `One` (taking
+    /// the list out and putting it back moved it three times, on every request).
+    #[inline]
     fn push(&mut self, a: Applied) {
-        *self = match core::mem::take(self) {
-            Self::None => Self::One(a),
-            Self::One(first) => Self::Many(vec![first, a]),
-            Self::Many(mut all) => {
-                all.push(a);
-                Self::Many(all)
+        match self {
+            Self::None => *self = Self::One(a),
+            Self::Many(all) => all.push(a),
+            Self::One(_) => {
+                if let Self::One(first) = core::mem::take(self) {
+                    *self = Self::Many(vec![first, a]);
+                }
             }
         }
     }
