@@ -90,6 +90,13 @@ mod tests {
             v.value(),
             format!("\"api\";r=0;t=60, \"tenant\";r={};t=1", u64::MAX)
         );
+        // At the stack buffer's end, one byte short of it, and one past it.
+        for len in [INLINE - 1, INLINE, INLINE + 1] {
+            let name = "m".repeat(len - "\"\";r=1;t=2".len());
+            let mut v = FieldValue::new();
+            v.member(&name, 1, 2);
+            assert_eq!(v.value(), format!("\"{name}\";r=1;t=2"), "{len} bytes");
+        }
         let long = "n".repeat(300);
         let mut v = FieldValue::new();
         v.member("a", 1, 2).push(b", ").member(&long, 3, 4);
