@@ -302,6 +302,10 @@ test("remaining never counts a lease that ended while its call was on the way", 
     const { allowed, remaining, held, object } = await scenario({ scenario: "expired", key: `brief-${i}` });
     assert.ok(allowed);
     assert.ok(remaining <= object + held, `remaining ${remaining}, the object ${object}, held ${held}`);
+    // The object granted a lease of 10 (the check's unit and 9 more) and had 40 left;
+    // the lease had ended when the answer came, so none of its 9 count.
+    assert.equal(held, 0);
+    assert.equal(remaining, LIMIT - 10, `remaining ${remaining} counts units of a lease that ended`);
   }
 });
 
