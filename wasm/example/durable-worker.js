@@ -42,11 +42,11 @@ export default {
       const calls = { calls: limiter.calls, leasedCalls: leased.calls, leasedUnits: leased.leasedUnits(client) };
       return Response.json({ ...(await limiter.shardStats(client)), ...calls });
     }
-    // A second rule on the same keys (its own state): 1 at a time, 10 per second, idle
+    // A second rule on the same keys (its own state): 1 at a time, 1 per second, idle
     // keys swept every 200 ms.
     perSecond ??= new EdgeLimiter({
       namespace: env.LIMITER,
-      rule: { perSecond: 10, burst: 1 },
+      rule: { perSecond: 1, burst: 1 },
       shards: Number(env.SHARDS ?? 16),
       sweepMs: 200,
     });

@@ -326,26 +326,29 @@ async fn shed_requests_are_counted_by_layer_and_reason() {
 /// caller waited on the inner readiness forever, and no probe was ever taken).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_never_becomes_ready_fails_the_probe_within_the_call_timeout() {
-    let breaker = Arc::new(CircuitBreaker::new(1, Duration::from_millis(200)).unwrap());
+    // Open for 2 s, calls timed out at 300 ms: long beside a loaded machine's delays,
+    // so that the breaker is still open again when the next call comes.
+    let breaker = Arc::new(CircuitBreaker::new(1, Duration::from_secs(2)).unwrap());
     breaker.try_call().unwrap().failure();
     let client = CircuitBreakerLayer::new(breaker.clone())
-        .call_timeout(Duration::from_millis(100))
+        .call_timeout(Duration::from_millis(300))
         .fallback(|_| Response::new("fallback".to_string()))
         .layer(NeverReady);
-    tokio::time::sleep(Duration::from_millis(250)).await; // the open period is over
+    tokio::time::sleep(Duration::from_millis(2_050)).await; // the open period is over
     let started = std::time::Instant::now();
-    let first = tokio::time::timeout(Duration::from_secs(2), client.clone().oneshot(()))
+    let first = tokio::time::timeout(Duration::from_secs(5), client.clone().oneshot(()))
         .await
         .expect("answered within the call timeout, not hung");
     assert!(matches!(first, Err(BreakerCallError::TimedOut)));
-    assert!(started.elapsed() < Duration::from_millis(500));
+    assert!(started.elapsed() < Duration::from_millis(1_500));
     assert!(
         breaker
             .refusal_at(portero::Clock::now(breaker.clock()))
             .is_some(),
         "open again"
     );
-    let next = tokio::time::timeout(Duration::from_millis(50), client.oneshot(()))
+    // Sooner than the call timeout: answered without waiting on the client.
+    let next = tokio::time::timeout(Duration::from_millis(250), client.oneshot(()))
         .await
         .expect("the fallback, at once")
         .unwrap();

@@ -111,23 +111,28 @@ async fn a_request_past_its_deadline_never_reaches_the_handler() {
             let seen = seen.clone();
             async move {
                 seen.lock().unwrap().push(uri.path().to_owned());
-                tokio::time::sleep(Duration::from_millis(300)).await;
+                // Long beside `/late`'s 100 ms, so that a loaded machine's delays cannot
+                // let `/slow` finish before `/late`'s deadline passes.
+                tokio::time::sleep(Duration::from_millis(1_000)).await;
                 "done"
             }
         })
     }
     .layer(
-        DeadlineQueueLayer::new(1, 8, Duration::from_secs(2))
+        DeadlineQueueLayer::new(1, 8, Duration::from_secs(5))
             .timeout_header(http::HeaderName::from_static("x-request-timeout-ms")),
     );
     let addr = serve(app).await;
     let slow = tokio::spawn(hyper_get(addr, "/slow", &[]));
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // `/slow` holds the only slot before the others come (waited for, not guessed).
+    while seen.lock().unwrap().is_empty() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let late = tokio::spawn(hyper_get(addr, "/late", &[("x-request-timeout-ms", "100")]));
     let patient = tokio::spawn(hyper_get(
         addr,
         "/patient",
-        &[("x-request-timeout-ms", "1500")],
+        &[("x-request-timeout-ms", "4000")],
     ));
     assert_eq!(late.await.unwrap(), 503);
     assert_eq!(slow.await.unwrap(), 200);
@@ -240,9 +245,12 @@ async fn the_breaker_stops_calling_a_failing_upstream_and_recovers_after_it_heal
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_to_a_hung_upstream_time_out_and_open_the_breaker() {
     let hung = upstream(Broken::Hangs).await;
-    let breaker = Arc::new(CircuitBreaker::new(5, Duration::from_millis(300)).unwrap());
+    // Timeouts and the open time long beside a loaded machine's delays: each hung call
+    // reaches the upstream before its timeout, and the 15 refusals all come while the
+    // breaker is open.
+    let breaker = Arc::new(CircuitBreaker::new(5, Duration::from_secs(2)).unwrap());
     let client = CircuitBreakerLayer::new(breaker)
-        .call_timeout(Duration::from_millis(100))
+        .call_timeout(Duration::from_millis(400))
         .layer(calls_to(hung.addr));
     let started = std::time::Instant::now();
     let mut timed_out = 0;
@@ -265,7 +273,7 @@ async fn calls_to_a_hung_upstream_time_out_and_open_the_breaker() {
         "bounded by the call timeout"
     );
     hung.broken.store(false, Ordering::SeqCst);
-    tokio::time::sleep(Duration::from_millis(350)).await;
+    tokio::time::sleep(Duration::from_millis(2_100)).await;
     assert_eq!(
         client.clone().oneshot("/").await.unwrap().status(),
         StatusCode::OK
