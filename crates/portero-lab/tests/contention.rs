@@ -64,7 +64,7 @@ fn the_study_runs_end_to_end_and_every_audit_holds_at_a_quota_that_bites() {
     let json = report::json(&study, &rows, "test machine", threads::pinning_works()).to_string();
     let back: serde_json::Value = serde_json::from_str(&json).expect("the JSON parses");
     assert_eq!(back["rows"].as_array().unwrap().len(), rows.len());
-    for row in back["rows"].as_array().unwrap() {
+    for (row, measured) in back["rows"].as_array().unwrap().iter().zip(&rows) {
         for field in [
             "subject",
             "threads",
@@ -78,7 +78,10 @@ fn the_study_runs_end_to_end_and_every_audit_holds_at_a_quota_that_bites() {
                 "{field} in {row}"
             );
         }
-        assert_eq!(row["audit"]["holds"], true);
+        // The JSON says what the audit found: held, for every exact limiter (the
+        // estimator may over-admit, and then says so).
+        assert_eq!(row["audit"]["holds"], measured.audit.holds(), "{row}");
+        assert!(measured.audit.holds() || !measured.subject.exact(), "{row}");
     }
     let svg = report::chart(&rows, "test machine");
     assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
