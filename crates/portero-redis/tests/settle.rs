@@ -169,11 +169,13 @@ async fn sixty_four_settlements_at_once_give_back_every_unused_unit_and_no_more(
 #[tokio::test]
 async fn a_window_settles_only_in_the_window_the_admission_counted_in() {
     let server = start_redis();
-    let algorithm = RedisAlgorithm::fixed_window(10, Duration::from_millis(300)).unwrap();
+    // Windows of 2 s: long beside a loaded machine's delays, so that the two checks
+    // share one window and the two settlements land in the next.
+    let algorithm = RedisAlgorithm::fixed_window(10, Duration::from_secs(2)).unwrap();
     let limiter = answering(&server, algorithm).await;
     let early = limiter.check("w", 5).await.unwrap().taken.unwrap();
     let late = limiter.check("w", 1).await.unwrap().taken.unwrap();
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    tokio::time::sleep(Duration::from_millis(2_100)).await;
     assert!(admits(&limiter, "w", 4).await, "a new window");
     let after = limiter.settle(early, 0).await.unwrap().unwrap();
     assert_eq!(after.remaining(), 6, "the new window's 4 stay");
