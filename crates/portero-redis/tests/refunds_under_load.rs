@@ -6,7 +6,10 @@ use std::sync::Arc;
 
 use http::{HeaderValue, StatusCode};
 use portero::{AlgorithmName, AnyAlgorithm, Clock, KeyedLimiter, ManualClock, Quota};
+use std::time::Duration;
+
 use portero_http::{Limit, LimitLayer};
+use portero_redis::{LeasedLimiter, RedisLimiter};
 use tower::ServiceExt;
 
 #[path = "../../portero-http/tests/support/counters.rs"]
@@ -55,7 +58,7 @@ async fn two_hundred_concurrent_requests_refused_by_redis_keep_no_local_unit() {
 /// spent (1 unit left of 10) and the tenant's Redis limit has room. 50 requests at
 /// once: 1 gets through, and the tenant is charged for that one only — the local limit,
 /// close to empty, is taken before Redis, so the 49 it refuses cost the tenant nothing
-/// (Redis units cannot be given back).
+/// (not even a take and a give-back).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_nearly_spent_local_limit_refuses_before_redis_is_charged() {
     let stores = Stores::start();
@@ -120,4 +123,91 @@ async fn at_once(front: axum::Router, n: usize) -> u64 {
         through += u64::from(one.await.unwrap() == StatusCode::OK);
     }
     through
+}
+
+/// The race an outside harness found: a Redis limit per client (300) and an
+/// in-memory one (5) that still has its whole burst, so it is taken after Redis.
+/// 200 requests at once all find the in-memory limit open, all take their Redis
+/// unit, and only 5 then get the in-memory one. The 195 refused requests give their
+/// Redis units back (one settlement each, at 0): over 20 runs, each on a fresh
+/// client, the client's Redis limit stands exactly where 5 admissions leave it.
+/// Before, they kept them: up to 195 of 195. The same through a leased limit (the
+/// units go back into the lease, and the client can take them there).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_units_of_requests_a_local_limit_refused_come_back() {
+    let stores = Stores::start();
+    // Through a lease each run drains the client one unit at a time: fewer runs.
+    for (leased, runs) in [(false, 20), (true, 4)] {
+        let mut kept_total = 0;
+        for run in 0..runs {
+            let per_client = Quota::per_hour(300).unwrap();
+            let redis = stores.redis(per_client).await;
+            let local_quota = Quota::per_hour(5).unwrap();
+            let local = Arc::new(KeyedLimiter::with_clock(
+                portero::Gcra::new(local_quota),
+                100,
+                ManualClock::starting_at(1_000_000_000),
+            ));
+            let shared = policy("shared", per_client);
+            let lease = LeasedLimiter::new(redis.clone(), 4, Duration::from_secs(60), 100);
+            let remote = if leased {
+                LimitLayer::new(Limit::new(lease.clone(), shared, x_client()))
+            } else {
+                LimitLayer::new(Limit::new(redis.clone(), shared, x_client()))
+            };
+            let layer = remote.limit(Limit::new(
+                local.clone(),
+                policy("local", local_quota),
+                x_client(),
+            ));
+            let through = at_once(app(layer), 200).await;
+            assert_eq!(through, 5, "run {run}: the local limit admits its burst");
+            // The give-backs run after the refusals are answered: wait for them.
+            let mut left = 0;
+            for _ in 0..200 {
+                left = redis_left(&redis).await;
+                if left + through >= 300 {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            if leased {
+                // Units given back into this instance's lease are spent here: count
+                // what the client can still take, through the lease.
+                left = drained(&lease).await;
+            }
+            let kept = 300 - left - through;
+            kept_total += kept;
+            assert_eq!(
+                kept, 0,
+                "leased {leased}, run {run}: 195 refused requests kept {kept} Redis units"
+            );
+        }
+        println!("leased {leased}: {runs} runs of 200 at once, {kept_total} Redis units kept by refused requests");
+    }
+}
+
+/// How many single units alice can still take through `lease` (its lease first).
+async fn drained(lease: &LeasedLimiter) -> u64 {
+    use portero_http::{Checking, Store};
+    let mut taken = 0;
+    loop {
+        let checked = match Store::check(lease, Some(HeaderValue::from_static("alice")), 1) {
+            Checking::Pending(p) => p.await.unwrap(),
+            Checking::Done(d) => d.unwrap(),
+        };
+        if !checked.decision.is_allowed() {
+            return taken;
+        }
+        taken += 1;
+    }
+}
+
+/// What alice's Redis limit has left, taking nothing.
+async fn redis_left(redis: &RedisLimiter) -> u64 {
+    use portero_http::{Checking, Store};
+    match Store::<HeaderValue>::standing(redis, Some(HeaderValue::from_static("alice"))) {
+        Checking::Pending(p) => p.await.unwrap().decision.remaining(),
+        Checking::Done(d) => d.unwrap().decision.remaining(),
+    }
 }

@@ -146,7 +146,8 @@ impl<St, F, R> Limit<St, F, R> {
     /// once others came since), the units above it are charged even past the burst,
     /// so the key goes into debt and later requests are refused, with an exact
     /// `Retry-After`, until it is paid off. The response's fields show the key after
-    /// settlement. A store that cannot settle (Redis, leases) keeps the estimate.
+    /// settlement. Every store of portero's settles (the in-memory tables and log,
+    /// Redis, leases); a store of your own that cannot keeps the estimate.
     ///
     /// Bound: in any span, a key admits no more than a twin charged each request's
     /// real cost on arrival would, plus what the requests still in flight will be

@@ -20,11 +20,11 @@ use crate::keys::IntoKey;
 /// a Redis limiter, a leased one), a policy, a key and the routes it applies to.
 ///
 /// Every applicable limit must admit a request, all or none: when one refuses, what
-/// the earlier ones took goes back, so a refused request costs no quota anywhere
-/// in memory (a remote limit is checked after every local one). Consecutive remote
+/// the earlier ones took goes back, so a refused request costs no quota anywhere: an
+/// in-memory limit at once, a remote one (Redis, a lease) by settling its admission
+/// at 0 in one call that the refusal does not wait for. Consecutive remote
 /// limits whose stores share a [`Batch`](crate::Batch) channel (Redis limits on one
-/// connection) are decided in one call, itself all or none; a remote limit that
-/// admitted in another call stays charged when a later one refuses. An admitted
+/// connection) are decided in one call, itself all or none. An admitted
 /// request reaches the
 /// inner service and its response gets every applied policy's `RateLimit` and
 /// `RateLimit-Policy` fields as one list each, in the order the limits were added

@@ -10,10 +10,11 @@
 //! round trip) — except that a local limit that would still have half its burst
 //! left is taken last, after the remote ones, so that a remote refusal finds it
 //! untouched; one closer to empty is taken before them, so that a race it loses
-//! spares the remote units (which cannot be given back). Only a race lost between
-//! the asking and the taking gives back: every unit the earlier limits took goes back
-//! to stores that can refund (every in-memory one; a remote one that admitted stays
-//! charged). Consecutive remote
+//! spares a round trip. Only a race lost between the asking and the taking gives
+//! back: every unit the earlier limits took goes back by the refund rule — to an
+//! in-memory store at once, to a remote one by settling the admission at 0 (one
+//! script call, run on its own: the refusal does not wait for it). The order is a
+//! matter of speed, not of what is kept. Consecutive remote
 //! limits whose stores share a `Batch` channel (one Redis connection) are sent in one
 //! call that is itself all or none (`batching.rs`), so among them nothing stays
 //! charged either.
@@ -29,10 +30,11 @@ use super::awaiting::{Answers, Awaiting};
 use super::entry::{Entry, Step};
 use super::options::{Charge, OutageAnswer, RefusalFn};
 use super::options::{WhenNoKey, WhenUnavailable};
+use super::settle::{spawned, Settle};
 use super::store::{Checked, Checking, Source, StoreError};
 use crate::headers::Policy;
 use crate::keys::KeyError;
-use crate::observe::{self, Outcome};
+use crate::observe::{self, Outcome, Settled};
 
 /// Every limit of a layer and every option, shared by its services.
 pub(crate) struct Plan<B> {
@@ -262,7 +264,7 @@ impl<B> Plan<B> {
                     // Half its burst or more left: a race to empty it is unlikely, so it
                     // is taken last and a remote refusal finds it untouched. Closer to
                     // empty, it is taken in its turn, before the remote limits: its
-                    // refusal then spares their units, which cannot be given back.
+                    // refusal then spares them a take and a give-back.
                     if d.remaining().saturating_mul(2) >= d.limit() {
                         run.deferred |= bit(at);
                     }
@@ -509,12 +511,28 @@ impl<B> Plan<B> {
     }
 
     /// Refunds what the limits applied so far took, newest first, and reports each
-    /// as it stands afterwards.
+    /// as it stands afterwards. A remote limit gives back by settling its admission
+    /// at 0 (one script call, by the same rule as a refund): the call runs on its
+    /// own, so the refusal does not wait for it, and the limit is listed as it
+    /// stood when it admitted.
     pub(crate) fn give_back(&self, run: &mut Run) {
         for applied in run.applied.as_mut_slice().iter_mut().rev() {
             if let Some(ticket) = applied.ticket.take() {
-                if let Some(after) = self.entries[applied.entry].refund(ticket) {
-                    applied.decision = after;
+                let entry = &self.entries[applied.entry];
+                if !entry.is_remote() {
+                    if let Some(after) = entry.refund(ticket) {
+                        applied.decision = after;
+                    }
+                    continue;
+                }
+                match self.settle_one(applied.entry, ticket, 0) {
+                    Settle::Now(Some(after)) => applied.decision = after,
+                    Settle::Now(None) => {}
+                    Settle::Later(later) => {
+                        if !spawned(later) {
+                            observe::settled(entry.policy(), Settled::Failed, None);
+                        }
+                    }
                 }
             }
         }
@@ -569,8 +587,9 @@ fn fallback_policy(policy: &Policy, decision: &Decision) -> Option<Arc<Policy>> 
 }
 
 /// A run waiting on a remote limit: if the request is dropped before it is decided
-/// (the client went away), what the local limits took goes back. (A remote store that
-/// already received the check may have charged it: that cannot be taken back.)
+/// (the client went away), what the limits took goes back. (A remote check whose
+/// answer never came may have been charged: without its answer there is no ticket
+/// to give it back by.)
 pub(crate) struct Pending<B> {
     pub(crate) plan: Arc<Plan<B>>,
     run: Option<Run>,

@@ -196,7 +196,7 @@ pub(crate) type Later = Pin<Box<dyn Future<Output = Option<Decision>> + Send>>;
 
 /// Runs a settlement no response waits for (a [`Usage`] handle dropped) on the
 /// current tokio runtime: whether there was one (without, the estimate stands).
-fn spawned(later: Later) -> bool {
+pub(crate) fn spawned(later: Later) -> bool {
     match tokio::runtime::Handle::try_current() {
         Ok(runtime) => {
             runtime.spawn(later);
