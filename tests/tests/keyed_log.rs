@@ -174,8 +174,9 @@ proptest! {
                     prop_assert_eq!(got.as_ref().map(|a| a.decision).map_err(Clone::clone), model.check(key, now, cost));
                     if let Ok(Acquired { admission: Some(admission), .. }) = got {
                         prop_assert_eq!(Ok(admission.at()), at);
-                        l.refund_fingerprint(fp(&l, key), admission.clone());
-                        model.refund(key, admission.at(), cost);
+                        let at = admission.at();
+                        l.refund_fingerprint(fp(&l, key), admission);
+                        model.refund(key, at, cost);
                     }
                 }
                 _ => {
@@ -364,8 +365,8 @@ fn hostile_inputs_neither_overflow_nor_consume() {
     );
     assert!(!l.check(&2).is_allowed());
     // A refund of a time with no entries, or of a key not held, does nothing.
-    l.refund(&1, (Admission::new(11, 3)).clone());
-    l.refund(&2, (Admission::new(10, 3)).clone());
+    l.refund(&1, Admission::new(11, 3));
+    l.refund(&2, Admission::new(10, 3));
     assert_eq!(l.peek_at(&1, 20, 0).unwrap().remaining(), 0);
 }
 

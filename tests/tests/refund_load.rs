@@ -49,10 +49,7 @@ fn check_and_refund_keyed<A: Algorithm + Copy + Send + Sync + 'static>(a: A) -> 
     let l = limiter.clone();
     let admitted = eight_threads(move || {
         let taken = l.acquire_at(&7u64, l.clock().now(), 1).unwrap();
-        taken
-            .admission
-            .inspect(|x| l.refund(&7u64, x.clone()))
-            .is_some()
+        taken.admission.map(|x| l.refund(&7u64, x)).is_some()
     });
     let left = limiter.peek_at(&7u64, clock.now(), 0).unwrap().remaining();
     (admitted, a.capacity() - left)
@@ -65,12 +62,7 @@ fn check_and_refund_direct<A: Algorithm + Send + Sync + 'static>(a: A) -> (u64, 
     let l = limiter.clone();
     let admitted = eight_threads(move || {
         let taken = l.acquire_at(l.clock().now(), 1).unwrap();
-        taken
-            .admission
-            .inspect(|x| {
-                l.refund(x.clone());
-            })
-            .is_some()
+        taken.admission.map(|x| l.refund(x)).is_some()
     });
     let left = limiter.peek_at(clock.now(), 0).unwrap().remaining();
     (admitted, limiter.algorithm().capacity() - left)
@@ -285,11 +277,11 @@ fn the_refund_race_replayed_on_the_public_api_invents_nothing() {
     let x = direct.acquire_at(0, 1).unwrap().admission.unwrap();
     let l = direct.clone();
     *hook.lock().unwrap() = Some(meanwhile(move || {
-        l.refund_at(z.clone(), 0);
+        l.refund_at(z, 0);
         assert!(l.check_at(100 * MS, 1).unwrap().is_allowed());
     }));
     replay(|| {
-        direct.refund_at(x.clone(), 100 * MS);
+        direct.refund_at(x, 100 * MS);
     });
     assert!(direct.peek_at(100 * MS, 3).unwrap().is_allowed());
     assert!(
@@ -304,10 +296,10 @@ fn the_refund_race_replayed_on_the_public_api_invents_nothing() {
     let x = keyed.acquire_at(&1u8, 0, 1).unwrap().admission.unwrap();
     let k = keyed.clone();
     *clock.hook.lock().unwrap() = Some(meanwhile(move || {
-        k.refund_fingerprint_at(k.fingerprint_of(&1), z.clone(), 0);
+        k.refund_fingerprint_at(k.fingerprint_of(&1), z, 0);
         assert!(k.check_at(&1, 100 * MS, 1).unwrap().is_allowed());
     }));
-    replay(|| keyed.refund(&1u8, x.clone()));
+    replay(|| keyed.refund(&1u8, x));
     assert!(keyed.peek_at(&1, 100 * MS, 3).unwrap().is_allowed());
     assert!(
         !keyed.peek_at(&1, 100 * MS, 4).unwrap().is_allowed(),
@@ -347,7 +339,7 @@ mod word_moved_without_a_refund {
             assert!(l.check_at(&"j", 0, 1).unwrap().is_allowed()); // evicts k
             assert!(l.check_at(&"k", later, 1).unwrap().is_allowed()); // evicts j
             let k: Fingerprint = l.fingerprint_of(&"k");
-            l.refund_fingerprint_at(k, x.clone(), later);
+            l.refund_fingerprint_at(k, x, later);
             // The twin (j, then k at `later`): k is full again one second after
             // `later`, so it refuses at `later` (and at 1 s, after 0.5 s).
             let probe = if later == 0 { 0 } else { S };
@@ -367,7 +359,7 @@ mod word_moved_without_a_refund {
         let x = l.acquire_at(0, 1).unwrap().admission.unwrap();
         l.set_tokens_at(3, 0).unwrap();
         assert!(l.check_at(0, 1).unwrap().is_allowed());
-        l.refund_at(x.clone(), 0);
+        l.refund_at(x, 0);
         // The twin (topped up to 3, one taken): 2 left.
         assert!(l.peek_at(0, 2).unwrap().is_allowed());
         assert!(
@@ -391,7 +383,7 @@ mod word_moved_without_a_refund {
             .unwrap();
         l.set_algorithm(Gcra::new(slower));
         let before = l.peek_at(&1, 0, 0).unwrap().remaining();
-        l.refund(&1, x.clone());
+        l.refund(&1, x);
         assert_eq!(
             l.peek_at(&1, 0, 0).unwrap().remaining(),
             before,
@@ -426,13 +418,13 @@ fn eight_threads_settling_one_key_owe_what_they_used() {
                                 if let Some(x) =
                                     t.acquire_at(&7u64, now, estimate).unwrap().admission
                                 {
-                                    t.settle(&7u64, x.clone(), real).unwrap();
+                                    t.settle(&7u64, x, real).unwrap();
                                     n += 1;
                                 }
                             } else if let Some(x) =
                                 d.acquire_at(d.clock().now(), estimate).unwrap().admission
                             {
-                                d.settle(x.clone(), real).unwrap();
+                                d.settle(x, real).unwrap();
                                 n += 1;
                             }
                         }

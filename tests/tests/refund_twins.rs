@@ -40,7 +40,7 @@ fn ops(time_goes_back: bool) -> impl Strategy<Value = Vec<Op>> {
 /// A limit under test: checked, refunded, peeked; its raw state where it has one.
 trait Subject {
     fn acquire(&self, now: u64, cost: u64) -> Option<Acquired>;
-    fn refund(&self, admission: &Admission, now: u64);
+    fn refund(&self, admission: Admission, now: u64);
     fn admits(&self, now: u64, cost: u64) -> bool;
     fn state(&self) -> Option<u64>;
     /// Whether a check dated before the latest time seen is read as that latest time
@@ -57,8 +57,8 @@ impl<A: Algorithm> Subject for Direct<A> {
     fn acquire(&self, now: u64, cost: u64) -> Option<Acquired> {
         self.0.acquire_at(now, cost).ok()
     }
-    fn refund(&self, admission: &Admission, now: u64) {
-        self.0.refund_at(admission.clone(), now);
+    fn refund(&self, admission: Admission, now: u64) {
+        self.0.refund_at(admission, now);
     }
     fn admits(&self, now: u64, cost: u64) -> bool {
         self.0.peek_at(now, cost).is_ok_and(|d| d.is_allowed())
@@ -74,9 +74,9 @@ impl<A: Algorithm + Copy> Subject for Keyed<A> {
     fn acquire(&self, now: u64, cost: u64) -> Option<Acquired> {
         self.0.acquire_at(&7, now, cost).ok()
     }
-    fn refund(&self, admission: &Admission, now: u64) {
+    fn refund(&self, admission: Admission, now: u64) {
         self.0
-            .refund_fingerprint_at(self.0.fingerprint_of(&7), admission.clone(), now);
+            .refund_fingerprint_at(self.0.fingerprint_of(&7), admission, now);
     }
     fn admits(&self, now: u64, cost: u64) -> bool {
         self.0.peek_at(&7, now, cost).is_ok_and(|d| d.is_allowed())
@@ -92,8 +92,8 @@ impl Subject for Log {
     fn acquire(&self, now: u64, cost: u64) -> Option<Acquired> {
         self.0.acquire_at(&7, now, cost).ok()
     }
-    fn refund(&self, admission: &Admission, _now: u64) {
-        self.0.refund(&7, admission.clone());
+    fn refund(&self, admission: Admission, _now: u64) {
+        self.0.refund(&7, admission);
     }
     fn admits(&self, now: u64, cost: u64) -> bool {
         self.0.peek_at(&7, now, cost).is_ok_and(|d| d.is_allowed())
@@ -188,7 +188,7 @@ fn twins<S: Subject>(
                 clock += dt * step;
                 let (i, admission) = outstanding.remove(which % outstanding.len());
                 let before = a.state();
-                a.refund(&admission, clock);
+                a.refund(admission, clock);
                 let unchanged = before.is_some() && before == a.state();
                 admitted[i].2 = rule == Rule::ExactOrKept && unchanged;
                 let b = make();
@@ -325,7 +325,7 @@ mod reported {
         let l = RateLimiter::gcra(Quota::per_second(2).unwrap()).with_clock(ManualClock::new());
         let x = l.acquire_at(0, 1).unwrap().admission.unwrap();
         assert!(l.check_at(500 * MS, 1).unwrap().is_allowed());
-        l.refund_at(x.clone(), 500 * MS);
+        l.refund_at(x, 500 * MS);
         assert!(l.check_at(500 * MS, 1).unwrap().is_allowed());
         assert!(
             !l.check_at(500 * MS, 1).unwrap().is_allowed(),
@@ -340,7 +340,7 @@ mod reported {
         let l = RateLimiter::with_algorithm_and_clock(w, ManualClock::new());
         let x = l.acquire_at(900 * MS, 1).unwrap().admission.unwrap();
         assert!(l.check_at(1_100 * MS, 1).unwrap().is_allowed());
-        l.refund_at(x.clone(), 1_100 * MS);
+        l.refund_at(x, 1_100 * MS);
         assert!(l.check_at(1_100 * MS, 1).unwrap().is_allowed());
         assert!(!l.check_at(1_100 * MS, 1).unwrap().is_allowed());
     }
@@ -356,7 +356,7 @@ mod reported {
         let x = l.acquire_at(0, 1).unwrap().admission.unwrap();
         assert!(l.check_at(500 * MS, 1).unwrap().is_allowed());
         let before = l.raw_state();
-        l.refund_at(x.clone(), 500 * MS);
+        l.refund_at(x, 500 * MS);
         assert_eq!(l.raw_state(), before);
         assert!(!l.check_at(600 * MS, 1).unwrap().is_allowed());
     }
@@ -374,7 +374,7 @@ mod reported {
         let x = a.acquire_at(0, 1).unwrap().admission.unwrap();
         assert!(a.check_at(200 * MS, 1).unwrap().is_allowed());
         assert!(
-            !a.refund_at(x.clone(), 300 * MS),
+            !a.refund_at(x, 300 * MS),
             "the opener is kept, and the refund says so"
         );
         let saw_x = RateLimiter::with_algorithm_and_clock(w, ManualClock::new());
@@ -400,7 +400,7 @@ mod reported {
         let r = l.reserve_at(0, 1, Duration::from_secs(1)).unwrap();
         clock.set(100 * MS);
         assert!(l.check_at(100 * MS, 1).unwrap().is_allowed());
-        l.refund_at(x.clone(), 100 * MS);
+        l.refund_at(x, 100 * MS);
         r.cancel();
         // The twin saw only Z (at 100 ms): one more fits at 100 ms, not two.
         assert!(l.check_at(100 * MS, 1).unwrap().is_allowed());
@@ -414,7 +414,7 @@ mod reported {
             KeyedLog::with_clock(Quota::per_second(3).unwrap(), 10, ManualClock::new()).unwrap();
         assert!(log.check_at(&"k", 10 * MS, 1).unwrap().is_allowed());
         let late = log.acquire_at(&"k", 5 * MS, 1).unwrap().admission.unwrap();
-        log.refund(&"k", late.clone());
+        log.refund(&"k", late);
         assert_eq!(log.peek_at(&"k", 10 * MS, 0).unwrap().remaining(), 2);
     }
 }
@@ -450,7 +450,7 @@ mod with_waits {
         /// Books at the clock's time: the turn, and a handle to cancel it by.
         fn reserve(&self, cost: u64) -> Option<(u64, usize)>;
         fn cancel(&self, handle: usize);
-        fn refund(&self, admission: &Admission);
+        fn refund(&self, admission: Admission);
         fn admits(&self, now: u64, cost: u64) -> bool;
     }
 
@@ -522,8 +522,8 @@ mod with_waits {
         fn cancel(&self, handle: usize) {
             self.turns.cancel(handle);
         }
-        fn refund(&self, admission: &Admission) {
-            self.limiter.refund(admission.clone());
+        fn refund(&self, admission: Admission) {
+            self.limiter.refund(admission);
         }
         fn admits(&self, now: u64, cost: u64) -> bool {
             self.limiter
@@ -549,8 +549,8 @@ mod with_waits {
         fn cancel(&self, handle: usize) {
             self.turns.cancel(handle);
         }
-        fn refund(&self, admission: &Admission) {
-            self.limiter.refund(&7, admission.clone());
+        fn refund(&self, admission: Admission) {
+            self.limiter.refund(&7, admission);
         }
         fn admits(&self, now: u64, cost: u64) -> bool {
             self.limiter
@@ -601,7 +601,7 @@ mod with_waits {
                     a.clock().set(clock);
                     let (i, taken) = outstanding.remove(which % outstanding.len());
                     match taken {
-                        Taken::Checked(adm) => a.refund(&adm),
+                        Taken::Checked(adm) => a.refund(adm),
                         Taken::Booked(handle) => a.cancel(handle),
                     }
                     started[i].2 = false;
@@ -662,9 +662,9 @@ fn a_refund_after_another_refund_moved_its_debt_invents_nothing() {
     let a = RateLimiter::with_algorithm_and_clock(Gcra::new(q), ManualClock::new());
     let x1 = a.acquire_at(0, 4).unwrap().admission.unwrap();
     let x2 = a.acquire_at(200 * S, 2).unwrap().admission.unwrap();
-    a.refund_at(x1.clone(), 200 * S);
+    a.refund_at(x1, 200 * S);
     assert!(a.check_at(320 * S, 1).unwrap().is_allowed());
-    a.refund_at(x2.clone(), 330 * S);
+    a.refund_at(x2, 330 * S);
     assert!(!a.check_at(350 * S, 5).unwrap().is_allowed());
 }
 
@@ -689,9 +689,9 @@ fn an_undo_after_another_refund_cannot_be_fooled_by_the_same_word() {
     let a = RateLimiter::with_algorithm_and_clock(TokenBucket::new(q), ManualClock::new());
     let x0 = a.acquire_at(t0, 1).unwrap().admission.unwrap();
     let x1 = a.acquire_at(t0, 1).unwrap().admission.unwrap();
-    a.refund_at(x0.clone(), t0);
+    a.refund_at(x0, t0);
     assert!(a.check_at(t3, 1).unwrap().is_allowed());
-    a.refund_at(x1.clone(), t4);
+    a.refund_at(x1, t4);
     assert!(!a.peek_at(t4, 2).unwrap().is_allowed());
 
     let k = KeyedLimiter::with_clock(TokenBucket::new(q), 4, ManualClock::new());
@@ -706,8 +706,8 @@ fn an_undo_after_another_refund_cannot_be_fooled_by_the_same_word() {
         .unwrap()
         .admission
         .unwrap();
-    k.refund_fingerprint_at(f, x0.clone(), t0);
+    k.refund_fingerprint_at(f, x0, t0);
     assert!(k.check_fingerprint_at(f, t3, 1).unwrap().is_allowed());
-    k.refund_fingerprint_at(f, x1.clone(), t4);
+    k.refund_fingerprint_at(f, x1, t4);
     assert!(!k.peek_fingerprint_at(f, t4, 2).unwrap().is_allowed());
 }

@@ -57,7 +57,7 @@ fn ops_going_back() -> impl Strategy<Value = Vec<Op>> {
 /// A limit under test: admitted on an estimate, settled, charged, peeked.
 trait Subject {
     fn acquire(&self, now: u64, cost: u64) -> Option<Admission>;
-    fn settle(&self, admission: &Admission, real: u64, now: u64);
+    fn settle(&self, admission: Admission, real: u64, now: u64);
     fn charge(&self, now: u64, units: u64);
     fn admits(&self, now: u64, cost: u64) -> bool;
     fn state(&self) -> Option<u64>;
@@ -67,7 +67,7 @@ trait Subject {
     /// does, and the rest charged; all charged when even one is refused).
     fn take(&self, now: u64, units: u64) {
         match self.acquire(now, 1) {
-            Some(one) => self.settle(&one, units, now),
+            Some(one) => self.settle(one, units, now),
             None => self.charge(now, units),
         }
     }
@@ -79,10 +79,8 @@ impl<A: Algorithm> Subject for Direct<A> {
     fn acquire(&self, now: u64, cost: u64) -> Option<Admission> {
         self.0.acquire_at(now, cost).ok()?.admission
     }
-    fn settle(&self, admission: &Admission, real: u64, now: u64) {
-        self.0
-            .settle_at(admission.clone(), real, now)
-            .expect("settles");
+    fn settle(&self, admission: Admission, real: u64, now: u64) {
+        self.0.settle_at(admission, real, now).expect("settles");
     }
     fn charge(&self, now: u64, units: u64) {
         self.0.charge_at(now, units).expect("charges");
@@ -101,10 +99,10 @@ impl<A: Algorithm + Copy> Subject for Keyed<A> {
     fn acquire(&self, now: u64, cost: u64) -> Option<Admission> {
         self.0.acquire_at(&7, now, cost).ok()?.admission
     }
-    fn settle(&self, admission: &Admission, real: u64, now: u64) {
+    fn settle(&self, admission: Admission, real: u64, now: u64) {
         let key = self.0.fingerprint_of(&7);
         self.0
-            .settle_fingerprint_at(key, admission.clone(), real, now)
+            .settle_fingerprint_at(key, admission, real, now)
             .expect("settles");
     }
     fn charge(&self, now: u64, units: u64) {
@@ -127,10 +125,10 @@ impl Subject for Log {
     fn acquire(&self, now: u64, cost: u64) -> Option<Admission> {
         self.0.acquire_at(&7, now, cost).ok()?.admission
     }
-    fn settle(&self, admission: &Admission, real: u64, now: u64) {
+    fn settle(&self, admission: Admission, real: u64, now: u64) {
         let key = self.0.fingerprint_of(&7);
         self.0
-            .settle_fingerprint_at(key, admission.clone(), real, now)
+            .settle_fingerprint_at(key, admission, real, now)
             .expect("settles");
     }
     fn charge(&self, now: u64, units: u64) {
@@ -164,10 +162,9 @@ impl<A: Algorithm> Subject for Kept<A> {
             _ => a,
         })
     }
-    fn settle(&self, admission: &Admission, real: u64, now: u64) {
+    fn settle(&self, admission: Admission, real: u64, now: u64) {
         let mut word = self.1.borrow_mut();
-        word.settle(&self.0, admission.clone(), real, now)
-            .expect("settles");
+        word.settle(&self.0, admission, real, now).expect("settles");
     }
     fn charge(&self, now: u64, units: u64) {
         let mut word = self.1.borrow_mut();
@@ -217,7 +214,7 @@ fn twins<S: Subject>(
                     continue;
                 }
                 let (admission, real) = outstanding.remove(which % outstanding.len());
-                a.settle(&admission, real, now);
+                a.settle(admission, real, now);
             }
         }
         if outstanding.iter().any(|(adm, real)| *real > adm.cost()) {
@@ -245,7 +242,7 @@ fn quiet<S: Subject>(make: impl Fn() -> S, ops: &[Op], step: u64) -> Result<(), 
         if let Op::Check { dt, cost, real } = *op {
             now += dt * step;
             if let Some(admission) = a.acquire(now, cost) {
-                a.settle(&admission, real, now);
+                a.settle(admission, real, now);
                 b.take(now, real);
             }
             prop_assert_eq!(a.state(), b.state(), "after {:?} at {}", op, now);
@@ -364,7 +361,7 @@ fn a_settlement_above_the_capacity_leaves_an_exact_wait() {
     let clock = ManualClock::new();
     let budget = RateLimiter::gcra(q).with_clock(&clock);
     let estimate = budget.acquire_at(0, 1_000).unwrap().admission.unwrap();
-    let after = budget.settle_at(estimate.clone(), 12_000, 0).unwrap();
+    let after = budget.settle_at(estimate, 12_000, 0).unwrap();
     assert!(!after.is_allowed());
     // 12,000 taken at 0 with a burst of 10,000: one unit fits when 2,001 have refilled.
     let t = q.interval_nanos();
@@ -396,8 +393,8 @@ fn a_key_reset_since_gets_nothing_back_from_an_admission_before_it() {
             );
         }
         assert_eq!(admitted, cap, "{name}: the fresh key's quota");
-        t.settle_fingerprint_at(key, x.clone(), 0, 30).unwrap();
-        t.refund_fingerprint_at(key, y.clone(), 30);
+        t.settle_fingerprint_at(key, x, 0, 30).unwrap();
+        t.refund_fingerprint_at(key, y, 30);
         assert!(
             !t.peek_at(&"ip", 30, 1).unwrap().is_allowed(),
             "{name}: units came back to the fresh key"
@@ -490,8 +487,8 @@ fn a_saturated_count_gives_nothing_back() {
     );
     let x = l.acquire_at(1_000, 3).unwrap().admission.unwrap();
     let y = l.acquire_at(1_000, 2).unwrap().admission.unwrap();
-    l.settle_at(x.clone(), 7, 1_000).unwrap();
-    l.settle_at(y.clone(), 1, 1_040).unwrap();
+    l.settle_at(x, 7, 1_000).unwrap();
+    l.settle_at(y, 1, 1_040).unwrap();
     twin.charge_at(1_000, 7 + 1).unwrap();
     for t in (1_040..1_400).step_by(4) {
         for cost in 1..=5 {

@@ -86,7 +86,16 @@ export interface EdgeLimiterOptions extends ShardSettings {
 export type Check = readonly [key: string, cost?: number, lease?: number];
 
 /** A settlement sent to a shard: `[key, admission or null, real cost]`. */
-export type Settlement = readonly [key: string, admission: KeptAdmission | null, real: number];
+export type Settlement = readonly [key: string, admission: ShardAdmission | null, real: number];
+
+/**
+ * An admission `PorteroShard.checkMany` returned: keep every field, the word's
+ * `generation` included (a settlement without it is refused with an error).
+ */
+export interface ShardAdmission extends KeptAdmission {
+  /** Which word took the units: a key dropped idle and made again is another word. */
+  generation: number;
+}
 
 /** A check of `EdgeLimiter`: `[key, cost]`, the cost 1 if left out (its leases are its own). */
 export type EdgeCheck = readonly [key: string, cost?: number];
@@ -101,7 +110,7 @@ export interface ShardStats {
 export declare class PorteroShard {
   constructor(ctx: unknown, env: unknown);
   /** Decides the checks in order; throws (deciding none) if any is bad. An admission carries what settles it. */
-  checkMany(options: ShardOptions, checks: readonly Check[]): Promise<(Decision & { tableFull?: boolean; granted?: number; admission?: KeptAdmission })[]>;
+  checkMany(options: ShardOptions, checks: readonly Check[]): Promise<(Decision & { tableFull?: boolean; granted?: number; admission?: ShardAdmission })[]>;
   /**
    * Settles `[key, admission, real]` in order (an admission `checkMany` returned, or
    * null to charge `real` units now): how each key stands for one unit. Throws

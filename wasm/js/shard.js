@@ -166,13 +166,18 @@ export class PorteroShard extends DurableObject {
       if (admission !== null && !(typeof admission === "object" && Number.isSafeInteger(admission.cost))) {
         fail(`a settlement's admission must be one checkMany returned, or null, got ${shown(admission)}`);
       }
+      // Without its generation a record cannot say which word it was taken from: it
+      // would settle to nothing, silently. Say so instead.
+      if (admission !== null && !Number.isSafeInteger(admission.generation)) {
+        fail(`a settlement's admission has no generation: keep every field checkMany returned, got ${shown(admission)}`);
+      }
       const slot = `${id}:${keyOf(key)}`;
       const state = pending.get(slot) ?? this.#states.get(slot);
       const generation = born.get(slot) ?? this.#generations.get(slot);
       let [settled, units] = [admission, real];
       // The admission's own word, or none of it is here any more (the key was dropped
       // idle, and perhaps made again: another word, whose units are not its to give).
-      if (admission !== null && (state === undefined || (admission.generation ?? 0) !== generation)) {
+      if (admission !== null && (state === undefined || admission.generation !== generation)) {
         // Nothing to give back; what was owed above the estimate is charged now.
         [settled, units] = [null, real - admission.cost];
         if (units <= 0) return [slot, null];

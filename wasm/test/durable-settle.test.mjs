@@ -157,6 +157,24 @@ test("the object checks a whole batch of settlements before it changes anything"
   assert.ok(d.allowed);
 });
 
+test("a record kept by its declared type settles what it took, and one without its generation is refused aloud", () =>
+  withClock(async (clock) => {
+    // Found by an outside harness: `KeptAdmission` omitted `generation`, and a record
+    // kept by that type settled to nothing, silently (10 settled at 3 gave back 0).
+    const ns = namespace();
+    const shard = ns.get("portero-shard-0");
+    const options = { rule: { algorithm: "gcra", limit: 100, periodMs: 3_600_000, burst: 100 } };
+    const [first] = await shard.checkMany(options, [["k", 10]]);
+    const { at, cost, before, after, noted, generation } = first.admission; // ShardAdmission's fields
+    assert.ok(Number.isSafeInteger(generation));
+    await shard.settleMany(options, [["k", { at, cost, before, after, noted, generation }, 3]]);
+    assert.equal(await left(ns, "k", clock.now), 97, "7 of 10 back");
+    const [second] = await shard.checkMany(options, [["k", 10]]);
+    const { generation: _, ...partial } = second.admission; // KeptAdmission's fields only
+    await assert.rejects(shard.settleMany(options, [["k", partial, 3]]), portero(/no generation/));
+    assert.equal(await left(ns, "k", clock.now), 87, "nothing settled");
+  }));
+
 test("a lease that ends with units unspent gives them back to the shard, by the admission that granted them", () =>
   withClock(async (clock) => {
     for (const [algorithm, expected] of [["gcra", 50], ["fixed-window", 49]]) {

@@ -82,9 +82,9 @@ use crate::quota::Quota;
 /// What one admission took and wrote, for giving it back (a stack whose later limit
 /// refuses, a reservation cancelled, a request dropped while it waited).
 ///
-/// Give each admission back **at most once**: it is `Copy`, and a second refund of
-/// the same admission reads as one of another request (the reservations and permits
-/// that hold one guard this themselves). A [`Clock`](crate::clock::Clock) or an
+/// An admission is one claim on the units it took: it is neither `Copy` nor `Clone`,
+/// and a refund or a settlement consumes it, so it gives back at most once. A
+/// [`Clock`](crate::clock::Clock) or an
 /// [`Algorithm::refund`](crate::algorithm::Algorithm::refund) of your own must not
 /// itself give back to the same limiter: refunds of one word take turns, and it
 /// would wait for its own.
@@ -99,10 +99,16 @@ use crate::quota::Quota;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 ///
-/// A refund or a settlement consumes the admission: it is not `Copy`, so one
-/// admission cannot give its units back twice by accident (a second refund of the
-/// same units would leave the key more generous than if the request had never
-/// come). A clone is a second claim on the same units: refund one of them only.
+/// A second refund of the same units would leave the key more generous than if the
+/// request had never come, so the compiler refuses both a second use and a copy:
+///
+/// ```compile_fail,E0599
+/// use portero::{Quota, RateLimiter};
+/// let limiter = RateLimiter::gcra(Quota::per_hour(10)?);
+/// let admission = limiter.acquire_at(0, 3)?.admission.unwrap();
+/// limiter.refund_at(admission.clone(), 0); // error: no method named `clone`
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 ///
 /// ```compile_fail,E0382
 /// use portero::{Quota, RateLimiter};
@@ -112,7 +118,7 @@ use crate::quota::Quota;
 /// limiter.refund_at(admission, 0); // error: use of moved value
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub struct Admission {
     at: u64,
     cost: u64,
@@ -127,6 +133,27 @@ pub struct Admission {
     /// refunds moved the word since (`u64::MAX`: not known); or `[NO_WORD, _]`. The
     /// high half is never 0, which leaves `Option<Admission>` no larger.
     ledger: (core::num::NonZeroU64, u64),
+    /// Which limiter's word (and which key's, in a table) took the units: only that
+    /// word gives them back ([`ANY_ORIGIN`]: one rebuilt by its caller, which says).
+    origin: u64,
+}
+
+/// The origin of an admission a caller made or rebuilt itself ([`Admission::new`],
+/// [`Admission::of_word`]): its store vouches for the word it settles on.
+const ANY_ORIGIN: u64 = 0;
+
+/// The origin of what the word of ledger `ledger` (a limiter's, or a table's
+/// share) holds for the key `tag` (0 for a limiter's one word): never
+/// [`ANY_ORIGIN`].
+pub(crate) const fn origin_of(ledger: u64, tag: u64) -> u64 {
+    // A multiply spreads the ledger's number over the bits the tag fills, so two
+    // tables' keys collide only by chance (2^-64).
+    let mixed = ledger.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ tag;
+    if mixed == ANY_ORIGIN {
+        1
+    } else {
+        mixed
+    }
 }
 
 /// The ledger's high half in an admission without a word.
@@ -158,7 +185,40 @@ impl Admission {
             cost,
             word: [0, 0],
             ledger: tagged(NO_WORD, UNKNOWN),
+            origin: ANY_ORIGIN,
         }
+    }
+
+    /// An exact log's admission at `at` of `cost` entries, its shard having dropped
+    /// `drops` keys before it (kept where a word would be: a log has none).
+    pub(crate) const fn of_log(at: u64, cost: u64, drops: u64) -> Self {
+        Self {
+            word: [drops, 0],
+            ..Self::new(at, cost)
+        }
+    }
+
+    /// The drops an exact log's admission noted ([`of_log`](Self::of_log)).
+    pub(crate) const fn log_drops(&self) -> u64 {
+        self.word[0]
+    }
+
+    /// This admission, taken from the word whose origin is `origin`
+    /// ([`origin_of`]).
+    pub(crate) const fn taken_from(self, origin: u64) -> Self {
+        Self { origin, ..self }
+    }
+
+    /// Whether a limiter stamped this admission with its origin (not one its caller
+    /// made or rebuilt).
+    pub(crate) const fn is_stamped(&self) -> bool {
+        self.origin != ANY_ORIGIN
+    }
+
+    /// Whether the word whose origin is `origin` may give this admission back: the
+    /// one it was taken from (or any, for one its caller rebuilt).
+    pub(crate) const fn is_from(&self, origin: u64) -> bool {
+        self.origin == ANY_ORIGIN || self.origin == origin
     }
 
     /// An admission at `at` of `cost` units that turned the word `before` into `after`,
@@ -178,6 +238,7 @@ impl Admission {
             cost,
             word: [before, after],
             ledger,
+            origin: ANY_ORIGIN,
         }
     }
 
@@ -213,11 +274,11 @@ impl Admission {
     /// units above the estimate to charge, or what to give back below it — a part,
     /// the request kept, or the whole admission for a real cost of 0 (a refund, a
     /// window's opener kept by its rule).
-    pub(crate) fn settled_at(&self, real: u64) -> Settlement {
+    pub(crate) fn settled_at(self, real: u64) -> Settlement {
         match real {
             r if r > self.cost => Settlement::Charge(r - self.cost),
             r if r == self.cost => Settlement::Kept,
-            0 => Settlement::GiveBack(self.clone()),
+            0 => Settlement::GiveBack(self),
             r => Settlement::GiveBack(self.part(self.cost - r)),
         }
     }
@@ -361,6 +422,9 @@ impl Admission {
 /// never above the true total: it can only make a later refund give back less.
 #[derive(Debug)]
 pub(crate) struct RefundLedger {
+    /// This ledger's number, unique in the process: what its words' admissions are
+    /// stamped with ([`origin_of`]).
+    id: u64,
     lock: crate::sync::SpinLock,
     high: crate::sync::AtomicU64,
     low: crate::sync::AtomicU64,
@@ -370,10 +434,18 @@ impl RefundLedger {
     /// Nothing given back yet.
     pub(crate) fn new() -> Self {
         Self {
+            id: crate::sync::next_id(),
             lock: crate::sync::SpinLock::new(),
             high: crate::sync::AtomicU64::new(0),
             low: crate::sync::AtomicU64::new(0),
         }
+    }
+
+    /// The origin of the word this ledger keeps for the key `tag` (0: a limiter's
+    /// one word).
+    #[inline]
+    pub(crate) fn origin(&self, tag: u64) -> u64 {
+        origin_of(self.id, tag)
     }
 
     /// The total for an admission to note before it writes (no lock: never above the
@@ -437,7 +509,7 @@ pub(crate) enum Settlement {
 }
 
 /// A decision, and what gives its units back when it admitted something.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub struct Acquired {
     /// The answer.
     pub decision: crate::decision::Decision,

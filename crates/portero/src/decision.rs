@@ -199,6 +199,9 @@ pub enum CheckError {
     /// The algorithm cannot take units after the fact (a settlement above the
     /// estimate: see [`Algorithm::charge`](crate::algorithm::Algorithm::charge)).
     CannotCharge,
+    /// A settlement of an admission another limiter (or, in a table, another key)
+    /// took: it is that word's to settle, and nothing changed here.
+    NotThisAdmission,
 }
 
 impl fmt::Display for CheckError {
@@ -211,6 +214,9 @@ impl fmt::Display for CheckError {
             Self::TimeOutOfRange { now } => write!(
                 f,
                 "time {now} ns is past the supported range (2^63 ns after the epoch)"
+            ),
+            Self::NotThisAdmission => f.write_str(
+                "the admission was taken by another limiter or for another key: nothing settled",
             ),
             Self::CannotCharge => {
                 f.write_str("this algorithm cannot take units after the fact (into debt)")

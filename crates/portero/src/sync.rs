@@ -18,6 +18,14 @@ pub(crate) use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 #[cfg(not(loom))]
 pub(crate) use portable_atomic::{AtomicU64, AtomicUsize, Ordering};
 
+/// A number no other call in this process returns (what refund ledgers and logs
+/// are told apart by). A plain atomic in every build: it is not a word any model
+/// checks, and loom's atomics cannot be statics.
+pub(crate) fn next_id() -> u64 {
+    static NEXT: portable_atomic::AtomicU64 = portable_atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, portable_atomic::Ordering::Relaxed)
+}
+
 /// Whether this is a loom build: models use smaller tables to stay tractable.
 pub(crate) const LOOM: bool = cfg!(loom);
 

@@ -61,7 +61,6 @@ pub(crate) struct Plan<B> {
 }
 
 /// One applied limit's decision for one request.
-#[derive(Clone)]
 pub(crate) struct Applied {
     /// The entry, by its place in the checked order.
     pub(crate) entry: usize,

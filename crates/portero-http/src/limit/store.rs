@@ -56,8 +56,8 @@ impl Source {
     }
 }
 
-/// A store's answer to one check.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A store's answer to one check (not `Clone`: its [`Ticket`] is one claim).
+#[derive(Debug, PartialEq, Eq)]
 pub struct Checked {
     /// The decision.
     pub decision: Decision,
@@ -87,7 +87,10 @@ impl Checked {
 /// What identifies an admission to its store for a refund: the key's fingerprint,
 /// and what the check took and wrote ([`Admission`]: its time, cost and state word,
 /// by which the store gives back exactly what can still be this request's).
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// A ticket is one claim on one admission's units: it is not `Clone`, and giving
+/// it back or settling it consumes it, so no admission is given back twice.
+#[derive(Debug, PartialEq, Eq)]
 pub struct Ticket {
     /// The key's fingerprint in the store.
     pub fingerprint: Fingerprint,

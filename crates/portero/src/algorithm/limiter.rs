@@ -123,9 +123,12 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
         // A positive cost admitted is the one write that took units (an
         // excess-counting window also writes its rejections); an algorithm that
         // admits without writing leaves an admission known by its time and cost.
-        let admission = (decision.is_allowed() && cost > 0).then(|| match wrote {
-            Some((before, after)) => Admission::of_word(now, cost, before, after, epoch),
-            None => Admission::new(now, cost),
+        let admission = (decision.is_allowed() && cost > 0).then(|| {
+            match wrote {
+                Some((before, after)) => Admission::of_word(now, cost, before, after, epoch),
+                None => Admission::new(now, cost),
+            }
+            .taken_from(self.refunds.origin(0))
         });
         Ok(Acquired {
             decision,
@@ -163,6 +166,10 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
         admission: &Admission,
         now: Option<u64>,
     ) -> Option<(u64, u64)> {
+        // Another limiter's admission gives nothing back here.
+        if !admission.is_from(self.refunds.origin(0)) {
+            return None;
+        }
         self.refunds.refunding(|total| {
             let mut done = None;
             let mut moved = 0;
@@ -226,7 +233,7 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn settle(&self, admission: Admission, real: u64) -> Result<Decision, CheckError> {
-        self.settle_with(&admission, real, None)
+        self.settle_with(admission, real, None)
     }
 
     /// [`settle`](Self::settle) at `now` on the caller's axis (no earlier than any
@@ -237,26 +244,30 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
         real: u64,
         now: u64,
     ) -> Result<Decision, CheckError> {
-        self.settle_with(&admission, real, Some(now))
+        self.settle_with(admission, real, Some(now))
     }
 
     fn settle_with(
         &self,
-        admission: &Admission,
+        admission: Admission,
         real: u64,
         now: Option<u64>,
     ) -> Result<Decision, CheckError> {
+        if !admission.is_from(self.refunds.origin(0)) {
+            return Err(CheckError::NotThisAdmission);
+        }
+        let at = admission.at();
         match admission.settled_at(real) {
             Settlement::Charge(units) => {
                 let now = now.unwrap_or_else(|| self.clock.now());
-                return self.charge_at(now.max(admission.at()), units);
+                return self.charge_at(now.max(at), units);
             }
             Settlement::GiveBack(back) => {
                 self.refund_with(&back, now);
             }
             Settlement::Kept => {}
         }
-        let now = now.unwrap_or_else(|| self.clock.now()).max(admission.at());
+        let now = now.unwrap_or_else(|| self.clock.now()).max(at);
         standing(&self.algorithm, self.state.load(), now)
     }
 

@@ -287,9 +287,10 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
             None => self.insert_tag(&algorithm, tag, now, cost)?,
         };
         let admission = match wrote {
-            Some((before, after)) if decision.is_allowed() && cost > 0 => {
-                Some(Admission::of_word(now, cost, before, after, epoch))
-            }
+            Some((before, after)) if decision.is_allowed() && cost > 0 => Some(
+                Admission::of_word(now, cost, before, after, epoch)
+                    .taken_from(self.table.ledger(tag).origin(tag)),
+            ),
             _ => None,
         };
         Ok(Acquired {
@@ -463,7 +464,9 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
     }
 
     /// Gives back to `key` what `admission` took ([`Admission::give_back`]), at the
-    /// limiter's own time read after the key's slot is loaded.
+    /// limiter's own time read after the key's slot is loaded. An admission another
+    /// key or limiter took gives nothing back here (its
+    /// [`settle`](Self::settle) is an error).
     pub fn refund(&self, key: &K, admission: Admission) {
         self.refund_fingerprint(self.fingerprint_of(key), admission)
     }
@@ -524,6 +527,10 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
         real: u64,
         now: u64,
     ) -> Result<Decision, KeyedError> {
+        let tag = fingerprint.to_bits();
+        if !admission.is_from(self.table.ledger(tag).origin(tag)) {
+            return Err(CheckError::NotThisAdmission.into());
+        }
         let now = now.max(admission.at());
         match admission.settled_at(real) {
             Settlement::Charge(units) => {

@@ -485,6 +485,10 @@ impl Table {
         admission: &Admission,
         now: impl Fn() -> u64,
     ) -> Option<(u64, u64)> {
+        // Another key's (or table's) admission gives nothing back here.
+        if !admission.is_from(self.ledger(tag).origin(tag)) {
+            return None;
+        }
         let p = self.probe(tag);
         self.ledger(tag).refunding(|total| {
             while let Some((i, w)) = self.find(p) {

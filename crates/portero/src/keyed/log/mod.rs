@@ -82,7 +82,7 @@ use core::marker::PhantomData;
 
 use crossbeam_utils::CachePadded;
 
-use crate::admission::{Acquired, Admission, Settlement};
+use crate::admission::{origin_of, Acquired, Admission, Settlement};
 use crate::clock::{Clock, DefaultClock};
 use crate::decision::check_range;
 use crate::decision::{CheckError, Decision, KeyedError};
@@ -173,6 +173,8 @@ pub struct KeyedLog<K: ?Sized, C = DefaultClock> {
     max_keys: usize,
     hasher: RandomState,
     clock: C,
+    /// This log's number: what its admissions are stamped with, per key.
+    id: u64,
     _key: PhantomData<fn(&K)>,
 }
 
@@ -239,6 +241,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedLog<K, C> {
             max_keys,
             hasher,
             clock,
+            id: crate::sync::next_id(),
             _key: PhantomData,
         })
     }
@@ -369,9 +372,13 @@ impl<K: Hash + ?Sized, C: Clock> KeyedLog<K, C> {
             Some((_, id)) => shard.check(id, now, cost),
             None => shard.insert(fp, now, cost, self.max_keys)?,
         };
+        let origin = origin_of(self.id, fp);
+        let drops = shard.drops();
         Ok(Acquired {
             decision,
-            admission: decision.is_allowed().then(|| Admission::new(at, cost)),
+            admission: decision
+                .is_allowed()
+                .then(|| Admission::of_log(at, cost, drops).taken_from(origin)),
         })
     }
 
@@ -405,11 +412,18 @@ impl<K: Hash + ?Sized, C: Clock> KeyedLog<K, C> {
 
     /// [`refund`](Self::refund) for the key `fingerprint` identifies.
     pub fn refund_fingerprint(&self, fingerprint: Fingerprint, admission: Admission) {
-        if admission.cost() == 0 {
+        let fp = fingerprint.to_bits();
+        if admission.cost() == 0 || !admission.is_from(origin_of(self.id, fp)) {
             return;
         }
-        let fp = fingerprint.to_bits();
-        self.lock(fp).refund(fp, admission.at(), admission.cost());
+        let shard = self.lock(fp);
+        // A key dropped since (reset, reclaimed) and taken in again holds entries of
+        // another request, perhaps at the very same time: the shard's count of drops
+        // tells (a neighbour's drop too, which only gives back less).
+        if admission.is_stamped() && shard.drops() != admission.log_drops() {
+            return;
+        }
+        shard.refund(fp, admission.at(), admission.cost());
     }
 
     /// Records `units` entries for the key `fingerprint` at `now` whether or not
@@ -460,6 +474,10 @@ impl<K: Hash + ?Sized, C: Clock> KeyedLog<K, C> {
         real: u64,
         now: u64,
     ) -> Result<Decision, KeyedError> {
+        if !admission.is_from(origin_of(self.id, fingerprint.to_bits())) {
+            return Err(CheckError::NotThisAdmission.into());
+        }
+        let at = admission.at();
         match admission.settled_at(real) {
             Settlement::Charge(units) => {
                 return self.charge_fingerprint_at(fingerprint, now, units)
@@ -467,7 +485,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedLog<K, C> {
             Settlement::GiveBack(back) => self.refund_fingerprint(fingerprint, back),
             Settlement::Kept => {}
         }
-        self.charge_fingerprint_at(fingerprint, now.max(admission.at()), 0)
+        self.charge_fingerprint_at(fingerprint, now.max(at), 0)
     }
 
     /// Forgets the key `fingerprint` identifies (a login that succeeded clears its

@@ -59,6 +59,9 @@ pub(super) struct Shard {
     pub(super) reclaim_at: AtomicU64,
     /// No key taken in starts earlier: the latest time of every key dropped.
     pub(super) floor: AtomicU64,
+    /// How many keys were dropped (reset or reclaimed): an admission from before a
+    /// drop gives nothing back after it.
+    pub(super) drops: AtomicU64,
     pub(super) slots: Box<[Slot]>,
     /// Linear probing, at most half full: `fingerprint's high bits | (slot id + 1)`,
     /// 0 when empty.
@@ -104,6 +107,7 @@ impl Shard {
             free: AtomicU64::new(0),
             reclaim_at: AtomicU64::new(u64::MAX),
             floor: AtomicU64::new(0),
+            drops: AtomicU64::new(0),
             slots,
             index: filled((cap * 2).next_power_of_two(), || AtomicU64::new(0))?,
             entries: filled(cap * limit as usize, || AtomicU64::new(0))?,
@@ -394,6 +398,7 @@ impl Locked<'_> {
         if keep_time && get(&slot.seen) > get(&self.s.floor) {
             put(&self.s.floor, get(&slot.seen));
         }
+        put(&self.s.drops, get(&self.s.drops).wrapping_add(1));
         put(&slot.fp, 0);
         put(&slot.seen, 0);
         put(&slot.ring, get(&self.s.free));
@@ -423,6 +428,11 @@ impl Locked<'_> {
         }
         put(&self.s.reclaim_at, next);
         dropped
+    }
+
+    /// How many keys this shard dropped so far.
+    pub(super) fn drops(&self) -> u64 {
+        get(&self.s.drops)
     }
 
     /// Removes up to `cost` entries recorded at exactly `now` from the key `fp`
