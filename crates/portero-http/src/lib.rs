@@ -88,8 +88,8 @@ pub use headers::{Policy, PolicyError};
 pub use limit::{
     AllRoutes, Batch, BatchPending, Checked, Checking, CostFn, Held, Limit, LimitFuture,
     LimitLayer, LimitService, NoRoutes, OutageAnswer, Penalty, PenaltyError, Pending, Plans,
-    Prepare, Prepared, RefusalFn, ResponseHead, Route, Source, Store, StoreError, StoreKey, Ticket,
-    Usage, WhenNoKey, WhenUnavailable, RATELIMIT_SOURCE,
+    Prepare, Prepared, RefusalFn, RequestHead, ResponseHead, Route, Source, Store, StoreError,
+    StoreKey, Ticket, Usage, WhenNoKey, WhenUnavailable, RATELIMIT_SOURCE,
 };
 pub use shed::{admission, LoadShedFuture, LoadShedLayer, LoadShedService};
 pub use throttle::{

@@ -197,9 +197,25 @@ pub(crate) fn settled(policy: &Policy, result: Settled, error: Option<&dyn std::
 /// Counts and logs a request answered 500 because its limit could not be checked.
 pub(crate) fn failed(cause: &'static str, error: &dyn std::error::Error) {
     count_failure(cause);
+    said_once(cause, error);
     #[cfg(feature = "tracing")]
     tracing::error!(cause, error = %error, "rate limit could not be checked; answered 500");
-    let _ = error;
+}
+
+/// The first failure of each cause, on stderr, whatever the features: a server
+/// misconfigured (no peer address recorded, layers in the wrong order) must say so
+/// where its operator looks first, not only through a subscriber they may not have.
+fn said_once(cause: &'static str, error: &dyn std::error::Error) {
+    use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+    static KEY: AtomicBool = AtomicBool::new(false);
+    static STORE: AtomicBool = AtomicBool::new(false);
+    let said = if cause == "key" { &KEY } else { &STORE };
+    if !said.swap(true, Relaxed) {
+        eprintln!(
+            "portero-http: a rate limit could not be checked ({cause}), answered 500: {error} \
+             (said once; every one is counted on portero_limit_failures_total)"
+        );
+    }
 }
 
 /// Counts a shadow limit that could not be checked (its key, its store): the request

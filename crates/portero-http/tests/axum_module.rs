@@ -57,19 +57,19 @@ impl Recording {
 }
 
 impl Store<ClientAddr> for Recording {
-    fn check(&self, key: Option<ClientAddr>, cost: u64) -> Checking {
+    fn check_key(&self, key: Option<ClientAddr>, cost: u64) -> Checking {
         if let Some(key) = key {
             self.seen.lock().unwrap().push(key);
         }
-        Store::<ClientAddr>::check(&self.limiter, key, cost)
+        Store::<ClientAddr>::check_key(&self.limiter, key, cost)
     }
 
     fn standing(&self, key: Option<ClientAddr>) -> Checking {
         Store::<ClientAddr>::standing(&self.limiter, key)
     }
 
-    fn refund(&self, ticket: Ticket) -> Option<Decision> {
-        Store::<ClientAddr>::refund(&self.limiter, ticket)
+    fn refund_ticket(&self, ticket: Ticket) -> Option<Decision> {
+        Store::<ClientAddr>::refund_ticket(&self.limiter, ticket)
     }
 }
 

@@ -21,7 +21,7 @@ struct Remote {
 }
 
 impl Store<HeaderValue> for Remote {
-    fn check(&self, _key: Option<HeaderValue>, _cost: u64) -> Checking {
+    fn check_key(&self, _key: Option<HeaderValue>, _cost: u64) -> Checking {
         let (tx, rx) = oneshot::channel();
         self.answers.lock().unwrap().push(tx);
         Checking::Pending(Box::pin(async move {

@@ -136,7 +136,7 @@ async fn a_full_penalty_table_leaves_new_users_to_their_own_limit() {
 struct Remote(std::sync::Mutex<u32>);
 
 impl portero_http::Store<&'static str> for Remote {
-    fn check(&self, _: Option<&'static str>, _: u64) -> portero_http::Checking {
+    fn check_key(&self, _: Option<&'static str>, _: u64) -> portero_http::Checking {
         let seen = {
             let mut n = self.0.lock().unwrap();
             *n += 1;
@@ -174,9 +174,9 @@ async fn requests_in_flight_when_the_penalty_starts_are_told_the_hour_too() {
     let clock = Arc::new(ManualClock::new());
     let store = Penalty::with_clock(Remote(Default::default()), HOUR, 10, clock.clone()).unwrap();
     for _ in 0..3 {
-        assert!(answer(store.check(Some("k"), 1)).await.is_allowed());
+        assert!(answer(store.check_key(Some("k"), 1)).await.is_allowed());
     }
-    let in_flight: Vec<_> = (0..4).map(|_| store.check(Some("k"), 1)).collect();
+    let in_flight: Vec<_> = (0..4).map(|_| store.check_key(Some("k"), 1)).collect();
     for checking in in_flight {
         let d = answer(checking).await;
         assert!(!d.is_allowed());

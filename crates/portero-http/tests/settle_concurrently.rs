@@ -23,19 +23,19 @@ struct Meeting {
 }
 
 impl Store<HeaderValue> for Meeting {
-    fn check(&self, key: Option<HeaderValue>, cost: u64) -> Checking {
-        Store::check(&self.table, key, cost)
+    fn check_key(&self, key: Option<HeaderValue>, cost: u64) -> Checking {
+        Store::check_key(&self.table, key, cost)
     }
 
     fn standing(&self, key: Option<HeaderValue>) -> Checking {
         Store::standing(&self.table, key)
     }
 
-    fn settle(&self, ticket: Ticket, real: u64) -> Option<Checking> {
+    fn settle_ticket(&self, ticket: Ticket, real: u64) -> Option<Checking> {
         let (table, barrier) = (self.table.clone(), self.barrier.clone());
         Some(Checking::Pending(Box::pin(async move {
             barrier.wait().await;
-            let settled = match Store::<HeaderValue>::settle(&table, ticket, real) {
+            let settled = match Store::<HeaderValue>::settle_ticket(&table, ticket, real) {
                 Some(Checking::Done(answer)) => answer?,
                 _ => Checked::new(Decision::admitted(0, 0, 0), Source::Memory),
             };

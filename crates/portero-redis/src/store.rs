@@ -26,7 +26,7 @@ use crate::outcome::{RedisCheckError, ServedBy, Verdict};
 /// Several Redis limits of one layer on one connection travel in one call, all or
 /// none (see the `batch` module).
 impl<K: StoreKey + Send + 'static> Store<K> for RedisLimiter {
-    fn check(&self, key: Option<K>, cost: u64) -> Checking {
+    fn check_key(&self, key: Option<K>, cost: u64) -> Checking {
         let call = match self.call_of(key.as_ref(), cost) {
             Ok(call) => call,
             Err(e) => return Checking::Done(answer(Err(e), self.fails_closed())),
@@ -41,7 +41,7 @@ impl<K: StoreKey + Send + 'static> Store<K> for RedisLimiter {
 
     /// One script call on the admission's key (see the `settle` module); Redis
     /// not answering in time leaves the estimate standing.
-    fn settle(&self, ticket: Ticket, real: u64) -> Option<Checking> {
+    fn settle_ticket(&self, ticket: Ticket, real: u64) -> Option<Checking> {
         let taken = taken_of(ticket)?;
         let limiter = self.clone();
         Some(settled_by(async move { limiter.settle(taken, real).await }))
@@ -144,10 +144,10 @@ impl Batch for RedisLimiter {
 /// A leased limit: units left in this instance's lease are spent at once (no I/O,
 /// [`Source::Lease`]); leasing a new batch is a round trip.
 impl<K: StoreKey + Send + 'static> Store<K> for LeasedLimiter {
-    fn check(&self, key: Option<K>, cost: u64) -> Checking {
+    fn check_key(&self, key: Option<K>, cost: u64) -> Checking {
         // The shared no-key bucket is not leased: it is checked in Redis itself.
         let Some(key) = key else {
-            return Store::<K>::check(self.limiter(), None, cost);
+            return Store::<K>::check_key(self.limiter(), None, cost);
         };
         // The key's text in a buffer this thread reuses: a check its live lease
         // answers allocates only its ticket.
@@ -175,7 +175,7 @@ impl<K: StoreKey + Send + 'static> Store<K> for LeasedLimiter {
 
     /// In this instance's lease while it lives (no round trip), or in Redis (see
     /// [`LeasedLimiter::settle`]).
-    fn settle(&self, ticket: Ticket, real: u64) -> Option<Checking> {
+    fn settle_ticket(&self, ticket: Ticket, real: u64) -> Option<Checking> {
         let taken = taken_of(ticket)?;
         let leased = self.clone();
         Some(settled_by(async move { leased.settle(taken, real).await }))

@@ -88,13 +88,13 @@ async fn a_check_a_live_lease_answers_allocates_only_its_ticket() {
     let leased = LeasedLimiter::new(limiter(&server).await, 10, Duration::from_secs(60), 100);
     let key = HeaderValue::from_static("key-7f3a");
     // The first check leases a batch (a round trip); the next ones spend it here.
-    match Store::<HeaderValue>::check(&leased, Some(key.clone()), 1) {
+    match Store::<HeaderValue>::check_key(&leased, Some(key.clone()), 1) {
         Checking::Pending(p) => assert!(p.await.unwrap().decision.is_allowed()),
         Checking::Done(d) => assert!(d.unwrap().decision.is_allowed()),
     }
     for _ in 0..5 {
         let (n, answer) =
-            allocations(|| Store::<HeaderValue>::check(&leased, Some(key.clone()), 1));
+            allocations(|| Store::<HeaderValue>::check_key(&leased, Some(key.clone()), 1));
         assert!(matches!(answer, Checking::Done(Ok(_))), "{answer:?}");
         // The ticket's one: what the admission took, held once, so a ticket cloned or
         // edited settles it at most once and at what it took (a ticket that held only

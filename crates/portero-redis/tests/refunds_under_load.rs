@@ -192,7 +192,7 @@ async fn drained(lease: &LeasedLimiter) -> u64 {
     use portero_http::{Checking, Store};
     let mut taken = 0;
     loop {
-        let checked = match Store::check(lease, Some(HeaderValue::from_static("alice")), 1) {
+        let checked = match Store::check_key(lease, Some(HeaderValue::from_static("alice")), 1) {
             Checking::Pending(p) => p.await.unwrap(),
             Checking::Done(d) => d.unwrap(),
         };

@@ -212,7 +212,7 @@ async fn every_algorithm_charges_a_leases_debt_in_redis() {
 /// A ticket of the layer's store, and how the key stands after settling it.
 async fn settled(leased: &LeasedLimiter, ticket: portero_http::Ticket, real: u64) {
     use portero_http::{Checking, Store};
-    match Store::<HeaderValue>::settle(leased, ticket, real) {
+    match Store::<HeaderValue>::settle_ticket(leased, ticket, real) {
         Some(Checking::Pending(p)) => drop(p.await),
         Some(Checking::Done(d)) => drop(d),
         None => {}
@@ -225,7 +225,7 @@ async fn store_check(
     cost: u64,
 ) -> portero_http::Checked {
     use portero_http::{Checking, Store};
-    match Store::check(leased, Some(HeaderValue::from_static(key)), cost) {
+    match Store::check_key(leased, Some(HeaderValue::from_static(key)), cost) {
         Checking::Done(d) => d,
         Checking::Pending(p) => p.await,
     }

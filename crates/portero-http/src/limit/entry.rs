@@ -8,7 +8,7 @@ use http::Request;
 use portero::Decision;
 
 use super::after::{AfterResponse, ResponseHead};
-use super::options::{Charge, WhenNoKey};
+use super::options::{Charge, RequestHead, WhenNoKey};
 use super::store::{Batch, Checking, Prepare, Prepared, Store, Ticket};
 use crate::headers::Policy;
 use crate::keys::{IntoKey, KeyError};
@@ -135,6 +135,33 @@ impl<St, F, R> Limit<St, F, R> {
         cost: impl Fn(&http::Method, &http::Uri, &http::HeaderMap) -> u64 + Send + Sync + 'static,
     ) -> Self {
         self.cost = Some(Charge::new(cost));
+        self
+    }
+
+    /// [`cost`](Self::cost) from the whole head of the request: its extensions too,
+    /// where an earlier layer put what it read of the body (a completion's
+    /// `max_tokens`, so that the estimate is a bound the server owns).
+    ///
+    /// ```
+    /// use portero::{Gcra, KeyedLimiter, Quota};
+    /// use portero_http::{keys, Limit, Policy, RequestHead};
+    ///
+    /// /// What a body-parsing layer before this one found.
+    /// #[derive(Clone)]
+    /// struct MaxTokens(u64);
+    ///
+    /// let q = Quota::per_minute(10_000)?;
+    /// let key = keys::header::<()>(http::HeaderName::from_static("x-api-key"));
+    /// let tokens = Limit::new(KeyedLimiter::new(Gcra::new(q), 10_000), Policy::for_quota("tokens", &q)?, key)
+    ///     .cost_by(|head: &RequestHead<'_>| head.extensions().get::<MaxTokens>().map_or(4_096, |m| m.0));
+    /// # let _ = tokens;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn cost_by(
+        mut self,
+        cost: impl Fn(&RequestHead<'_>) -> u64 + Send + Sync + 'static,
+    ) -> Self {
+        self.cost = Some(Charge::by(cost));
         self
     }
 
@@ -342,7 +369,7 @@ where
         no_key: crate::limit::options::WhenNoKey,
     ) -> Step {
         match self.key_of(request, no_key) {
-            Ok(key) => Step::Checked(self.store.check(key, self.cost_of(request, cost))),
+            Ok(key) => Step::Checked(self.store.check_key(key, self.cost_of(request, cost))),
             Err(keyless) => keyless.into(),
         }
     }
@@ -356,7 +383,7 @@ where
         match self.key_of(request, no_key) {
             Ok(key) => self
                 .store
-                .peek(key, self.cost_of(request, cost))
+                .ask_without_taking(key, self.cost_of(request, cost))
                 .map(|answer| Step::Checked(Checking::Done(answer))),
             Err(keyless) => Some(keyless.into()),
         }
@@ -406,7 +433,7 @@ where
     }
 
     fn refund(&self, ticket: Ticket) -> Option<Decision> {
-        self.store.refund(ticket)
+        self.store.refund_ticket(ticket)
     }
 
     fn after(&self) -> Option<&AfterResponse> {
@@ -414,7 +441,7 @@ where
     }
 
     fn settle(&self, ticket: Ticket, real: u64) -> Option<Checking> {
-        self.store.settle(ticket, real)
+        self.store.settle_ticket(ticket, real)
     }
 
     fn forget(&self, ticket: Ticket) -> Option<Checking> {

@@ -8,7 +8,7 @@ use portero::Decision;
 use tower_layer::Layer;
 
 use super::entry::{Entry, Limit, Route};
-use super::options::{Charge, OutageAnswer, RefusalFn, WhenNoKey, WhenUnavailable};
+use super::options::{Charge, OutageAnswer, RefusalFn, RequestHead, WhenNoKey, WhenUnavailable};
 use super::plan::Plan;
 use super::service::LimitService;
 use super::store::{Batch, Store};
@@ -220,6 +220,12 @@ impl<B: 'static> LimitLayer<B> {
         cost: impl Fn(&http::Method, &http::Uri, &http::HeaderMap) -> u64 + Send + Sync + 'static,
     ) -> Self {
         self.with(|plan| plan.cost = Charge::new(cost))
+    }
+
+    /// [`cost`](Self::cost) from the whole head of the request (see
+    /// [`Limit::cost_by`]): its extensions too.
+    pub fn cost_by(self, cost: impl Fn(&RequestHead<'_>) -> u64 + Send + Sync + 'static) -> Self {
+        self.with(|plan| plan.cost = Charge::by(cost))
     }
 
     /// Answers refusals with `refusal(decision, policy)` (the refusing limit's)

@@ -33,32 +33,32 @@ mod tests {
         let log =
             KeyedLog::with_clock(Quota::per_minute(2).unwrap(), 1, ManualClock::new()).unwrap();
         assert!(!Store::<&str>::is_remote(&log));
-        let first = done(Store::check(&log, Some("ann"), 1)).unwrap();
+        let first = done(Store::check_key(&log, Some("ann"), 1)).unwrap();
         assert!(first.decision.is_allowed());
         assert_eq!(first.source, Source::Memory);
         let ticket = first.ticket.unwrap();
         assert_eq!(ticket.fingerprint, log.fingerprint_of(&"ann"));
-        let after = Store::<&str>::refund(&log, ticket).unwrap();
+        let after = Store::<&str>::refund_ticket(&log, ticket).unwrap();
         assert_eq!(after.remaining(), 2);
-        assert!(done(Store::check(&log, Some("ann"), 2))
+        assert!(done(Store::check_key(&log, Some("ann"), 2))
             .unwrap()
             .decision
             .is_allowed());
-        assert!(!done(Store::check(&log, Some("ann"), 1))
+        assert!(!done(Store::check_key(&log, Some("ann"), 1))
             .unwrap()
             .decision
             .is_allowed());
         // One key fits: a newcomer (and the no-key log) find the table full.
         assert!(matches!(
-            done(Store::check(&log, Some("bo"), 1)),
+            done(Store::check_key(&log, Some("bo"), 1)),
             Err(StoreError::Unavailable { .. })
         ));
         assert!(matches!(
-            done(Store::check(&log, None, 1)),
+            done(Store::check_key(&log, None, 1)),
             Err(StoreError::Unavailable { .. })
         ));
         assert!(matches!(
-            done(Store::check(&log, Some("ann"), 3)),
+            done(Store::check_key(&log, Some("ann"), 3)),
             Err(StoreError::CostAboveCapacity)
         ));
     }

@@ -25,7 +25,7 @@ pub use after::ResponseHead;
 pub use entry::{AllRoutes, Limit, NoRoutes, Route};
 pub use future::LimitFuture;
 pub use layer::LimitLayer;
-pub use options::{CostFn, OutageAnswer, RefusalFn, WhenNoKey, WhenUnavailable};
+pub use options::{CostFn, OutageAnswer, RefusalFn, RequestHead, WhenNoKey, WhenUnavailable};
 pub use penalty::{Penalty, PenaltyError};
 pub use plans::Plans;
 pub use respond::RATELIMIT_SOURCE;

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use http::{HeaderMap, Method, Request, Response, Uri};
+use http::{Extensions, HeaderMap, Method, Request, Response, Uri};
 use portero::Decision;
 
 use crate::headers::Policy;
@@ -122,26 +122,75 @@ pub enum OutageAnswer {
 /// and policy.
 pub type RefusalFn = dyn Fn(&Decision, &Policy) -> Response<String> + Send + Sync;
 
-/// A request's cost in units, from its method, URI and fields (see
-/// [`LimitLayer::cost`](crate::LimitLayer::cost)).
-pub type CostFn = dyn Fn(&Method, &Uri, &HeaderMap) -> u64 + Send + Sync;
+/// A request's cost in units, from its head (see
+/// [`LimitLayer::cost_by`](crate::LimitLayer::cost_by)).
+pub type CostFn = dyn Fn(&RequestHead<'_>) -> u64 + Send + Sync;
+
+/// What a cost function sees of a request: all of it but the body, which has not
+/// been read — its method, URI, fields and extensions (where an earlier layer puts
+/// what it parsed, a body's `max_tokens` say).
+#[derive(Debug, Clone, Copy)]
+pub struct RequestHead<'a> {
+    method: &'a Method,
+    uri: &'a Uri,
+    headers: &'a HeaderMap,
+    extensions: &'a Extensions,
+}
+
+impl<'a> RequestHead<'a> {
+    /// The head of `request`.
+    pub fn of<B>(request: &'a Request<B>) -> Self {
+        Self {
+            method: request.method(),
+            uri: request.uri(),
+            headers: request.headers(),
+            extensions: request.extensions(),
+        }
+    }
+
+    /// The request's method.
+    pub fn method(&self) -> &'a Method {
+        self.method
+    }
+
+    /// The request's URI.
+    pub fn uri(&self) -> &'a Uri {
+        self.uri
+    }
+
+    /// The request's fields.
+    pub fn headers(&self) -> &'a HeaderMap {
+        self.headers
+    }
+
+    /// The request's extensions.
+    pub fn extensions(&self) -> &'a Extensions {
+        self.extensions
+    }
+}
 
 /// What a request costs: one unit, or what a [`CostFn`] says.
 #[derive(Clone, Default)]
 pub(crate) struct Charge(Option<Arc<CostFn>>);
 
 impl Charge {
+    /// A cost from the request's method, URI and fields.
     pub(crate) fn new(
         cost: impl Fn(&Method, &Uri, &HeaderMap) -> u64 + Send + Sync + 'static,
     ) -> Self {
+        Self::by(move |head| cost(head.method(), head.uri(), head.headers()))
+    }
+
+    /// A cost from the request's head.
+    pub(crate) fn by(cost: impl Fn(&RequestHead<'_>) -> u64 + Send + Sync + 'static) -> Self {
         Self(Some(Arc::new(cost)))
     }
 
     /// The units `request` costs.
     #[inline]
     pub(crate) fn of<B>(&self, request: &Request<B>) -> u64 {
-        self.0.as_ref().map_or(1, |cost| {
-            cost(request.method(), request.uri(), request.headers())
-        })
+        self.0
+            .as_ref()
+            .map_or(1, |cost| cost(&RequestHead::of(request)))
     }
 }

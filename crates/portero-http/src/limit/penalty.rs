@@ -196,12 +196,12 @@ where
     St: Store<K>,
     C: Clock + Send + Sync + 'static,
 {
-    fn check(&self, key: Option<K>, cost: u64) -> Checking {
+    fn check_key(&self, key: Option<K>, cost: u64) -> Checking {
         let fingerprint = self.fingerprint(key.as_ref());
         if let Some(refused) = self.blocked_now(fingerprint, key.as_ref()) {
             return Checking::Done(Ok(refused));
         }
-        match self.store.check(key, cost) {
+        match self.store.check_key(key, cost) {
             Checking::Done(answer) => Checking::Done(penalized(&self.blocked, fingerprint, answer)),
             Checking::Pending(pending) => {
                 let blocked = self.blocked.clone();
@@ -214,12 +214,12 @@ where
 
     /// A blocked key is refused; otherwise the wrapped store's answer, and a refusal
     /// starts the penalty (the pipeline answers a refusal it peeked at once).
-    fn peek(&self, key: Option<K>, cost: u64) -> Option<Result<Checked, StoreError>> {
+    fn ask_without_taking(&self, key: Option<K>, cost: u64) -> Option<Result<Checked, StoreError>> {
         let fingerprint = self.fingerprint(key.as_ref());
         if let Some(refused) = self.blocked_now(fingerprint, key.as_ref()) {
             return Some(Ok(refused));
         }
-        let answer = self.store.peek(key, cost)?;
+        let answer = self.store.ask_without_taking(key, cost)?;
         Some(penalized(&self.blocked, fingerprint, answer))
     }
 
@@ -231,12 +231,12 @@ where
         }
     }
 
-    fn refund(&self, ticket: Ticket) -> Option<Decision> {
-        self.store.refund(ticket)
+    fn refund_ticket(&self, ticket: Ticket) -> Option<Decision> {
+        self.store.refund_ticket(ticket)
     }
 
-    fn settle(&self, ticket: Ticket, real: u64) -> Option<Checking> {
-        self.store.settle(ticket, real)
+    fn settle_ticket(&self, ticket: Ticket, real: u64) -> Option<Checking> {
+        self.store.settle_ticket(ticket, real)
     }
 
     fn forget(&self, ticket: Ticket) -> Option<Checking> {

@@ -4,7 +4,7 @@
 //! admitted it (shadow limits and unlimited no-key requests aside).
 //!
 //! Take nothing that must be given back: with more than one limit, every local limit
-//! that can answer without taking ([`Store::peek`](super::store::Store::peek)) is
+//! that can answer without taking ([`Store::ask_without_taking`](super::store::Store::ask_without_taking)) is
 //! asked first, and the first that would refuse answers — nothing was taken
 //! anywhere. Then the limits are taken in order — local ones, then remote ones (a
 //! round trip) — except that a local limit that would still have half its burst

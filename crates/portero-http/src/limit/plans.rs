@@ -108,10 +108,10 @@ fn marked(answer: Checking, plan: u16) -> Checking {
 }
 
 impl<K, St: Store<K>> Store<(usize, K)> for Plans<St> {
-    fn check(&self, key: Option<(usize, K)>, cost: u64) -> Checking {
+    fn check_key(&self, key: Option<(usize, K)>, cost: u64) -> Checking {
         let (plan, key) = split(key);
         match self.of(plan) {
-            Ok(store) => marked(store.check(key, cost), plan as u16),
+            Ok(store) => marked(store.check_key(key, cost), plan as u16),
             Err(e) => Checking::Done(Err(e)),
         }
     }
@@ -124,22 +124,30 @@ impl<K, St: Store<K>> Store<(usize, K)> for Plans<St> {
         }
     }
 
-    fn peek(&self, key: Option<(usize, K)>, cost: u64) -> Option<Result<Checked, StoreError>> {
+    fn ask_without_taking(
+        &self,
+        key: Option<(usize, K)>,
+        cost: u64,
+    ) -> Option<Result<Checked, StoreError>> {
         let (plan, key) = split(key);
         match self.of(plan) {
             Ok(store) => store
-                .peek(key, cost)
+                .ask_without_taking(key, cost)
                 .map(|answer| answer.map(|c| on_plan(c, plan as u16))),
             Err(e) => Some(Err(e)),
         }
     }
 
-    fn refund(&self, ticket: Ticket) -> Option<Decision> {
-        self.of(usize::from(ticket.plan)).ok()?.refund(ticket)
+    fn refund_ticket(&self, ticket: Ticket) -> Option<Decision> {
+        self.of(usize::from(ticket.plan))
+            .ok()?
+            .refund_ticket(ticket)
     }
 
-    fn settle(&self, ticket: Ticket, real: u64) -> Option<Checking> {
-        self.of(usize::from(ticket.plan)).ok()?.settle(ticket, real)
+    fn settle_ticket(&self, ticket: Ticket, real: u64) -> Option<Checking> {
+        self.of(usize::from(ticket.plan))
+            .ok()?
+            .settle_ticket(ticket, real)
     }
 
     fn forget(&self, ticket: Ticket) -> Option<Checking> {

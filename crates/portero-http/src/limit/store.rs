@@ -65,7 +65,7 @@ pub struct Checked {
     pub source: Source,
     /// What gives the units back if a later limit refuses the request (`None`: the
     /// store cannot, or took nothing, and the units stay charged — stricter, never
-    /// looser). See [`Store::refund`] for how much a ticket gives back.
+    /// looser). See [`Store::refund_ticket`] for how much a ticket gives back.
     pub ticket: Option<Ticket>,
     /// The plan whose quota decided, in a [`Plans`](crate::Plans) store (its place
     /// in the plans; 0 for any other store): the fields advertise that plan's policy.
@@ -204,11 +204,11 @@ impl fmt::Debug for Checking {
 /// use portero_http::{Checking, Source, Store};
 ///
 /// let table = KeyedLimiter::new(Gcra::new(Quota::per_minute(2)?), 100);
-/// let Checking::Done(Ok(first)) = Store::check(&table, Some("ann"), 1) else { panic!() };
+/// let Checking::Done(Ok(first)) = Store::check_key(&table, Some("ann"), 1) else { panic!() };
 /// assert!(first.decision.is_allowed());
 /// assert_eq!(first.source, Source::Memory);
 /// // A later limit refused the request: the unit goes back.
-/// let after = Store::<&str>::refund(&table, first.ticket.unwrap()).unwrap();
+/// let after = Store::<&str>::refund_ticket(&table, first.ticket.unwrap()).unwrap();
 /// assert_eq!(after.remaining(), 2);
 /// assert_eq!(Store::<&str>::capacity(&table), Some(2));
 /// let Checking::Done(Ok(now)) = Store::standing(&table, Some("ann")) else { panic!() };
@@ -217,21 +217,25 @@ impl fmt::Debug for Checking {
 /// ```
 pub trait Store<K>: Send + Sync + 'static {
     /// Takes `cost` units for `key` if they fit (all or nothing).
-    fn check(&self, key: Option<K>, cost: u64) -> Checking;
+    ///
+    /// The trait's methods are named apart from the limiters' own (`check`,
+    /// `peek`, `refund`, `settle`): a limiter in an `Arc` keeps answering to its own
+    /// methods where this trait is in scope.
+    fn check_key(&self, key: Option<K>, cost: u64) -> Checking;
 
     /// How `key` stands now, taking nothing: its units left and when it is full
     /// again (a decision for no units, without a ticket) — for a "how much is left"
     /// endpoint over any store.
     fn standing(&self, key: Option<K>) -> Checking;
 
-    /// What [`check`](Self::check) would answer now, taking nothing: `None` when the
+    /// What [`check_key`](Self::check_key) would answer now, taking nothing: `None` when the
     /// store cannot tell without taking (the default; a remote store). With more
     /// than one limit, the pipeline asks every local limit first: a refusal answers
     /// before anything is taken anywhere, and when a remote limit follows, the
     /// local units are taken only after it admitted — so a request refused by any
     /// limit leaves no unit to give back (a refund happens only when a race is lost
     /// between the asking and the taking).
-    fn peek(&self, key: Option<K>, cost: u64) -> Option<Result<Checked, StoreError>> {
+    fn ask_without_taking(&self, key: Option<K>, cost: u64) -> Option<Result<Checked, StoreError>> {
         let _ = (key, cost);
         None
     }
@@ -251,18 +255,18 @@ pub trait Store<K>: Send + Sync + 'static {
     /// what other refunds of its word gave back since. A store
     /// that cannot refund at all hands out no tickets (its units stay charged:
     /// stricter, never looser).
-    fn refund(&self, ticket: Ticket) -> Option<Decision> {
+    fn refund_ticket(&self, ticket: Ticket) -> Option<Decision> {
         let _ = ticket;
         None
     }
 
     /// Settles what the admission `ticket` names took on an estimate at its real
     /// cost `real`, learned from the response (0: a refund): the units not used go
-    /// back by the rule of [`refund`](Self::refund), the units above the estimate
+    /// back by the rule of [`refund_ticket`](Self::refund_ticket), the units above the estimate
     /// are charged into debt past the burst (later requests wait it out). Answers
     /// how the key stands afterwards, at once or after a round trip; `None` (the
     /// default) when the store cannot settle, and the estimate stands.
-    fn settle(&self, ticket: Ticket, real: u64) -> Option<Checking> {
+    fn settle_ticket(&self, ticket: Ticket, real: u64) -> Option<Checking> {
         let _ = (ticket, real);
         None
     }
@@ -297,7 +301,7 @@ pub trait Store<K>: Send + Sync + 'static {
         None
     }
 
-    /// Whether [`check`](Self::check) may answer [`Checking::Pending`]: such limits
+    /// Whether [`check_key`](Self::check_key) may answer [`Checking::Pending`]: such limits
     /// are checked after every local one, so a local refusal never costs a round
     /// trip nor leaves units charged remotely.
     fn is_remote(&self) -> bool {
@@ -311,7 +315,7 @@ pub trait Store<K>: Send + Sync + 'static {
         None
     }
 
-    /// [`check`](Self::check) made ready for [`batch`](Self::batch) to send with
+    /// [`check_key`](Self::check_key) made ready for [`batch`](Self::batch) to send with
     /// others instead of sent now, or the answer when none is needed (a cost above
     /// capacity, a refusal remembered). Called only when `batch` is `Some`.
     fn prepare(&self, key: Option<K>, cost: u64) -> Prepare {
@@ -351,7 +355,7 @@ pub trait Store<K>: Send + Sync + 'static {
 /// struct Counter { remote: Remote, name: &'static str, limit: u64 }
 ///
 /// impl Store<HeaderValue> for Counter {
-///     fn check(&self, key: Option<HeaderValue>, cost: u64) -> Checking {
+///     fn check_key(&self, key: Option<HeaderValue>, cost: u64) -> Checking {
 ///         match self.prepare(key, cost) {
 ///             Prepare::Ready(one) => {
 ///                 let call = self.send(vec![one]);
@@ -469,7 +473,7 @@ macro_rules! in_memory_store {
             $($bounds)*
         {
             #[inline]
-            fn check(&self, key: Option<K>, cost: u64) -> Checking {
+            fn check_key(&self, key: Option<K>, cost: u64) -> Checking {
                 let fingerprint = match &key {
                     Some(key) => self.fingerprint_of(key),
                     None => self.anonymous_fingerprint(),
@@ -492,7 +496,7 @@ macro_rules! in_memory_store {
                 )
             }
 
-            fn peek(&self, key: Option<K>, cost: u64) -> Option<Result<Checked, StoreError>> {
+            fn ask_without_taking(&self, key: Option<K>, cost: u64) -> Option<Result<Checked, StoreError>> {
                 let fingerprint = match &key {
                     Some(key) => self.fingerprint_of(key),
                     None => self.anonymous_fingerprint(),
@@ -518,13 +522,13 @@ macro_rules! in_memory_store {
                 )
             }
 
-            fn refund(&self, ticket: Ticket) -> Option<Decision> {
+            fn refund_ticket(&self, ticket: Ticket) -> Option<Decision> {
                 let now = self.clock().now().max(ticket.admission.at());
                 self.refund_fingerprint(ticket.fingerprint, ticket.admission);
                 self.peek_fingerprint_at(ticket.fingerprint, now, 0).ok()
             }
 
-            fn settle(&self, ticket: Ticket, real: u64) -> Option<Checking> {
+            fn settle_ticket(&self, ticket: Ticket, real: u64) -> Option<Checking> {
                 let now = self.clock().now();
                 let settled =
                     self.settle_fingerprint_at(ticket.fingerprint, ticket.admission, real, now);
@@ -565,24 +569,24 @@ in_memory_store!(
 
 impl<K, T: Store<K> + ?Sized> Store<K> for Arc<T> {
     #[inline]
-    fn check(&self, key: Option<K>, cost: u64) -> Checking {
-        (**self).check(key, cost)
+    fn check_key(&self, key: Option<K>, cost: u64) -> Checking {
+        (**self).check_key(key, cost)
     }
 
     fn standing(&self, key: Option<K>) -> Checking {
         (**self).standing(key)
     }
 
-    fn peek(&self, key: Option<K>, cost: u64) -> Option<Result<Checked, StoreError>> {
-        (**self).peek(key, cost)
+    fn ask_without_taking(&self, key: Option<K>, cost: u64) -> Option<Result<Checked, StoreError>> {
+        (**self).ask_without_taking(key, cost)
     }
 
-    fn refund(&self, ticket: Ticket) -> Option<Decision> {
-        (**self).refund(ticket)
+    fn refund_ticket(&self, ticket: Ticket) -> Option<Decision> {
+        (**self).refund_ticket(ticket)
     }
 
-    fn settle(&self, ticket: Ticket, real: u64) -> Option<Checking> {
-        (**self).settle(ticket, real)
+    fn settle_ticket(&self, ticket: Ticket, real: u64) -> Option<Checking> {
+        (**self).settle_ticket(ticket, real)
     }
 
     fn forget(&self, ticket: Ticket) -> Option<Checking> {
