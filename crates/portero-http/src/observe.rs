@@ -61,6 +61,9 @@ pub(crate) enum Settled {
     Unchanged,
     /// The key was forgotten (a success that clears it).
     Cleared,
+    /// The response matched a `count_only` test (a failed login): the request
+    /// counts, at its estimate.
+    Counted,
     /// The store could not settle: the estimate stands.
     Failed,
 }
@@ -73,6 +76,7 @@ impl Settled {
             Self::GivenBack => "given_back",
             Self::Unchanged => "unchanged",
             Self::Cleared => "cleared",
+            Self::Counted => "counted",
             Self::Failed => "failed",
         }
     }
@@ -96,7 +100,7 @@ const COUNTERS: [(&str, &str); 5] = [
     ),
     (
         "portero_settlements_total",
-        "Admitted requests whose limit settled after the response, by policy and result (charged, given_back, unchanged, cleared, failed).",
+        "Admitted requests whose limit settled after the response, by policy and result (charged, given_back, unchanged, cleared, counted, failed).",
     ),
     (
         "portero_shed_total",

@@ -487,6 +487,35 @@ fn settlements_are_counted_by_result() {
     }
 }
 
+/// A charge by outcome shows in the metrics: a failed login that counts is
+/// `result=counted` (before, it appeared in no metric), a success that clears the
+/// key `result=cleared`.
+#[test]
+fn failed_logins_that_count_are_counted_in_the_metrics() {
+    let recorder = Counters::default();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let app = login_app(login_log());
+    metrics::with_local_recorder(&recorder, || {
+        rt.block_on(async {
+            for (password, status) in [("wrong", 401), ("wrong", 401), ("right", 200)] {
+                let request = Request::post("/login")
+                    .body(Body::from(format!("user=ann&password={password}")))
+                    .unwrap();
+                assert_eq!(app.clone().oneshot(request).await.unwrap().status(), status);
+            }
+        })
+    });
+    let count = |result: &str| {
+        recorder.get(&format!(
+            "portero_settlements_total{{policy=login,result={result}}}"
+        ))
+    };
+    assert_eq!((count("counted"), count("cleared")), (2, 1));
+}
+
 /// Two layers that both settle by usage (an organisation's budget outside, a user's
 /// inside): the handler reports once, and both limits settle at it (the inner
 /// layer's handle used to replace the outer's, whose limit kept the estimate).

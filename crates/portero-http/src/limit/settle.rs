@@ -249,6 +249,12 @@ impl<B> Plan<B> {
         }
         let real = match &after.count_if {
             Some(test) if !test(head) => Some(0),
+            // A response that counts (a failed login) keeps its estimate: counted as
+            // such, so that charges by outcome show in the metrics.
+            Some(_) if after.real.is_none() => {
+                observe::settled(entry.policy(), Settled::Counted, None);
+                None
+            }
             _ => after.real.as_ref().and_then(|real| real(head)),
         };
         match real {
