@@ -30,11 +30,10 @@ use super::awaiting::{Answers, Awaiting};
 use super::entry::{Entry, Step};
 use super::options::{Charge, OutageAnswer, RefusalFn};
 use super::options::{WhenNoKey, WhenUnavailable};
-use super::settle::{spawned, Settle};
 use super::store::{Checked, Checking, Source, StoreError};
 use crate::headers::Policy;
 use crate::keys::KeyError;
-use crate::observe::{self, Outcome, Settled};
+use crate::observe::{self, Outcome};
 
 /// Every limit of a layer and every option, shared by its services.
 pub(crate) struct Plan<B> {
@@ -524,14 +523,8 @@ impl<B> Plan<B> {
                     }
                     continue;
                 }
-                match self.settle_one(applied.entry, ticket, 0) {
-                    Settle::Now(Some(after)) => applied.decision = after,
-                    Settle::Now(None) => {}
-                    Settle::Later(later) => {
-                        if !spawned(later) {
-                            observe::settled(entry.policy(), Settled::Failed, None);
-                        }
-                    }
+                if let Some(after) = self.give_back_remote(applied.entry, ticket) {
+                    applied.decision = after;
                 }
             }
         }

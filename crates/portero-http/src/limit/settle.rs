@@ -196,7 +196,7 @@ pub(crate) type Later = Pin<Box<dyn Future<Output = Option<Decision>> + Send>>;
 
 /// Runs a settlement no response waits for (a [`Usage`] handle dropped) on the
 /// current tokio runtime: whether there was one (without, the estimate stands).
-pub(crate) fn spawned(later: Later) -> bool {
+fn spawned(later: Later) -> bool {
     match tokio::runtime::Handle::try_current() {
         Ok(runtime) => {
             runtime.spawn(later);
@@ -260,6 +260,22 @@ impl<B> Plan<B> {
         match real {
             Some(real) => self.settle_one(a.entry, ticket, real),
             None => Settle::Now(None),
+        }
+    }
+
+    /// Gives back what a remote limit (entry `at`) took for a request another limit
+    /// refused: its admission settled at 0, by the refund rule. The call runs on
+    /// its own (the refusal does not wait for it); how the key stands when the
+    /// store answered at once.
+    pub(crate) fn give_back_remote(&self, at: usize, ticket: Ticket) -> Option<Decision> {
+        match self.settle_one(at, ticket, 0) {
+            Settle::Now(after) => after,
+            Settle::Later(later) => {
+                if !spawned(later) {
+                    observe::settled(self.entries[at].policy(), Settled::Failed, None);
+                }
+                None
+            }
         }
     }
 
