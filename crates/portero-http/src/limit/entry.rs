@@ -152,7 +152,8 @@ impl<St, F, R> Limit<St, F, R> {
     ///
     /// let q = Quota::per_minute(10_000)?;
     /// let key = keys::header::<()>(http::HeaderName::from_static("x-api-key"));
-    /// let tokens = Limit::new(KeyedLimiter::new(Gcra::new(q), 10_000), Policy::for_quota("tokens", &q)?, key)
+    /// let table: KeyedLimiter<http::HeaderValue, Gcra> = KeyedLimiter::new(Gcra::new(q), 10_000);
+    /// let tokens = Limit::new(table, Policy::for_quota("tokens", &q)?, key)
     ///     .cost_by(|head: &RequestHead<'_>| head.extensions().get::<MaxTokens>().map_or(4_096, |m| m.0));
     /// # let _ = tokens;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
