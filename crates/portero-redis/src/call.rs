@@ -54,6 +54,19 @@ impl LeaseTag {
 /// What the script decided, per limit.
 pub(crate) type Decided = Vec<Limited>;
 
+/// What a settlement finds an admission by in Redis (see `lua/algorithms.lua`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Mark {
+    /// The TAT it left, its window's start or index, its log entry's sequence.
+    pub(crate) place: u64,
+    /// The key's refund ledger before it wrote (GCRA; 0 elsewhere): a settlement
+    /// gives back only what other give-backs since cannot have taken.
+    pub(crate) noted: u64,
+    /// When the key it wrote was created (GCRA, the sliding counter; 0 elsewhere):
+    /// nothing goes back to a later life of the key.
+    pub(crate) generation: u64,
+}
+
 /// What the script decided for one limit.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Limited {
@@ -62,7 +75,7 @@ pub(crate) struct Limited {
     /// The units it took.
     pub(crate) taken: u64,
     /// What a settlement finds the admission by (see `lua/algorithms.lua`).
-    pub(crate) mark: u64,
+    pub(crate) mark: Mark,
     /// When the script decided, on Redis's clock (µs).
     pub(crate) at_us: u64,
 }
@@ -103,7 +116,7 @@ pub struct Taken {
     /// The admission's time on Redis's clock (µs).
     pub(crate) at_us: u64,
     /// What the script finds the admission by (its TAT, window, log entry).
-    pub(crate) mark: u64,
+    pub(crate) mark: Mark,
     /// The Redis keys it was checked on (filled by whoever owned the call).
     pub(crate) keys: [String; 2],
     /// The lease it was spent from, for an admission a lease answered (then `keys`,
@@ -128,7 +141,7 @@ impl Taken {
             algorithm,
             cost,
             at_us: 0,
-            mark: 0,
+            mark: Mark::default(),
             keys: Default::default(),
             lease: Some(lease),
         }

@@ -147,15 +147,26 @@ impl RedisLimiter {
         }
         let mut decided = Vec::with_capacity(calls.len());
         for (i, call) in calls.iter().enumerate() {
-            let field = |j: usize| number(2 + 6 * i + j);
+            let field = |j: usize| number(2 + 8 * i + j);
             let (
                 Some(outcome),
                 Some(remaining),
                 Some(retry_us),
                 Some(reset_us),
                 Some(taken),
-                Some(mark),
-            ) = (field(0), field(1), field(2), field(3), field(4), field(5))
+                Some(place),
+                Some(noted),
+                Some(generation),
+            ) = (
+                field(0),
+                field(1),
+                field(2),
+                field(3),
+                field(4),
+                field(5),
+                field(6),
+                field(7),
+            )
             else {
                 return Err(self.error(calls, bad_reply()));
             };
@@ -170,7 +181,11 @@ impl RedisLimiter {
             decided.push(Limited {
                 decision,
                 taken,
-                mark,
+                mark: crate::call::Mark {
+                    place,
+                    noted,
+                    generation,
+                },
                 at_us: now,
             });
         }

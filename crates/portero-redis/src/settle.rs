@@ -7,8 +7,13 @@
 //! admission's (a GCRA key's units still ahead of now, a window's count while that
 //! window counts, a log entry while it is in the log), units above the estimate are
 //! charged past the limit as debt that later requests wait out (an exact
-//! `retry_after`). An admission's key reset since ([`RedisLimiter::reset`]) may give
-//! back to the fresh key what the old one held, at most the estimate.
+//! `retry_after`). A GCRA key keeps, as portero's core does, the total its
+//! settlements gave back, which each admission notes: a settlement gives back only
+//! what other give-backs since cannot have taken, in any order. A window's opener
+//! given back whole while others count in its window is kept (as in the core). An
+//! admission whose key was reset ([`RedisLimiter::reset`]) or expired since gives
+//! nothing to the key's new life (each life is told apart by the microsecond of
+//! Redis's clock it began at).
 //!
 //! An admission a lease answered ([`LeasedLimiter`]) settles in that lease first (see
 //! its bounds); what it owes beyond the lease is a debit: charged in Redis now, past
@@ -69,7 +74,14 @@ impl RedisLimiter {
         real: u64,
         at_us: u64,
     ) -> Result<Option<Decision>, RedisCheckError> {
-        let extra = [real.min(MOST_UNITS), taken.mark, taken.at_us];
+        let mark = taken.mark;
+        let extra = [
+            real.min(MOST_UNITS),
+            mark.place,
+            taken.at_us,
+            mark.noted,
+            mark.generation,
+        ];
         let call = taken.call();
         let decided = self
             .run_with_extra(

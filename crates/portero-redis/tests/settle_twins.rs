@@ -87,10 +87,14 @@ async fn settlements_in_redis_are_never_looser_than_a_twin_charged_the_real_cost
                     // Real costs above the estimate now and then (the bound is checked
                     // only while none of those is outstanding).
                     let cost = rng.random_range(1..=3);
+                    // A fixed window's opener settled at 0 while others count is
+                    // kept, by design (`settle_order.rs`): there the twin is the
+                    // key that saw it, so here fixed windows settle parts only.
+                    let least = u64::from(name == "fixed-window");
                     let real = if rng.random_bool(0.15) {
                         rng.random_range(cost..=6)
                     } else {
-                        rng.random_range(0..=cost)
+                        rng.random_range(least..=cost)
                     };
                     if let (d, Some(taken)) = limiter.check_taken_at(&a, cost, now).await.unwrap() {
                         assert!(d.is_allowed());

@@ -3,20 +3,57 @@
 -- table: a table per limit cost more than the arithmetic): outcome 1 admitted, 0
 -- rejected; commit, for an admission that changes the state, is a function that
 -- writes it and returns the admission's mark (what its settlement finds it by: the
--- TAT it left, its window's start or index, its log entry's sequence). Deciding is
--- separate from charging, so a stack can decide every limit before it charges any,
--- without reading anything twice.
+-- TAT it left, its window's start or index, its log entry's sequence), then, where
+-- the algorithm keeps them, the ledger total it noted and the key's generation.
+-- Deciding is separate from charging, so a stack can decide every limit before it
+-- charges any, without reading anything twice.
 --
 -- Each algorithm's settle function (at the end) moves an admitted request's units
 -- from its estimate to its real cost, toward a twin that was charged the real cost
 -- at the start: units not used come back only while they are still the request's
 -- (never more than that twin would have), units above the estimate are charged past
--- the limit (debt that later requests wait out).
+-- the limit (debt that later requests wait out). A key's generation is the instant
+-- (µs) it was created: an admission from an earlier life of the key (reset, or
+-- expired and created again) gives nothing back to the new one.
 
--- GCRA: k1 holds the TAT (µs). a = interval T, b = burst B.
+-- GCRA: k1 is a hash {t: the TAT, r: the ledger R, g: the generation, l: the log}
+-- (µs). As in portero's core, R is the total by which settlements moved the TAT back,
+-- and an admission notes it. `V = TAT + R` never goes back (a check moves the TAT on,
+-- a settlement moves the TAT back and R on by as much), so an admission's place
+-- `P = mark + noted` orders it among the others, and its slot is
+-- `[P − cost·T, P)`. The log holds what settlements gave back, as runs of adjacent
+-- slots `S,P,given` (at most 32; the two closest runs merged into one from the lower
+-- one's start when there are more, which only gives back less). A key that is a
+-- plain number is an older portero's TAT: generation 0, nothing given back yet.
+-- a = interval T, b = burst B.
+local GCRA_RUNS = 32
+
+-- The TAT, R and generation (nil: no key), and whether the key is an older TAT.
+local function gcra_read(k1)
+  local st = redis.pcall('HMGET', k1, 't', 'r', 'g')
+  if st.err then return tonumber(redis.call('GET', k1)) or 0, 0, 0, true end
+  local g = tonumber(st[3])
+  if g == nil then return 0, 0, nil, false end
+  return tonumber(st[1]), tonumber(st[2]), g, false
+end
+
+-- Kept until the TAT is paid off, and at least a millisecond: a TAT a settlement
+-- pulled back to now keeps its generation, so nothing admitted before is given back
+-- to a key created again within the same microsecond.
+local function gcra_write(k1, tat, r, g, legacy, now, log)
+  if legacy then redis.call('DEL', k1) end
+  local t, rr, gg = string.format('%d', tat), string.format('%d', r), string.format('%d', g)
+  if log then
+    redis.call('HSET', k1, 't', t, 'r', rr, 'g', gg, 'l', log)
+  else
+    redis.call('HSET', k1, 't', t, 'r', rr, 'g', gg)
+  end
+  redis.call('PEXPIRE', k1, math.max(math.ceil((tat - now) / 1000), 1))
+end
+
 local function gcra(k1, _, interval, burst, cost, now)
   local span = interval * burst
-  local tat = tonumber(redis.call('GET', k1) or '0')
+  local tat, r, g, legacy = gcra_read(k1)
   local limit = now + span - interval * cost
   if tat > limit then
     local backlog = tat - now
@@ -27,8 +64,9 @@ local function gcra(k1, _, interval, burst, cost, now)
   local commit = nil
   if ahead > 0 and cost > 0 then
     commit = function()
-      redis.call('SET', k1, string.format('%d', new_tat), 'PX', math.ceil(ahead / 1000))
-      return new_tat
+      g = g or now
+      gcra_write(k1, new_tat, r, g, legacy, now)
+      return new_tat, r, g
     end
   end
   return 1, math.floor((span - ahead) / interval), 0, ahead, commit
@@ -61,11 +99,13 @@ local function fixed_window(k1, _, limit, w, cost, now)
 end
 
 -- Sliding window counter, windows aligned on the clock: k1 is a hash
--- {i: window index, p: previous count, c: current count}. a = limit L, b = window W.
+-- {i: window index, p: previous count, c: current count, g: generation (absent in an
+-- older portero's key: 0)}. a = limit L, b = window W.
 local function sliding_counter(k1, _, l, w, cost, now)
   local index = math.floor(now / w)
-  local st = redis.call('HMGET', k1, 'i', 'p', 'c')
+  local st = redis.call('HMGET', k1, 'i', 'p', 'c', 'g')
   local si = tonumber(st[1])
+  local g = tonumber(st[4]) or ((si ~= nil) and 0 or now)
   local p = tonumber(st[2]) or 0
   local c = tonumber(st[3]) or 0
   if si == nil or si < index - 1 then
@@ -95,9 +135,9 @@ local function sliding_counter(k1, _, l, w, cost, now)
   if cost > 0 and weighted < k * w then
     c = c + cost
     local commit = function()
-      redis.call('HSET', k1, 'i', string.format('%d', index), 'p', string.format('%d', p), 'c', string.format('%d', c))
+      redis.call('HSET', k1, 'i', string.format('%d', index), 'p', string.format('%d', p), 'c', string.format('%d', c), 'g', string.format('%d', g))
       redis.call('PEXPIRE', k1, math.ceil((to_end + w) / 1000))
-      return index
+      return index, 0, g
     end
     local left = largest_fit(p * (w - elapsed) + c * w)
     return 1, left, 0, to_end + w, commit
@@ -178,40 +218,102 @@ local function count_after(count, estimate, real)
   return string.format('%d', math.min(math.max(count + real - estimate, 0), 2 ^ 52))
 end
 
--- GCRA (mark: the TAT the admission left). Back: the request's units still ahead of
--- now, `min((e − r)·T, mark − now)`, never below now (its units already drained came
--- back by themselves). Charged: `(r − e)·T` more, past the burst.
-local function gcra_settle(k1, _, interval, _, estimate, real, mark, _, now)
-  local tat = tonumber(redis.call('GET', k1) or '0')
-  local new_tat
-  if real < estimate then
-    local back = math.min((estimate - real) * interval, math.max(mark - now, 0))
-    if back <= 0 or tat <= now then return end
-    new_tat = math.max(tat - back, now)
-  else
-    -- At most 2^51 µs (71 years) ahead: beyond that doubles stop being exact.
-    new_tat = math.min(math.max(tat, now) + (real - estimate) * interval, math.max(tat, now + 2 ^ 51))
+-- GCRA's log (see `gcra`) as a list of runs {S, P, given}, by start.
+local function gcra_runs(log)
+  local runs = {}
+  for a, b, c in string.gmatch(log or '', '(%d+),(%d+),(%d+)') do
+    runs[#runs + 1] = {tonumber(a), tonumber(b), tonumber(c)}
   end
-  if new_tat <= now then
-    redis.call('DEL', k1)
-  else
-    redis.call('SET', k1, string.format('%d', new_tat), 'PX', math.ceil((new_tat - now) / 1000))
-  end
+  return runs
 end
 
--- Fixed window (mark: the window's start): the count of that window, while it is open.
-local function fixed_window_settle(k1, _, _, w, estimate, real, mark, _, now)
+-- The log with the slot [s, p) that gave back `given` added: joined to the runs it
+-- touches, and the two closest runs merged while there are too many.
+local function gcra_logged(runs, s, p, given)
+  local i = 1
+  while i <= #runs and runs[i][1] < s do i = i + 1 end
+  table.insert(runs, i, {s, p, given})
+  if i < #runs and runs[i + 1][1] == p then
+    runs[i][2], runs[i][3] = runs[i + 1][2], runs[i][3] + runs[i + 1][3]
+    table.remove(runs, i + 1)
+  end
+  if i > 1 and runs[i - 1][2] == s then
+    runs[i - 1][2], runs[i - 1][3] = runs[i][2], runs[i - 1][3] + runs[i][3]
+    table.remove(runs, i)
+  end
+  while #runs > GCRA_RUNS do
+    local j = 1
+    for k = 2, #runs - 1 do
+      if runs[k + 1][1] - runs[k][2] < runs[j + 1][1] - runs[j][2] then j = k end
+    end
+    runs[j][2], runs[j][3] = runs[j + 1][2], runs[j][3] + runs[j + 1][3]
+    table.remove(runs, j + 1)
+  end
+  local out = {}
+  for k, run in ipairs(runs) do
+    out[k] = string.format('%d,%d,%d', run[1], run[2], run[3])
+  end
+  return table.concat(out, ';')
+end
+
+-- GCRA (mark: the TAT the admission left, having noted the ledger at `noted`, in
+-- generation `gen`). Back: the request's units still ahead of now,
+-- `min((e − r)·T, mark − moved − now)`, never below now (its units already drained
+-- came back by themselves), where `moved` is what settlements gave back since it was
+-- admitted from slots ahead of its own: R − noted, less what the log shows came from
+-- slots behind it (runs starting at or after its place), which never moved it.
+-- Exact, in any order, while no time passes; nothing from an earlier generation or
+-- when the ledger is below the note (a failover lost writes). Past 2^51 µs given back
+-- in all, the key gives nothing back until it expires (doubles stay exact).
+-- Charged: `(r − e)·T` more, past the burst.
+local function gcra_settle(k1, _, interval, _, estimate, real, mark, _, now, noted, gen)
+  if real == estimate then return end
+  local tat, r, g, legacy = gcra_read(k1)
+  if real > estimate then
+    -- At most 2^51 µs (71 years) ahead: beyond that doubles stop being exact.
+    local new_tat = math.min(math.max(tat, now) + (real - estimate) * interval, math.max(tat, now + 2 ^ 51))
+    gcra_write(k1, math.max(new_tat, now), r, g or now, legacy, now)
+    return
+  end
+  if g == nil or g ~= gen or r < noted or tat <= now then return end
+  local runs = gcra_runs(redis.call('HGET', k1, 'l'))
+  local place = mark + noted
+  local behind = 0
+  for _, run in ipairs(runs) do
+    if run[1] >= place then behind = behind + run[3] end
+  end
+  local moved = math.max(r - noted - behind, 0)
+  local back = math.min((estimate - real) * interval, math.max(mark - moved - now, 0))
+  if back <= 0 then return end
+  local new_tat = math.max(tat - back, now)
+  local given = tat - new_tat
+  if r + given > 2 ^ 51 then return end
+  local log = gcra_logged(runs, place - estimate * interval, place, given)
+  gcra_write(k1, new_tat, r + given, g, legacy, now, log)
+end
+
+-- Fixed window (mark: the window's start): the count of that window, while it is
+-- open. The window's opener given back whole (a real cost of 0) is kept: the twin that
+-- never saw it opened its window at the next request, which the key does not keep, and
+-- no placement is safe against every such twin (portero's core keeps it too) — unless
+-- nothing else counts in the window, when the window goes (exact: nothing opened it).
+local function fixed_window_settle(k1, _, _, w, estimate, real, mark, at, now)
   local st = redis.call('HMGET', k1, 's', 'n')
   local s, used = tonumber(st[1]), tonumber(st[2])
   if s ~= mark or used == nil or now >= s + w then return end
+  if real == 0 and at == s then
+    if used == estimate then redis.call('DEL', k1) end
+    return
+  end
   redis.call('HSET', k1, 'n', count_after(used, estimate, real))
 end
 
--- Sliding counter (mark: the window's index): that window's count, current or previous.
-local function sliding_counter_settle(k1, _, _, _, estimate, real, mark, _, _)
-  local st = redis.call('HMGET', k1, 'i', 'p', 'c')
+-- Sliding counter (mark: the window's index, in generation `gen`): that window's
+-- count, current or previous.
+local function sliding_counter_settle(k1, _, _, _, estimate, real, mark, _, _, _, gen)
+  local st = redis.call('HMGET', k1, 'i', 'p', 'c', 'g')
   local si = tonumber(st[1])
-  if si == nil then return end
+  if si == nil or (tonumber(st[4]) or 0) ~= gen then return end
   local field = nil
   if mark == si then field = 'c' elseif mark == si - 1 then field = 'p' end
   if field == nil then return end

@@ -4,8 +4,9 @@
 -- decide at (µs): 0 in production, where the script reads Redis's TIME; only tests set
 -- it. ARGV[3] the mode: 0 check, 1 peek (decide, write nothing), 2 lease (one limit:
 -- take as many units as fit, up to the cost), 3 settle (one limit: an admission's
--- estimate, its cost, moved to the real cost; three more arguments after the limit's
--- four: the real cost, the admission's mark and its time), 4 debit (one limit: its cost
+-- estimate, its cost, moved to the real cost; five more arguments after the limit's
+-- four: the real cost, the admission's mark, its time, the ledger total it noted and
+-- its key's generation), 4 debit (one limit: its cost
 -- charged now, past the limit: what a settlement charges above its estimate when the
 -- admission is not in Redis, a lease's units spent by an instance). Then four per limit: algorithm
 -- (1 GCRA, 2 fixed window, 3 sliding counter, 4 sliding log), its two parameters, the
@@ -13,8 +14,9 @@
 -- declares only keys it uses, since Redis Cluster refuses multi-key calls while a slot
 -- migrates.
 --
--- Returns {status, now, then six per limit: outcome, remaining, retry-after, reset,
--- units taken, the admission's mark (for a settlement; 0 if none)}: status 2 = too late (nothing done), 1 = decided. Every limit is decided
+-- Returns {status, now, then eight per limit: outcome, remaining, retry-after, reset,
+-- units taken, the admission's mark, ledger note and generation (for a settlement; 0
+-- if none)}: status 2 = too late (nothing done), 1 = decided. Every limit is decided
 -- before any is charged; only if all admit are they charged, so a rejection by one
 -- writes nothing anywhere, and then every limit that would have admitted reports how it
 -- stands (decided again for no units), not what the refused request would have left.
@@ -39,28 +41,31 @@ for i = 1, limits do
   next_key = next_key + ((tonumber(ARGV[3 + (i - 1) * 4 + 1]) == 4) and 2 or 1)
 end
 -- Decides limit i for `cost` units (its own cost if nil), reading only; its four
--- figures go in the reply (units taken and mark: 0 until charged). Returns whether it
--- admits, and its commit.
+-- figures go in the reply (units taken, mark, note and generation: 0 until charged).
+-- Returns whether it admits, and its commit.
 local function decide(i, cost)
-  local a, o = 3 + (i - 1) * 4, 2 + (i - 1) * 6
+  local a, o = 3 + (i - 1) * 4, 2 + (i - 1) * 8
   local ok, remaining, retry, reset, commit = algorithms[tonumber(ARGV[a + 1])](
     KEYS[first_key[i]], KEYS[first_key[i] + 1], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]),
     cost or tonumber(ARGV[a + 4]), now)
-  out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = ok, remaining, retry, reset, 0, 0
+  out[o + 1], out[o + 2], out[o + 3], out[o + 4] = ok, remaining, retry, reset
+  out[o + 5], out[o + 6], out[o + 7], out[o + 8] = 0, 0, 0, 0
   return ok == 1, commit
 end
--- Charges what decide found (the units taken and the mark go in the reply).
+-- Charges what decide found (the units taken, the mark, note and generation go in
+-- the reply).
 local function charge(i, commit, cost)
-  local mark = 0
-  if commit then mark = commit() or 0 end
-  local o = 2 + (i - 1) * 6
+  local mark, noted, gen
+  if commit then mark, noted, gen = commit() end
+  local o = 2 + (i - 1) * 8
   out[o + 5] = cost or tonumber(ARGV[3 + (i - 1) * 4 + 4])
-  out[o + 6] = mark
+  out[o + 6], out[o + 7], out[o + 8] = mark or 0, noted or 0, gen or 0
 end
 if mode == '3' then
   -- A settlement, then how the key stands (decided for no units).
   settles[tonumber(ARGV[4])](KEYS[1], KEYS[2], tonumber(ARGV[5]), tonumber(ARGV[6]),
-    tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]), now)
+    tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]), now,
+    tonumber(ARGV[11]), tonumber(ARGV[12]))
   decide(1, 0)
   return out
 end
@@ -102,7 +107,7 @@ if all and mode == '0' then
   for i = 1, limits do charge(i, commits[i], nil) end
 elseif mode == '0' then
   for i = 1, limits do
-    if out[2 + (i - 1) * 6 + 1] == 1 then decide(i, 0) end
+    if out[2 + (i - 1) * 8 + 1] == 1 then decide(i, 0) end
   end
 end
 return out

@@ -1,0 +1,201 @@
+//! Giving back in Redis by the core's rule, on the script's own clock: settlements in
+//! any order with no time passing leave exactly the twin; a settlement never gives
+//! back what other give-backs since may have taken (the GCRA ledger); a window's
+//! opener given back whole while others count is kept; and an admission from an
+//! earlier life of its key gives nothing to the new one.
+
+use std::time::Duration;
+
+use portero::Quota;
+use portero_redis::{RedisAlgorithm, RedisLimiter, Taken};
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+
+mod support {
+    #[allow(dead_code)] // each test binary uses the helpers it needs
+    pub mod local;
+}
+use support::local::{answering, start_redis};
+
+/// Late 2026, in µs.
+const START_US: u64 = 1_795_000_000_000_000;
+/// GCRA at 100 per second (T = 10 ms), a burst of 200.
+const T_US: u64 = 10_000;
+
+fn gcra() -> RedisAlgorithm {
+    RedisAlgorithm::gcra(Quota::per_second(100).unwrap().with_burst(200).unwrap()).unwrap()
+}
+
+async fn take(limiter: &RedisLimiter, key: &str, cost: u64, now: u64) -> Taken {
+    let (decision, taken) = limiter.check_taken_at(key, cost, now).await.unwrap();
+    assert!(decision.is_allowed(), "{key}: {cost} at {now}");
+    taken.expect("an admission of units")
+}
+
+async fn admits(limiter: &RedisLimiter, key: &str, cost: u64, now: u64) -> bool {
+    limiter
+        .decide_at(key, cost, true, now)
+        .await
+        .unwrap()
+        .is_allowed()
+}
+
+/// The largest cost `key` admits at `now` (peeking).
+async fn admissible(limiter: &RedisLimiter, key: &str, now: u64, most: u64) -> u64 {
+    let (mut lo, mut hi) = (0, most);
+    while lo < hi {
+        let mid = (lo + hi).div_ceil(2);
+        if admits(limiter, key, mid, now).await {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    lo
+}
+
+/// Sixteen admissions of 10 settled at 3, in reverse, in order and in random orders,
+/// all at the instant they were taken: each key then admits exactly what a twin
+/// charged 3 each at the start admits, now and later (the ledger alone kept 42 of the
+/// 112 units in reverse order).
+#[tokio::test]
+async fn settlements_in_any_order_with_no_time_passing_leave_exactly_the_twin() {
+    let server = start_redis();
+    let limiter = answering(&server, gcra()).await;
+    let mut rng = StdRng::seed_from_u64(54);
+    let now = START_US;
+    for (case, order) in ["reverse", "forward", "random", "random", "random"]
+        .into_iter()
+        .enumerate()
+    {
+        let (a, b) = (format!("order-a-{case}"), format!("order-b-{case}"));
+        let mut taken = Vec::new();
+        for _ in 0..16 {
+            taken.push(take(&limiter, &a, 10, now).await);
+            take(&limiter, &b, 3, now).await;
+        }
+        match order {
+            "reverse" => taken.reverse(),
+            "random" => taken.shuffle(&mut rng),
+            _ => {}
+        }
+        for one in taken {
+            limiter.settle_at(one, 3, now).await.unwrap();
+        }
+        for later in [0, 5 * T_US, 100 * T_US] {
+            assert_eq!(
+                admissible(&limiter, &a, now + later, 200).await,
+                admissible(&limiter, &b, now + later, 200).await,
+                "{order}: A and its twin at +{later} µs"
+            );
+        }
+    }
+}
+
+/// Y and X admitted together; Y given back at once; Z comes when the key is idle and
+/// starts its own slot; then X settles at 0. What Y's give-back moved lay ahead of X,
+/// so nothing of X is still ahead: X gives back nothing, and the key admits what a
+/// twin that saw only Z admits. Before the ledger, X gave back half its slot: at
+/// +20 ms the key admitted the whole burst where the twin refused it.
+#[tokio::test]
+async fn a_settlement_never_gives_back_what_an_earlier_give_back_took() {
+    let server = start_redis();
+    let limiter = answering(&server, gcra()).await;
+    let (a, b) = ("taken-a", "taken-b");
+    let t0 = START_US;
+    let y = take(&limiter, a, 1, t0).await;
+    let x = take(&limiter, a, 1, t0).await;
+    limiter.settle_at(y, 0, t0).await.unwrap();
+    take(&limiter, a, 1, t0 + 15_000).await; // Z
+    take(&limiter, b, 1, t0 + 15_000).await; // the twin's Z
+    limiter.settle_at(x, 0, t0 + 15_000).await.unwrap();
+    for at in [15_000, 20_000, 24_000, 25_000] {
+        for cost in [199, 200] {
+            assert_eq!(
+                admits(&limiter, a, cost, t0 + at).await,
+                admits(&limiter, b, cost, t0 + at).await,
+                "{cost} at +{at} µs"
+            );
+        }
+    }
+}
+
+/// A fixed window's opener, given back whole while another request counts in its
+/// window, is kept (as in portero's core): the key stands exactly as the twin that
+/// saw it (given back, it left the window where it opened it with one unit free: a
+/// twin that never saw the opener opened its window at the second request, and no
+/// placement is safe against every such twin). Alone in its window, the opener's
+/// give-back removes the window: exact.
+#[tokio::test]
+async fn a_window_opener_given_back_while_others_count_is_kept() {
+    let server = start_redis();
+    let w = 10_000_000; // 10 s
+    let limiter = answering(
+        &server,
+        RedisAlgorithm::fixed_window(2, Duration::from_micros(w)).unwrap(),
+    )
+    .await;
+    let t0 = START_US;
+    let (a, saw) = ("opener-a", "opener-saw");
+    let x = take(&limiter, a, 1, t0).await;
+    take(&limiter, saw, 1, t0).await;
+    take(&limiter, a, 1, t0 + 1).await; // Y
+    take(&limiter, saw, 1, t0 + 1).await;
+    limiter.settle_at(x, 0, t0 + 1).await.unwrap();
+    for at in [1, w - 1, w, w + 1] {
+        assert_eq!(
+            admits(&limiter, a, 1, t0 + at).await,
+            admits(&limiter, saw, 1, t0 + at).await,
+            "kept: A is the twin that saw the opener, at +{at} µs"
+        );
+    }
+
+    // Alone in its window: given back, the window goes, and the next request opens
+    // its own (it was left where the opener opened it: a fresh window at +w).
+    let alone = take(&limiter, "alone", 2, t0).await;
+    limiter.settle_at(alone, 0, t0 + 1).await.unwrap();
+    take(&limiter, "alone", 2, t0 + 2).await;
+    assert!(
+        !admits(&limiter, "alone", 1, t0 + w + 1).await,
+        "the window opened at +2 µs, not at the given-back opener's instant"
+    );
+}
+
+/// An admission whose key was reset since gives nothing to the key's new life
+/// (GCRA and the sliding counter keep the key's generation; the windows and the log
+/// find it by its own time): the new life stands where a twin that only saw its own
+/// requests stands.
+#[tokio::test]
+async fn a_reset_key_gets_nothing_back() {
+    let server = start_redis();
+    let window = Duration::from_secs(10);
+    for (name, algorithm) in [
+        ("gcra", gcra()),
+        (
+            "sliding counter",
+            RedisAlgorithm::sliding_counter(200, window).unwrap(),
+        ),
+        (
+            "fixed window",
+            RedisAlgorithm::fixed_window(200, window).unwrap(),
+        ),
+        (
+            "sliding log",
+            RedisAlgorithm::sliding_log(200, window).unwrap(),
+        ),
+    ] {
+        let limiter = answering(&server, algorithm).await;
+        let (a, b) = (format!("reset-a-{name}"), format!("reset-b-{name}"));
+        let old = take(&limiter, &a, 50, START_US).await;
+        limiter.reset(&a).await.unwrap();
+        take(&limiter, &a, 150, START_US + 1).await;
+        take(&limiter, &b, 150, START_US + 1).await;
+        limiter.settle_at(old, 0, START_US + 2).await.unwrap();
+        assert_eq!(
+            admissible(&limiter, &a, START_US + 2, 200).await,
+            admissible(&limiter, &b, START_US + 2, 200).await,
+            "{name}: the old life's admission gave to the new one"
+        );
+    }
+}
