@@ -136,6 +136,43 @@ fn settlements_racing_a_check_never_invent_units() {
     });
 }
 
+/// Settlements in any order, on the log of places: z (2 units, kept) and x (1) are
+/// admitted at 0; then, at once, x is given back while another thread admits c (1)
+/// and gives it back, and the main thread admits d (1, kept). A refund counts as
+/// "behind" only the places it knows lay after its own: c's place is known only when
+/// no refund ran between its note and its write. In every order the limiter is never
+/// looser than its twin that saw z and d alone (3 units taken: 3 more fit at 0, 4
+/// never), and x's and c's units come back whole when they can: with no time passing
+/// and every place known, the limiter is that twin exactly.
+#[test]
+fn a_settlement_racing_a_settlement_and_a_check_gives_back_by_place() {
+    loom::model(|| {
+        let lim = Arc::new(gcra(6));
+        let _z = lim.acquire_at(0, 2).unwrap().admission.unwrap();
+        let x = lim.acquire_at(0, 1).unwrap().admission.unwrap();
+        let l = lim.clone();
+        let other = thread::spawn(move || {
+            let c = l.acquire_at(0, 1).unwrap().admission.unwrap();
+            l.settle_at(c, 0, 0).unwrap();
+        });
+        let l = lim.clone();
+        let third = thread::spawn(move || {
+            l.refund_at(x, 0);
+        });
+        let _d = lim.acquire_at(0, 1).unwrap().admission.unwrap();
+        other.join().unwrap();
+        third.join().unwrap();
+        assert!(
+            !lim.peek_at(0, 4).unwrap().is_allowed(),
+            "never looser than the twin that saw z and d"
+        );
+        assert!(
+            lim.peek_at(0, 3).unwrap().is_allowed(),
+            "x and c come back whole"
+        );
+    });
+}
+
 #[test]
 fn a_keyed_refund_racing_another_refund_and_a_check_is_never_fooled_by_the_same_word() {
     keyed_model_with_burst(4, portero::Overflow::RejectNewKeys, 4, |lim| {

@@ -24,12 +24,17 @@
 //!      `w = n·T`) out of its past lowers today's `TAT` by the smaller of `w` and the
 //!      lowest backlog `TAT(s) − s` since `X` came. Checks only push `TAT` forward;
 //!      only refunds pull it back, and the ledger sums by how much (`R`). So for
-//!      every `s` since `X` wrote `W`: `TAT(s) ≥ W − (R_now − R_X)`, and the refund
-//!      gives back `g = min(w, W − (R_now − R_X) − now)`, never below 0 and never
-//!      pulling the word below `now`. **Exact** when nothing moved the word back since
-//!      and the refund comes at `X`'s own time; **shortfall** otherwise at most the
-//!      time since `X`'s admission plus what other refunds gave back since (each
-//!      returned debt that might have lain ahead of `X`). Under load the shortfall
+//!      every `s` since `X` wrote `W`: `TAT(s) ≥ W − M`, where `M` is what refunds
+//!      of slots *ahead* of `X` gave back since — `R_now − R_X`, less what the
+//!      ledger's log of places (below) shows came from slots behind `X`, which moved
+//!      the word but not `X`'s slot. The refund gives back
+//!      `g = min(w, W − M − now)`, never below 0 and never pulling the word below
+//!      `now`. **Exact** when the refund comes at `X`'s own time, in any order of
+//!      refunds (sixteen settled in reverse leave the twin; with `R` alone they kept
+//!      42 of 112 units); **shortfall** otherwise at most the time since `X`'s
+//!      admission plus, where the log lost track (a place not known because a refund
+//!      ran while `X` wrote, runs merged in a full log, a table's log taken over by
+//!      another key), what refunds gave back since. Under load the shortfall
 //!      is spent on the first refunds while the key's backlog is small; once the
 //!      backlog exceeds what the in-flight refunds give back, each refund returns
 //!      its whole debt (see `tests/tests/refund_load.rs`). And nothing while a
@@ -68,6 +73,17 @@
 //! refund and a check put back the very word `X` wrote), and a check in between
 //! fails the compare-and-swap (checks only move the word forward). Checks never
 //! take the lock and never write the ledger.
+//!
+//! Beside the ledger, a short log of places: `V = TAT + R` never goes back (a check
+//! moves `TAT` on; a refund moves `TAT` back and `R` on by as much), so an admission
+//! that found `b`, wrote `a` and noted `R_X` holds the place `[b + R_X, a + R_X)`
+//! among its word's admissions, and one admitted after it starts at or after its
+//! end. A refund logs the place it gave back from; a later refund of `X` subtracts
+//! what was given back from places starting at or after `X`'s end. An admission
+//! knows its place only if no refund ran between its note and its write (the
+//! ledger's turn, read before and after); otherwise it subtracts nothing. Runs of
+//! adjacent places merge, and a full log merges its closest runs downward: the log
+//! can only make a refund give back less than the places say.
 //!
 //! # Time
 //!
@@ -127,11 +143,14 @@ pub struct Admission {
     word: [u64; 2],
     /// What a refund knows of the word's ledger (see [`RefundLedger`]), in two words
     /// so that an admission stays small (it travels inside every check's answer):
-    /// the total `R` noted before the admission wrote (`[2·high + 4, low]`, plus one
-    /// for a [`part`](Admission::part)); or, in the
-    /// admission a refund hands to the algorithm, `[SEEN, moved]` — how far other
-    /// refunds moved the word since (`u64::MAX`: not known); or `[NO_WORD, _]`. The
-    /// high half is never 0, which leaves `Option<Admission>` no larger.
+    /// the total `R` noted before the admission wrote (`[4·high + 8, low]`, plus one
+    /// for a [`part`](Admission::part), plus two when no refund ran while it was
+    /// noted and written, so that its place is known: see
+    /// [`refund_log`](crate::refund_log)); or, in the admission a refund hands to the
+    /// algorithm, `[SEEN, moved]` — how far refunds of slots ahead of it moved the
+    /// word since (`u64::MAX`: not known), `[SEEN_QUIET, 0]` when no refund moved it
+    /// at all; or `[NO_WORD, _]`. The high half is never 0, which leaves
+    /// `Option<Admission>` no larger.
     ledger: (core::num::NonZeroU64, u64),
     /// Which limiter's word (and which key's, in a table) took the units: only that
     /// word gives them back ([`ANY_ORIGIN`]: one rebuilt by its caller, which says).
@@ -162,9 +181,15 @@ const NO_WORD: u64 = 1;
 const SEEN: u64 = 2;
 /// [`SEEN`], for a part of an admission whose request stays ([`Admission::part`]).
 const SEEN_PART: u64 = 3;
-/// What a noted total's high half is stored above, doubled, its lowest bit saying
-/// whether this is a part ([`Admission::part`]).
-const NOTED: u64 = 4;
+/// [`SEEN`], when no refund moved the word since the admission wrote it.
+const SEEN_QUIET: u64 = 4;
+/// [`SEEN_QUIET`], for a part of an admission whose request stays.
+const SEEN_QUIET_PART: u64 = 5;
+/// What a noted total's high half is stored above, times four: the lowest bit says
+/// whether this is a part ([`Admission::part`]), the next whether its place is known.
+const NOTED: u64 = 8;
+/// The bit of a noted tag saying the admission's place is known.
+const PLACED: u64 = 2;
 /// How far other refunds moved a word when no ledger says: as far as can be.
 const UNKNOWN: u64 = u64::MAX;
 
@@ -229,8 +254,8 @@ impl Admission {
         // A total this large (2^128 ns given back) cannot be reached; read it as
         // unknown.
         let high = (noted >> 64) as u64;
-        let ledger = match high.checked_mul(2) {
-            Some(twice) if twice <= u64::MAX - NOTED => tagged(twice + NOTED, noted as u64),
+        let ledger = match high.checked_mul(4) {
+            Some(four) if four <= u64::MAX - NOTED - 3 => tagged(four + NOTED, noted as u64),
             _ => tagged(SEEN, UNKNOWN),
         };
         Self {
@@ -239,6 +264,41 @@ impl Admission {
             word: [before, after],
             ledger,
             origin: ANY_ORIGIN,
+        }
+    }
+
+    /// This admission, its place among its word's admissions known (no refund of the
+    /// word ran while its total was noted and the word written: `known`).
+    pub(crate) const fn placed_if(self, known: bool) -> Self {
+        let ledger = match self.ledger {
+            (tag, low) if known && tag.get() >= NOTED => tagged(tag.get() | PLACED, low),
+            other => other,
+        };
+        Self { ledger, ..self }
+    }
+
+    /// The noted total of the word's ledger, if the admission noted one.
+    const fn noted_total(&self) -> Option<u128> {
+        match self.ledger {
+            (tag, low) if tag.get() >= NOTED => {
+                Some(((((tag.get() - NOTED) >> 2) as u128) << 64) | low as u128)
+            }
+            _ => None,
+        }
+    }
+
+    /// Where the admission lies among its word's admissions (see
+    /// [`refund_log`](crate::refund_log)): the word it found and the one it wrote,
+    /// plus the noted total, and whether that place is known exactly (no refund ran
+    /// between the note and the write; otherwise it may lie lower).
+    pub(crate) const fn place(&self) -> Option<(u128, u128, bool)> {
+        match (self.noted_total(), self.word()) {
+            (Some(noted), Some((before, after))) => Some((
+                noted + before as u128,
+                noted + after as u128,
+                (self.ledger.0.get() - NOTED) & PLACED != 0,
+            )),
+            _ => None,
         }
     }
 
@@ -261,6 +321,7 @@ impl Admission {
         let ledger = match self.ledger {
             (tag, low) if tag.get() >= NOTED => tagged(tag.get() | 1, low),
             (tag, low) if tag.get() == SEEN => tagged(SEEN_PART, low),
+            (tag, _) if tag.get() == SEEN_QUIET => tagged(SEEN_QUIET_PART, 0),
             other => other,
         };
         Self {
@@ -286,23 +347,28 @@ impl Admission {
     /// Whether this is a [`part`](Self::part) of an admission whose request stays.
     pub const fn keeps_request(&self) -> bool {
         let tag = self.ledger.0.get();
-        tag == SEEN_PART || (tag >= NOTED && (tag - NOTED) & 1 == 1)
+        tag == SEEN_PART || tag == SEEN_QUIET_PART || (tag >= NOTED && (tag - NOTED) & 1 == 1)
     }
 
     /// Whether another refund may have moved the word back since this admission wrote
     /// it (always, when that is not known): then a schedule gives back at most what
     /// the ledger says can still lie ahead, and never the exact undo.
     pub const fn others_given_back(&self) -> bool {
-        !matches!(self.moved_since(), Some(0))
+        !matches!(self.ledger.0.get(), SEEN_QUIET | SEEN_QUIET_PART)
     }
 
     /// How far (in the state word's units: nanoseconds of debt for a schedule) other
-    /// refunds moved the word back since this admission wrote it, as the word's
-    /// refund ledger tells a refund in progress; `None` when that is not known (an
-    /// admission not being given back by its limiter, or one without a word).
+    /// refunds moved this admission's slot back since it wrote its word — refunds of
+    /// slots ahead of it, as the word's refund ledger and its log tell a refund in
+    /// progress (a refund of a slot behind it moved the word, not the slot); `None`
+    /// when that is not known (an admission not being given back by its limiter, or
+    /// one without a word).
     pub const fn moved_since(&self) -> Option<u64> {
         match self.ledger {
-            (tag, moved) if (tag.get() == SEEN || tag.get() == SEEN_PART) && moved != UNKNOWN => {
+            (tag, moved)
+                if matches!(tag.get(), SEEN | SEEN_PART | SEEN_QUIET | SEEN_QUIET_PART)
+                    && moved != UNKNOWN =>
+            {
                 Some(moved)
             }
             _ => None,
@@ -355,23 +421,27 @@ impl Admission {
         }
     }
 
-    /// This admission as a refund sees it with the ledger at `total` (`None`: no
-    /// ledger): how far other refunds moved the word since it wrote.
-    fn seen_at(&self, total: Option<u128>) -> Self {
-        let moved = match (self.ledger, total) {
-            ((tag, low), Some(total)) if tag.get() >= NOTED => {
-                let noted = ((((tag.get() - NOTED) >> 1) as u128) << 64) | low as u128;
-                // A total below the noted one cannot happen; read it as unknown.
-                match total.checked_sub(noted) {
-                    Some(d) if d < UNKNOWN as u128 => d as u64,
-                    _ => UNKNOWN,
-                }
-            }
-            _ => UNKNOWN,
+    /// This admission as a refund sees it with its word's ledger as `seen` tells
+    /// (`None`: no ledger): how far refunds of slots ahead of it moved the word since
+    /// it wrote — what refunds gave back since, less what the log shows lay behind.
+    fn seen_at(&self, seen: Option<Seen>) -> Self {
+        let (quiet, moved) = match (self.noted_total(), seen) {
+            // A total below the noted one cannot happen; read it as unknown.
+            (Some(noted), Some(seen)) => match seen.total.checked_sub(noted) {
+                Some(0) => (true, 0),
+                Some(d) => match d.saturating_sub(seen.behind) {
+                    ahead if ahead < UNKNOWN as u128 => (false, ahead as u64),
+                    _ => (false, UNKNOWN),
+                },
+                None => (false, UNKNOWN),
+            },
+            _ => (false, UNKNOWN),
         };
         let ledger = match self.ledger.0.get() {
             NO_WORD => self.ledger,
+            _ if self.keeps_request() && quiet => tagged(SEEN_QUIET_PART, 0),
             _ if self.keeps_request() => tagged(SEEN_PART, moved),
+            _ if quiet => tagged(SEEN_QUIET, 0),
             _ => tagged(SEEN, moved),
         };
         Self { ledger, ..*self }
@@ -379,7 +449,7 @@ impl Admission {
 
     /// The state after giving this admission back at `now` (see the [module
     /// docs](self)), the algorithm's own refund being `refund`: the undo while nothing
-    /// happened since, otherwise `refund` of what the ledger (at `total`) tells.
+    /// happened since, otherwise `refund` of what the ledger tells (`ledger`).
     /// What [`Admission::give_back`] runs, beside the [`Algorithm`] trait. The second
     /// value says whether it is the exact undo (which moves nothing the ledger
     /// counts).
@@ -389,10 +459,10 @@ impl Admission {
         &self,
         state: u64,
         now: u64,
-        total: Option<u128>,
+        ledger: Option<Seen>,
         refund: impl FnOnce(&Admission, u64) -> Option<u64>,
     ) -> Option<(u64, bool)> {
-        let seen = self.seen_at(total);
+        let seen = self.seen_at(ledger);
         let late = refund(&seen, now.max(self.at))?;
         Some(match seen.exact_undo(state) {
             Some(undone) => (undone, true),
@@ -412,6 +482,31 @@ impl Admission {
     }
 }
 
+/// What a refund in progress reads of its word's ledger: the total given back, and
+/// what the log shows was given back behind the admission (0 when its place is not
+/// known exactly).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Seen {
+    pub(crate) total: u128,
+    pub(crate) behind: u128,
+}
+
+impl Seen {
+    /// The total alone (nothing known to lie behind).
+    pub(crate) const fn total(total: u128) -> Self {
+        Self { total, behind: 0 }
+    }
+}
+
+/// What an admission notes of its word's ledger before it writes: the total, and
+/// the ledger's turn, which tells afterwards whether a refund ran in between
+/// ([`RefundLedger::placed`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Note {
+    pub(crate) total: u128,
+    turn: u64,
+}
+
 /// A word's refund ledger: the total `R` by which refunds moved it back other than
 /// by an exact undo, and the lock under which refunds of its words take turns (see
 /// the [module docs](self)).
@@ -420,12 +515,17 @@ impl Admission {
 /// compare-and-swap landed. It is kept as two halves (written low then high, read
 /// high then low), so a reading without the lock — what an admission notes — is
 /// never above the true total: it can only make a later refund give back less.
+/// `turns` is odd while a refund runs and moves on by two with each: an admission
+/// that read the same even turn before it noted the total and after it wrote knows
+/// its total is the one its word was written with, and so its place
+/// ([`refund_log`](crate::refund_log)).
 #[derive(Debug)]
 pub(crate) struct RefundLedger {
     /// This ledger's number, unique in the process: what its words' admissions are
     /// stamped with ([`origin_of`]).
     id: u64,
     lock: crate::sync::SpinLock,
+    turns: crate::sync::AtomicU64,
     high: crate::sync::AtomicU64,
     low: crate::sync::AtomicU64,
 }
@@ -436,6 +536,7 @@ impl RefundLedger {
         Self {
             id: crate::sync::next_id(),
             lock: crate::sync::SpinLock::new(),
+            turns: crate::sync::AtomicU64::new(0),
             high: crate::sync::AtomicU64::new(0),
             low: crate::sync::AtomicU64::new(0),
         }
@@ -458,14 +559,64 @@ impl RefundLedger {
         ((high as u128) << 64) | low as u128
     }
 
+    /// What an admission notes before it writes (no lock): the total, and the turn.
+    #[inline]
+    pub(crate) fn note(&self) -> Note {
+        use crate::sync::Ordering::Acquire;
+        let turn = self.turns.load(Acquire);
+        Note {
+            total: self.noted(),
+            turn,
+        }
+    }
+
+    /// Whether no refund ran between `note` and the admission's write, read after
+    /// the write: then the noted total is the one the word was written with. (A
+    /// refund's compare-and-swap that the write built on comes after its turn began,
+    /// so the write's acquire sees that turn.)
+    #[inline]
+    pub(crate) fn placed(&self, note: &Note) -> bool {
+        use crate::sync::Ordering::Acquire;
+        note.turn % 2 == 0 && self.turns.load(Acquire) == note.turn
+    }
+
     /// Runs one refund under the ledger's lock: `attempt` gets the exact total and
     /// returns what it moved the word back by (0 for nothing or an exact undo),
     /// which is added before the lock is let go.
     pub(crate) fn refunding<T>(&self, attempt: impl FnOnce(u128) -> (T, u64)) -> T {
+        use crate::sync::Ordering::{AcqRel, Release};
         let _turn = self.lock.lock();
+        self.turns.fetch_add(1, AcqRel);
         let (out, moved) = attempt(self.noted());
         self.add(moved);
+        self.turns.fetch_add(1, Release);
         out
+    }
+
+    /// Gives `admission` back under the ledger's lock, the way [`refunding`] does,
+    /// telling `attempt` what the ledger and `log` (which `owner`'s word's places it
+    /// keeps) say, and logging the place it gave back from.
+    ///
+    /// [`refunding`]: Self::refunding
+    pub(crate) fn giving_back<T, const RUNS: usize>(
+        &self,
+        log: &crate::refund_log::RunLog<RUNS>,
+        owner: u64,
+        admission: &Admission,
+        attempt: impl FnOnce(Seen) -> (T, u64),
+    ) -> T {
+        let place = admission.place();
+        self.refunding(|total| {
+            let behind = match place {
+                Some((_, end, true)) => log.behind(owner, end),
+                _ => 0,
+            };
+            let (out, moved) = attempt(Seen { total, behind });
+            if let (Some((start, end, _)), true) = (place, moved > 0) {
+                log.record(owner, start, end, moved);
+            }
+            (out, moved)
+        })
     }
 
     /// Adds `moved` to the total (the caller holds the lock).
@@ -489,10 +640,15 @@ impl RefundLedger {
     /// configuration its refund would read.
     #[cfg(feature = "alloc")]
     pub(crate) fn all_back(ledgers: &[RefundLedger], change: impl FnOnce()) {
+        use crate::sync::Ordering::{AcqRel, Release};
         let turns: alloc::vec::Vec<_> = ledgers.iter().map(|l| l.lock.lock()).collect();
+        for ledger in ledgers {
+            ledger.turns.fetch_add(1, AcqRel);
+        }
         change();
         for ledger in ledgers {
             ledger.add(u64::MAX);
+            ledger.turns.fetch_add(1, Release);
         }
         drop(turns);
     }

@@ -238,7 +238,9 @@ mod tests {
             .unwrap()
             .next
             .unwrap();
-        let (refunded, _) = adm.give_back_ledgered(&g, y, 500 * MS, Some(0)).unwrap();
+        let (refunded, _) = adm
+            .give_back_ledgered(&g, y, 500 * MS, Some(crate::admission::Seen::total(0)))
+            .unwrap();
         // The twin that never saw X: Y alone, at 500 ms.
         let twin = g.decide(0, 500 * MS, 1).unwrap().next.unwrap();
         assert!(refunded >= twin, "{refunded} < {twin}");
@@ -260,14 +262,14 @@ mod tests {
         let x = g.decide(7, 100, 2).unwrap().next.unwrap();
         let adm = Admission::of_word(100, 2, 7, x, 0);
         assert_eq!(
-            adm.give_back_ledgered(&g, x, 5_000 * MS, Some(0)),
+            adm.give_back_ledgered(&g, x, 5_000 * MS, Some(crate::admission::Seen::total(0))),
             Some((7, true))
         );
         assert_eq!(adm.undo(x + 1), None);
         // A refund that moved the word since, or no ledger at all: the same word
         // proves nothing.
         assert_ne!(
-            adm.give_back_ledgered(&g, x, 5_000 * MS, Some(1))
+            adm.give_back_ledgered(&g, x, 5_000 * MS, Some(crate::admission::Seen::total(1)))
                 .map(|(s, _)| s),
             Some(7)
         );

@@ -98,7 +98,12 @@ impl KeptWord {
                     .ok_or(CheckError::CannotCharge)?;
             }
             Settlement::GiveBack(back) => {
-                let given = back.give_back_ledgered(algorithm, self.state, now, Some(self.ledger));
+                let given = back.give_back_ledgered(
+                    algorithm,
+                    self.state,
+                    now,
+                    Some(crate::admission::Seen::total(self.ledger)),
+                );
                 if let Some((next, exact)) = given {
                     // An exact undo returns the word to one it held since the
                     // admission: nothing a later settlement must count.

@@ -140,7 +140,7 @@ impl Algorithm for LeakyQueue {
     /// and a [`part`](Admission::part) of it comes off the tail by the schedule's
     /// rule.)
     fn refund(&self, state: u64, admission: &Admission, now: u64) -> Option<u64> {
-        let last = admission.after() == Some(state) && admission.moved_since() == Some(0);
+        let last = admission.after() == Some(state) && !admission.others_given_back();
         Some(if last {
             quota_refund(&self.quota, state, admission, now)
         } else {

@@ -2,11 +2,12 @@
 
 use crossbeam_utils::CachePadded;
 
-use crate::admission::{Acquired, Admission, RefundLedger, Settlement};
+use crate::admission::{Acquired, Admission, Note, RefundLedger, Settlement};
 use crate::algorithm::charge::{standing, Charging};
 use crate::algorithm::Algorithm;
 use crate::clock::{Clock, DefaultClock};
 use crate::decision::{CheckError, Decision};
+use crate::refund_log::RunLog;
 use crate::word::AtomicWord;
 pub use crate::word::Transition;
 
@@ -33,6 +34,8 @@ pub struct RateLimiter<A, C = DefaultClock> {
     clock: C,
     // How far refunds moved the word back, and their turns (see `RefundLedger`).
     refunds: RefundLedger,
+    // Where the units refunds gave back came from (see `refund_log`).
+    given_back: RunLog,
     // Waiters in line for this limiter (`until_ready`), not its state.
     #[cfg(feature = "tokio")]
     pub(crate) line: crate::wait_line::WaitLine,
@@ -53,6 +56,7 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
             algorithm,
             clock,
             refunds: RefundLedger::new(),
+            given_back: RunLog::new(),
             #[cfg(feature = "tokio")]
             line: crate::wait_line::WaitLine::default(),
         }
@@ -65,6 +69,7 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
             algorithm: self.algorithm,
             clock,
             refunds: self.refunds,
+            given_back: self.given_back,
             #[cfg(feature = "tokio")]
             line: self.line,
         }
@@ -113,7 +118,7 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
     /// [`check_at`](Self::check_at), and when it admits, the [`Admission`] that gives
     /// its units back ([`refund`](Self::refund)).
     pub fn acquire_at(&self, now: u64, cost: u64) -> Result<Acquired, CheckError> {
-        let epoch = self.refunds.noted();
+        let note = self.refunds.note();
         let mut wrote = None;
         let decision = self.state.apply(|state| {
             let t = self.algorithm.decide(state, now, cost)?;
@@ -125,7 +130,8 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
         // admits without writing leaves an admission known by its time and cost.
         let admission = (decision.is_allowed() && cost > 0).then(|| {
             match wrote {
-                Some((before, after)) => Admission::of_word(now, cost, before, after, epoch),
+                Some((before, after)) => Admission::of_word(now, cost, before, after, note.total)
+                    .placed_if(self.refunds.placed(&note)),
                 None => Admission::new(now, cost),
             }
             .taken_from(self.refunds.origin(0))
@@ -170,24 +176,26 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
         if !admission.is_from(self.refunds.origin(0)) {
             return None;
         }
-        self.refunds.refunding(|total| {
-            let mut done = None;
-            let mut moved = 0;
-            self.state.update(|state| {
-                let now = now.unwrap_or_else(|| self.clock.now());
-                let given = admission.give_back_ledgered(&self.algorithm, state, now, Some(total));
-                done = given.map(|(next, _)| (state, next));
-                let moves = given.filter(|&(next, _)| next != state);
-                // An exact undo returns the word to one it held since the admission:
-                // nothing a later refund must count.
-                moved = match moves {
-                    Some((next, false)) => state.abs_diff(next),
-                    _ => 0,
-                };
-                moves.map(|(next, _)| next)
-            });
-            (done, moved)
-        })
+        self.refunds
+            .giving_back(&self.given_back, 1, admission, |seen| {
+                let mut done = None;
+                let mut moved = 0;
+                self.state.update(|state| {
+                    let now = now.unwrap_or_else(|| self.clock.now());
+                    let given =
+                        admission.give_back_ledgered(&self.algorithm, state, now, Some(seen));
+                    done = given.map(|(next, _)| (state, next));
+                    let moves = given.filter(|&(next, _)| next != state);
+                    // An exact undo returns the word to one it held since the admission:
+                    // nothing a later refund must count.
+                    moved = match moves {
+                        Some((next, false)) => state.abs_diff(next),
+                        _ => 0,
+                    };
+                    moves.map(|(next, _)| next)
+                });
+                (done, moved)
+            })
     }
 
     /// Takes `units` now whether or not they fit: a cost learned after the request
@@ -271,9 +279,14 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
         standing(&self.algorithm, self.state.load(), now)
     }
 
-    /// The refund ledger's total now, for a booking to note.
-    pub(crate) fn refunds_now(&self) -> u128 {
-        self.refunds.noted()
+    /// The refund ledger now, for a booking to note.
+    pub(crate) fn refunds_note(&self) -> Note {
+        self.refunds.note()
+    }
+
+    /// Whether no refund ran since `note` (read after a booking wrote).
+    pub(crate) fn refunds_placed(&self, note: &Note) -> bool {
+        self.refunds.placed(note)
     }
 
     /// Forgets everything admitted: the limiter is as new.

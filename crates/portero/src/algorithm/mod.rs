@@ -130,17 +130,17 @@ impl Admission {
             .map(|(next, _)| next)
     }
 
-    /// [`give_back`](Self::give_back), knowing the word's refund ledger total now
-    /// (`total`, read under the ledger's lock): the state after, and whether it is the
-    /// exact undo.
+    /// [`give_back`](Self::give_back), knowing the word's refund ledger now
+    /// (`ledger`, read under the ledger's lock): the state after, and whether it is
+    /// the exact undo.
     pub(crate) fn give_back_ledgered<A: Algorithm + ?Sized>(
         &self,
         algorithm: &A,
         state: u64,
         now: u64,
-        total: Option<u128>,
+        ledger: Option<crate::admission::Seen>,
     ) -> Option<(u64, bool)> {
-        self.give_back_with(state, now, total, |seen, now| {
+        self.give_back_with(state, now, ledger, |seen, now| {
             algorithm.refund(state, seen, now)
         })
     }

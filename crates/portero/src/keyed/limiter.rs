@@ -275,7 +275,7 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
     ) -> Result<Acquired, KeyedError> {
         let algorithm = self.algorithm.load();
         let tag = fingerprint.to_bits();
-        let epoch = self.table.ledger(tag).noted();
+        let note = self.table.ledger(tag).note();
         let probe = self.table.probe(tag);
         // As the check's hot path does: the bucket lines load while the hints are read.
         self.table.prefetch(probe);
@@ -288,7 +288,8 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
         };
         let admission = match wrote {
             Some((before, after)) if decision.is_allowed() && cost > 0 => Some(
-                Admission::of_word(now, cost, before, after, epoch)
+                Admission::of_word(now, cost, before, after, note.total)
+                    .placed_if(self.table.ledger(tag).placed(&note))
                     .taken_from(self.table.ledger(tag).origin(tag)),
             ),
             _ => None,

@@ -19,6 +19,7 @@ use super::slot::{pack, unpack, Slot};
 use crate::admission::{Admission, RefundLedger};
 use crate::algorithm::Algorithm;
 use crate::decision::{Decision, KeyedError};
+use crate::refund_log::RunLog;
 use crate::sync::{AtomicU64, AtomicUsize, Ordering, Prefetcher, SpinLock, COMPACT, LOOM};
 use crate::word::Transition;
 
@@ -41,6 +42,17 @@ pub enum Overflow {
 /// under a byte and a half per key. A neighbour's refund only makes a refund here
 /// give back less, and refunds of one ledger take turns.
 const BUCKETS_PER_LEDGER: usize = 4;
+
+/// One log of refunded places per this many ledgers, shared by the keys whose
+/// fingerprints pick it (a log serves one key at a time: a key that takes it over
+/// starts it afresh, and the one that had it gives back by the ledger's total alone,
+/// less than the log would have told). At most [`MOST_LOGS`]: about 0.6 byte per key
+/// at capacity, and 680 KiB at most.
+const LEDGERS_PER_LOG: usize = 64;
+/// Runs a table's log keeps (see `refund_log`).
+const TABLE_RUNS: usize = if LOOM { 2 } else { 16 };
+/// The most refund logs a table keeps.
+const MOST_LOGS: usize = 1024;
 
 /// Slots per bucket (two cache lines; small under loom, to keep models tractable).
 pub(crate) const BUCKET: usize = if LOOM { 2 } else { 8 };
@@ -67,6 +79,8 @@ pub(crate) struct Table {
     /// One refund ledger per [`BUCKETS_PER_LEDGER`] buckets, chosen by a key's first
     /// bucket (which never changes for a key): its keys' refunds take turns there.
     ledgers: Box<[RefundLedger]>,
+    /// Where refunds gave back from, a log per key at a time (see [`LEDGERS_PER_LOG`]).
+    logs: Box<[RunLog<TABLE_RUNS>]>,
     buckets: usize,
     max_keys: usize,
     keys: AtomicUsize,
@@ -91,6 +105,12 @@ impl Table {
             hints: filled(buckets, || AtomicU64::new(0))?,
             locks: filled(buckets, SpinLock::new)?,
             ledgers: filled(buckets.div_ceil(BUCKETS_PER_LEDGER), RefundLedger::new)?,
+            logs: filled(
+                buckets
+                    .div_ceil(BUCKETS_PER_LEDGER * LEDGERS_PER_LOG)
+                    .min(MOST_LOGS),
+                RunLog::new,
+            )?,
             buckets,
             max_keys,
             keys: AtomicUsize::new(0),
@@ -116,6 +136,7 @@ impl Table {
             + self.hints.len() * core::mem::size_of::<AtomicU64>()
             + self.locks.len() * core::mem::size_of::<SpinLock>()
             + self.ledgers.len() * core::mem::size_of::<RefundLedger>()
+            + self.logs.len() * core::mem::size_of::<RunLog<TABLE_RUNS>>()
     }
 
     /// `tag`'s two candidate buckets, from independent bits of the fingerprint: the
@@ -490,10 +511,12 @@ impl Table {
             return None;
         }
         let p = self.probe(tag);
-        self.ledger(tag).refunding(|total| {
+        // The log by bits the buckets do not use: keys of one ledger spread over logs.
+        let log = &self.logs[reduce(tag.rotate_left(24), self.logs.len())];
+        self.ledger(tag).giving_back(log, tag, admission, |seen| {
             while let Some((i, w)) = self.find(p) {
                 let state = unpack(w).1;
-                let Some((next, undo)) = admission.give_back_ledgered(a, state, now(), Some(total))
+                let Some((next, undo)) = admission.give_back_ledgered(a, state, now(), Some(seen))
                 else {
                     return (None, 0);
                 };

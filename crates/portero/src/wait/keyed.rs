@@ -159,7 +159,7 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
         }
         a.book(fresh, now, cost)?;
         let p = self.table.probe(self.fingerprint(key));
-        let epoch = self.table.ledger(p.tag()).noted();
+        let note = self.table.ledger(p.tag()).note();
         loop {
             let booked = self.table.update_with(p, |state| {
                 let Some((ready_at, after)) = a.book(state, now, cost) else {
@@ -185,8 +185,10 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
                     Err(e) => return Some(Err(WaitError::Keyed(e))),
                 },
             };
-            let admission =
-                wrote.map(|(before, after)| Admission::of_word(now, cost, before, after, epoch));
+            let placed = self.table.ledger(p.tag()).placed(&note);
+            let admission = wrote.map(|(before, after)| {
+                Admission::of_word(now, cost, before, after, note.total).placed_if(placed)
+            });
             return Some(Ok(KeyedReservation {
                 limiter: self,
                 tag: p.tag(),

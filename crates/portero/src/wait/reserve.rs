@@ -133,12 +133,13 @@ impl<C: Clock> RateLimiter<Gcra, C> {
         max_wait: Duration,
     ) -> Result<Reservation<'static, C>, ReserveError> {
         let now = self.clock().now();
-        let epoch = self.refunds_now();
+        let note = self.refunds_note();
         let (ready_at, before, after) = self.book(now, cost, max_wait)?;
         Ok(Reservation {
             limiter: Handle::Shared(self.clone()),
             ready_at,
-            admission: Admission::of_word(now, cost, before, after, epoch),
+            admission: Admission::of_word(now, cost, before, after, note.total)
+                .placed_if(self.refunds_placed(&note)),
             ready_now: ready_at <= now,
             done: false,
         })
@@ -176,12 +177,13 @@ impl<C: Clock> RateLimiter<Gcra, C> {
         cost: u64,
         max_wait: Duration,
     ) -> Result<Reservation<'_, C>, ReserveError> {
-        let epoch = self.refunds_now();
+        let note = self.refunds_note();
         let (ready_at, before, after) = self.book(now, cost, max_wait)?;
         Ok(Reservation {
             limiter: Handle::Borrowed(self),
             ready_at,
-            admission: Admission::of_word(now, cost, before, after, epoch),
+            admission: Admission::of_word(now, cost, before, after, note.total)
+                .placed_if(self.refunds_placed(&note)),
             ready_now: ready_at <= now,
             done: false,
         })
