@@ -29,6 +29,8 @@ use crate::sync::{AtomicU64, Ordering::Relaxed, SpinLock, LOOM};
 /// Runs the log of one limiter's word keeps (small under loom, to keep models
 /// tractable): enough for 64 refunds in flight landing in any order to lose little.
 pub(crate) const WORD_RUNS: usize = if LOOM { 2 } else { 16 };
+/// The most runs any log keeps (what a log's merge works in).
+const MOST_RUNS: usize = 16;
 
 /// One run's fields, in atomics read and written under the log's lock (plain values
 /// would need `unsafe`; the lock orders them).
@@ -59,6 +61,7 @@ pub(crate) struct RunLog<const RUNS: usize = WORD_RUNS> {
 impl<const RUNS: usize> RunLog<RUNS> {
     /// An empty log, owned by nobody.
     pub(crate) fn new() -> Self {
+        const { assert!(RUNS >= 1 && RUNS <= MOST_RUNS) };
         Self {
             lock: SpinLock::new(),
             owner: AtomicU64::new(0),
@@ -75,11 +78,14 @@ impl<const RUNS: usize> RunLog<RUNS> {
     /// give-backs behind an admission that ended at `place`.
     pub(crate) fn behind(&self, owner: u64, place: u128) -> u128 {
         let _turn = self.lock.lock();
-        let (n, spans) = self.read(owner);
-        spans[..n]
+        if self.owner.load(Relaxed) != owner {
+            return 0;
+        }
+        let n = (self.len.load(Relaxed) as usize).min(RUNS);
+        self.runs[..n]
             .iter()
-            .filter(|s| s.start >= place)
-            .map(|s| u128::from(s.given))
+            .filter(|run| wide(&run.start) >= place)
+            .map(|run| u128::from(run.given.load(Relaxed)))
             .sum()
     }
 
@@ -89,8 +95,8 @@ impl<const RUNS: usize> RunLog<RUNS> {
         let _turn = self.lock.lock();
         let (mut n, spans) = self.read(owner);
         // One more than the log holds: the new run before any merge.
-        let mut all = [Span::default(); 65];
-        let all = &mut all[..=RUNS.min(64)];
+        let mut all = [Span::default(); MOST_RUNS + 1];
+        let all = &mut all[..=RUNS.min(MOST_RUNS)];
         all[..n].copy_from_slice(&spans[..n]);
         let at = all[..n].iter().take_while(|s| s.start < start).count();
         all.copy_within(at..n, at + 1);

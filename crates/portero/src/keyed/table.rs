@@ -38,17 +38,19 @@ pub enum Overflow {
     EvictSoonestFull,
 }
 
-/// Buckets that share one refund ledger: about 18 keys at the table's fill, for
-/// under a byte and a half per key. A neighbour's refund only makes a refund here
-/// give back less, and refunds of one ledger take turns.
-const BUCKETS_PER_LEDGER: usize = 4;
+/// Buckets that share one refund ledger: about 71 keys at the table's fill, for
+/// about a third of a byte per key (with the logs below, the table stays under 32
+/// bytes a key at a million keys). A neighbour's refund only makes a refund here
+/// give back less (and the log of places tells most of those apart), and refunds of
+/// one ledger take turns.
+const BUCKETS_PER_LEDGER: usize = 16;
 
 /// One log of refunded places per this many ledgers, shared by the keys whose
 /// fingerprints pick it (a log serves one key at a time: a key that takes it over
 /// starts it afresh, and the one that had it gives back by the ledger's total alone,
-/// less than the log would have told). At most [`MOST_LOGS`]: about 0.6 byte per key
+/// less than the log would have told). At most [`MOST_LOGS`]: about 0.3 byte per key
 /// at capacity, and 680 KiB at most.
-const LEDGERS_PER_LOG: usize = 64;
+const LEDGERS_PER_LOG: usize = 32;
 /// Runs a table's log keeps (see `refund_log`).
 const TABLE_RUNS: usize = if LOOM { 2 } else { 16 };
 /// The most refund logs a table keeps.
