@@ -278,7 +278,7 @@ impl Admission {
     }
 
     /// The noted total of the word's ledger, if the admission noted one.
-    const fn noted_total(&self) -> Option<u128> {
+    pub(crate) const fn noted_total(&self) -> Option<u128> {
         match self.ledger {
             (tag, low) if tag.get() >= NOTED => {
                 Some(((((tag.get() - NOTED) >> 2) as u128) << 64) | low as u128)
@@ -584,13 +584,27 @@ impl RefundLedger {
     /// returns what it moved the word back by (0 for nothing or an exact undo),
     /// which is added before the lock is let go.
     pub(crate) fn refunding<T>(&self, attempt: impl FnOnce(u128) -> (T, u64)) -> T {
-        use crate::sync::Ordering::{AcqRel, Release};
         let _turn = self.lock.lock();
-        self.turns.fetch_add(1, AcqRel);
+        let turn = self.begin_turn();
         let (out, moved) = attempt(self.noted());
         self.add(moved);
-        self.turns.fetch_add(1, Release);
+        self.end_turn(turn);
         out
+    }
+
+    /// Marks a refund running (the caller holds the lock, so only it writes `turns`):
+    /// the word's compare-and-swap that follows releases this store with it.
+    fn begin_turn(&self) -> u64 {
+        use crate::sync::Ordering::Relaxed;
+        let turn = self.turns.load(Relaxed).wrapping_add(1);
+        self.turns.store(turn, Relaxed);
+        turn
+    }
+
+    /// Marks the refund begun at `turn` done, after its total was added.
+    fn end_turn(&self, turn: u64) {
+        self.turns
+            .store(turn.wrapping_add(1), crate::sync::Ordering::Release);
     }
 
     /// Gives `admission` back under the ledger's lock, the way [`refunding`] does,
@@ -607,8 +621,11 @@ impl RefundLedger {
     ) -> T {
         let place = admission.place();
         self.refunding(|total| {
+            // Nothing given back since the admission: nothing to tell apart.
             let behind = match place {
-                Some((_, end, true)) => log.behind(owner, end),
+                Some((_, end, true)) if admission.noted_total() != Some(total) => {
+                    log.behind(owner, end)
+                }
                 _ => 0,
             };
             let (out, moved) = attempt(Seen { total, behind });
@@ -640,17 +657,14 @@ impl RefundLedger {
     /// configuration its refund would read.
     #[cfg(feature = "alloc")]
     pub(crate) fn all_back(ledgers: &[RefundLedger], change: impl FnOnce()) {
-        use crate::sync::Ordering::{AcqRel, Release};
-        let turns: alloc::vec::Vec<_> = ledgers.iter().map(|l| l.lock.lock()).collect();
-        for ledger in ledgers {
-            ledger.turns.fetch_add(1, AcqRel);
-        }
+        let locks: alloc::vec::Vec<_> = ledgers.iter().map(|l| l.lock.lock()).collect();
+        let turns: alloc::vec::Vec<_> = ledgers.iter().map(|l| l.begin_turn()).collect();
         change();
-        for ledger in ledgers {
+        for (ledger, turn) in ledgers.iter().zip(turns) {
             ledger.add(u64::MAX);
-            ledger.turns.fetch_add(1, Release);
+            ledger.end_turn(turn);
         }
-        drop(turns);
+        drop(locks);
     }
 }
 
