@@ -23,6 +23,8 @@ pub mod book {
     pub mod tokens_and_logins {}
     #[doc = include_str!("../../docs/book/redis.md")]
     pub mod redis {}
+    #[doc = include_str!("../../docs/book/gateway.md")]
+    pub mod gateway {}
     #[doc = include_str!("../../docs/book/edge.md")]
     pub mod edge {}
     #[doc = include_str!("../../docs/book/choosing.md")]

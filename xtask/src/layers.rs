@@ -24,6 +24,7 @@ const CRATES: &[&str] = &[
     "crates/portero-http",
     "crates/portero-redis",
     "crates/portero-lab",
+    "crates/portero-server",
     "wasm",
 ];
 /// The core's layers, lowest first: a file may import its own layer and those before.

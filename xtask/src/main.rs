@@ -197,7 +197,37 @@ fn setup() -> Step {
     if output("redis-server", &["--version"]).is_none() {
         install_redis()?;
     }
-    Ok(())
+    grpc_client()
+}
+
+/// The gRPC client portero-server's tests call it with, written by nobody here:
+/// Python's grpcio and Envoy's protos as the gRPC project publishes them
+/// (`xds-protos`), in a virtual environment of the repository's own (`.venv-grpc`).
+fn grpc_client() -> Step {
+    const VENV: &str = ".venv-grpc";
+    const PACKAGES: [&str; 2] = ["grpcio==1.85.4", "xds-protos==1.85.0"];
+    let python = format!("{VENV}/bin/python");
+    let have = output(
+        &python,
+        &[
+            "-c",
+            "import grpc, envoy.service.ratelimit.v3.rls_pb2_grpc as s; print(grpc.__version__)",
+        ],
+    )
+    .unwrap_or_default();
+    if have.trim() == "1.85.4" {
+        return Ok(());
+    }
+    run("python3", &["-m", "venv", VENV], &[])?;
+    let mut install = vec![
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+    ];
+    install.extend(PACKAGES);
+    run(&python, &install, &[])
 }
 
 /// redis-server from Debian's packages (`sudo` when not root).

@@ -1,0 +1,133 @@
+//! The counters behind the rules: one keyed table of aligned fixed windows per rule,
+//! built when the configuration loads, and one per distinct limit a request brings
+//! itself (a descriptor's `limit` override).
+//!
+//! Invariant: every table holds at most `max_keys` descriptor values, so a flood of
+//! values cannot grow the server's memory; a full table makes room by dropping the
+//! key whose window is soonest full again ([`Overflow::EvictSoonestFull`]: the client
+//! of a dropped key may get up to the units it had used back, at most its limit).
+//! Distinct overrides are capped at [`MOST_OVERRIDES`].
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use portero::{FixedWindow, KeyedLimiter, ManualClock, Overflow, Quota};
+
+use crate::config::tree::{Allowance, Tree};
+use crate::config::unit::Unit;
+
+/// A rule's counters: a window per descriptor value. The time is the caller's (ns
+/// since the Unix epoch), so windows align on the epoch as envoyproxy/ratelimit's do.
+pub type Windows = KeyedLimiter<String, FixedWindow, ManualClock>;
+
+/// The most distinct `(requests_per_unit, unit)` overrides kept at once.
+pub const MOST_OVERRIDES: usize = 64;
+
+/// What one rule counts with.
+#[derive(Debug)]
+pub enum Store {
+    /// `requests_per_unit` per window, per descriptor value.
+    Windows(Arc<Windows>),
+    /// `requests_per_unit: 0`: every request refused, nothing counted.
+    Refuse,
+    /// `unlimited`: every request admitted, nothing counted.
+    Unlimited,
+}
+
+/// The stores of every rule of a tree, and of the overrides requests bring.
+#[derive(Debug)]
+pub struct Limits {
+    rules: Vec<Store>,
+    overrides: Mutex<HashMap<(u32, Unit), Arc<Windows>>>,
+    max_keys: usize,
+}
+
+/// A limit a request asked for that cannot be kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TooManyOverrides;
+
+impl Limits {
+    /// Stores for every rule of `tree`, each holding at most `max_keys` values.
+    pub fn new(tree: &Tree, max_keys: usize) -> Self {
+        let rules = tree
+            .rules()
+            .iter()
+            .map(|rule| store_of(rule.allowance, max_keys))
+            .collect();
+        Self {
+            rules,
+            overrides: Mutex::new(HashMap::new()),
+            max_keys,
+        }
+    }
+
+    /// Rule `index`'s store.
+    pub fn rule(&self, index: usize) -> &Store {
+        &self.rules[index]
+    }
+
+    /// The store of an override of `requests_per_unit` per `unit`.
+    pub fn overridden(
+        &self,
+        requests_per_unit: u32,
+        unit: Unit,
+    ) -> Result<Store, TooManyOverrides> {
+        if requests_per_unit == 0 {
+            return Ok(Store::Refuse);
+        }
+        let mut kept = self.overrides.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(windows) = kept.get(&(requests_per_unit, unit)) {
+            return Ok(Store::Windows(windows.clone()));
+        }
+        if kept.len() >= MOST_OVERRIDES {
+            return Err(TooManyOverrides);
+        }
+        let Store::Windows(windows) = store_of(
+            Allowance::Limited {
+                requests_per_unit,
+                unit,
+            },
+            self.max_keys,
+        ) else {
+            return Ok(Store::Refuse);
+        };
+        kept.insert((requests_per_unit, unit), windows.clone());
+        Ok(Store::Windows(windows))
+    }
+}
+
+impl Clone for Store {
+    fn clone(&self) -> Self {
+        match self {
+            Self::Windows(w) => Self::Windows(w.clone()),
+            Self::Refuse => Self::Refuse,
+            Self::Unlimited => Self::Unlimited,
+        }
+    }
+}
+
+fn store_of(allowance: Allowance, max_keys: usize) -> Store {
+    match allowance {
+        Allowance::Unlimited => Store::Unlimited,
+        Allowance::Limited {
+            requests_per_unit: 0,
+            ..
+        } => Store::Refuse,
+        Allowance::Limited {
+            requests_per_unit,
+            unit,
+        } => {
+            let window =
+                Quota::from_nanos(u64::from(requests_per_unit), unit.seconds() * 1_000_000_000)
+                    .and_then(FixedWindow::new);
+            match window {
+                Ok(window) => Store::Windows(Arc::new(
+                    KeyedLimiter::with_clock(window, max_keys, ManualClock::new())
+                        .overflow(Overflow::EvictSoonestFull),
+                )),
+                // A u32 count per at most 365 days always makes a quota.
+                Err(_) => Store::Refuse,
+            }
+        }
+    }
+}

@@ -1,0 +1,106 @@
+//! `portero-server`: Envoy's rate-limit service (gRPC) and envoyproxy/ratelimit's HTTP
+//! side, configured by envoyproxy/ratelimit's YAML files.
+//!
+//! Once both ports are bound it prints one line, `listening grpc=ADDR http=ADDR`, so
+//! a supervisor (or a test) asked for port 0 learns the ports it got. It stops on
+//! Ctrl-C or SIGTERM, finishing the requests in flight.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::Parser;
+use portero_server::gateway::Gateway;
+use portero_server::{config, http, rls};
+
+/// Envoy's rate-limit service, deciding with portero.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Args {
+    /// envoyproxy/ratelimit configuration files, or directories of them (`.yaml`,
+    /// `.yml`).
+    #[arg(long = "config", required = true)]
+    config: Vec<PathBuf>,
+    /// Where the gRPC service listens.
+    #[arg(long, default_value = "127.0.0.1:8081")]
+    grpc: SocketAddr,
+    /// Where `/json`, `/healthcheck` and `/metrics` are served.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    http: SocketAddr,
+    /// The most descriptor values each rule keeps counters for (a flood of values
+    /// cannot grow memory past it).
+    #[arg(long, default_value_t = 100_000)]
+    max_keys: usize,
+    /// Answer OK to every request, counting as usual (global shadow mode).
+    #[arg(long)]
+    shadow: bool,
+}
+
+#[tokio::main]
+async fn main() {
+    let args = Args::parse();
+    let tree = match config::load(&args.config) {
+        Ok(tree) => tree,
+        Err(e) => {
+            eprintln!("portero-server: configuration refused: {e}");
+            std::process::exit(2);
+        }
+    };
+    let gateway = Arc::new(Gateway::new(tree, args.max_keys.max(1), args.shadow));
+    if let Err(e) = serve(&args, gateway).await {
+        eprintln!("portero-server: {e}");
+        std::process::exit(1);
+    }
+}
+
+async fn serve(args: &Args, gateway: Arc<Gateway>) -> std::io::Result<()> {
+    let grpc = tokio::net::TcpListener::bind(args.grpc).await?;
+    let web = tokio::net::TcpListener::bind(args.http).await?;
+    println!(
+        "listening grpc={} http={}",
+        grpc.local_addr()?,
+        web.local_addr()?
+    );
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let until = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    let grpc_server = tonic::transport::Server::builder()
+        .add_service(rls::Rls(gateway.clone()).server())
+        .serve_with_incoming_shutdown(
+            tonic::transport::server::TcpIncoming::from(grpc),
+            until(stopped.clone()),
+        );
+    let http_server =
+        axum::serve(web, http::router(gateway)).with_graceful_shutdown(until(stopped.clone()));
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        let _ = stop.send(true);
+    });
+    let (g, h) = tokio::join!(grpc_server, http_server);
+    g.map_err(std::io::Error::other)?;
+    h
+}
+
+/// Ctrl-C, or SIGTERM where there is one.
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = tokio::signal::ctrl_c().await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

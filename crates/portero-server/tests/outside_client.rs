@@ -1,0 +1,233 @@
+//! The server as Envoy meets it: the binary started on loopback ports of its own, a
+//! gRPC client nobody here wrote (Python's grpcio with Envoy's protos as the gRPC
+//! project publishes them) calling `ShouldRateLimit` over the socket, and the HTTP
+//! side (`/json`, `/healthcheck`, `/metrics`) read by hand. The client comes from
+//! `cargo xtask setup` (`.venv-grpc`); without it the test fails and says so.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use serde_json::Value;
+
+/// The server's process, stopped by its own id when the test ends.
+struct Server {
+    child: Child,
+    grpc: String,
+    http: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn start(config: &str) -> Server {
+    let dir = std::env::temp_dir().join(format!("portero-server-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("rl.yaml");
+    std::fs::write(&file, config).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_portero-server"))
+        .args([
+            "--config",
+            file.to_str().unwrap(),
+            "--grpc",
+            "127.0.0.1:0",
+            "--http",
+            "127.0.0.1:0",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("the server starts");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let field = |name: &str| {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(name))
+            .unwrap_or_else(|| panic!("no {name} in {line:?}"))
+            .to_string()
+    };
+    Server {
+        grpc: field("grpc="),
+        http: field("http="),
+        child,
+    }
+}
+
+const CONFIG: &str = "domain: rl\ndescriptors:\n  - key: user\n    rate_limit:\n      unit: minute\n      requests_per_unit: 3\n  - key: tenant\n    rate_limit:\n      unit: hour\n      requests_per_unit: 1\n";
+
+fn python() -> PathBuf {
+    let python = workspace().join(".venv-grpc/bin/python");
+    assert!(
+        python.exists(),
+        "{} is missing: run `cargo xtask setup` (it installs grpcio and xds-protos there)",
+        python.display()
+    );
+    python
+}
+
+/// One HTTP/1.1 exchange: the status and the body.
+fn http(at: &str, method: &str, path: &str, body: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(at).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let status = out[9..12].parse().unwrap();
+    let body = out
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_string();
+    (status, body)
+}
+
+#[test]
+fn envoy_s_client_over_grpc_and_the_http_side() {
+    let python = python();
+    let server = start(CONFIG);
+    let out = Command::new(&python)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/outside/rls_client.py"))
+        .arg(&server.grpc)
+        .output()
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let calls: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let verdict = |i: usize| {
+        (
+            calls[i]["overall"].as_str().unwrap_or("-").to_string(),
+            calls[i]["statuses"][0][1].as_u64(),
+        )
+    };
+    // Three a minute for alice, then over; each status carries the limit and the reset.
+    for (i, left) in [2, 1, 0].into_iter().enumerate() {
+        assert_eq!(
+            verdict(i),
+            ("OK".into(), Some(left)),
+            "call {i}: {}",
+            calls[i]
+        );
+    }
+    assert_eq!(verdict(3), ("OVER_LIMIT".into(), Some(0)));
+    assert_eq!(calls[0]["statuses"][0][2], 3);
+    assert_eq!(calls[0]["statuses"][0][3], "MINUTE");
+    let reset = calls[0]["statuses"][0][4].as_u64().unwrap();
+    assert!(reset <= 60, "{reset}");
+    // Malformed: an empty domain, 10,000 descriptors, a huge hits_addend.
+    for i in [4, 5, 6] {
+        assert_eq!(
+            calls[i]["error"], "INVALID_ARGUMENT",
+            "call {i}: {}",
+            calls[i]
+        );
+    }
+    // ... and nothing was charged: bob still has 3, minus this one.
+    assert_eq!(verdict(7), ("OK".into(), Some(2)));
+    // hits_addend 2 for the request; 0 for a descriptor only asks.
+    assert_eq!(verdict(8), ("OK".into(), Some(1)));
+    assert_eq!(verdict(9), ("OK".into(), Some(1)));
+    // An unknown domain is not limited.
+    assert_eq!(calls[10]["overall"], "OK");
+    assert_eq!(calls[10]["statuses"][0][2], Value::Null);
+    // All or none: dave and the tenant pass (the tenant's one an hour taken); erin is
+    // refused by the tenant, and her own limit is not charged.
+    assert_eq!(calls[11]["overall"], "OK");
+    assert_eq!(calls[12]["overall"], "OVER_LIMIT");
+    assert_eq!(calls[12]["statuses"][0][0], "OK");
+    assert_eq!(
+        calls[12]["statuses"][0][1], 3,
+        "erin uncharged: {}",
+        calls[12]
+    );
+    assert_eq!(calls[12]["statuses"][1][0], "OVER_LIMIT");
+
+    // The HTTP side shares the same counters.
+    let ask = r#"{"domain":"rl","descriptors":[{"entries":[{"key":"user","value":"alice"}]}]}"#;
+    let (status, body) = http(&server.http, "POST", "/json", ask);
+    assert_eq!(status, 429, "{body}");
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(answer["overallCode"], "OVER_LIMIT");
+    assert_eq!(answer["statuses"][0]["currentLimit"]["requestsPerUnit"], 3);
+    let fresh = r#"{"domain":"rl","descriptors":[{"entries":[{"key":"user","value":"frank"}]}],"hitsAddend":2}"#;
+    let (status, body) = http(&server.http, "POST", "/json", fresh);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap()["statuses"][0]["limitRemaining"],
+        1
+    );
+    assert_eq!(http(&server.http, "POST", "/json", "{not json").0, 400);
+    assert_eq!(
+        http(
+            &server.http,
+            "POST",
+            "/json",
+            r#"{"domain":"","descriptors":[]}"#
+        )
+        .0,
+        400
+    );
+    assert_eq!(
+        http(&server.http, "GET", "/healthcheck", ""),
+        (200, "OK".into())
+    );
+    let (status, metrics) = http(&server.http, "GET", "/metrics", "");
+    assert_eq!(status, 200);
+    assert!(
+        metrics.contains("portero_ratelimit_over_limit{key=\"rl.user\"} 2"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("portero_ratelimit_decisions_total{result=\"malformed\"} 5"),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn a_malformed_file_keeps_the_server_from_starting_and_says_why() {
+    let dir = std::env::temp_dir().join(format!("portero-server-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("bad.yaml");
+    std::fs::write(
+        &file,
+        "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: fortnight\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_portero-server"))
+        .args([
+            "--config",
+            file.to_str().unwrap(),
+            "--grpc",
+            "127.0.0.1:0",
+            "--http",
+            "127.0.0.1:0",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("bad.yaml") && said.contains("invalid rate limit unit 'fortnight'"),
+        "{said}"
+    );
+}
