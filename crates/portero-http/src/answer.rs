@@ -59,7 +59,8 @@ pub fn too_costly<B: From<&'static str>>() -> Response<B> {
     json(StatusCode::PAYLOAD_TOO_LARGE, TOO_COSTLY_BODY)
 }
 
-/// The body of every 503 this crate answers (the same shape as the 429's).
+/// The body of the 503 of a shed request (the overload layers; the same shape as the
+/// 429's).
 pub const SERVICE_UNAVAILABLE_BODY: &str = r#"{"error":"service overloaded"}"#;
 
 /// 503 Service Unavailable with `Retry-After: retry_after` (a value from
@@ -67,6 +68,21 @@ pub const SERVICE_UNAVAILABLE_BODY: &str = r#"{"error":"service overloaded"}"#;
 /// `application/json`, so a client reads every refusal the same way.
 pub fn service_unavailable<B: From<&'static str>>(retry_after: &HeaderValue) -> Response<B> {
     let mut response = json(StatusCode::SERVICE_UNAVAILABLE, SERVICE_UNAVAILABLE_BODY);
+    response
+        .headers_mut()
+        .insert(RETRY_AFTER, retry_after.clone());
+    response
+}
+
+/// The body of the 503 a limit answers when its shared store did not answer and its
+/// outage policy refuses without deciding (fail closed): the limit is unavailable,
+/// not the service overloaded and not the client over its limit.
+pub const LIMIT_UNAVAILABLE_BODY: &str = r#"{"error":"rate limit unavailable"}"#;
+
+/// 503 Service Unavailable with `Retry-After: retry_after` and
+/// [`LIMIT_UNAVAILABLE_BODY`] as `application/json`.
+pub fn limit_unavailable<B: From<&'static str>>(retry_after: &HeaderValue) -> Response<B> {
+    let mut response = json(StatusCode::SERVICE_UNAVAILABLE, LIMIT_UNAVAILABLE_BODY);
     response
         .headers_mut()
         .insert(RETRY_AFTER, retry_after.clone());

@@ -33,6 +33,9 @@ pub enum KeyError {
     /// An extension an earlier layer should have inserted is missing (the layers are
     /// in the wrong order); the type's name.
     MissingExtension(&'static str),
+    /// The key function panicked (a bug in it): the request is answered 500 instead of
+    /// losing its connection.
+    Panicked,
 }
 
 impl fmt::Display for KeyError {
@@ -48,6 +51,10 @@ impl fmt::Display for KeyError {
                 f,
                 "the request has no {name} extension: the layer that inserts it must \
                  run before (outside) the rate-limit layer"
+            ),
+            Self::Panicked => f.write_str(
+                "the key function panicked (see the panic message above); the request \
+                 was answered 500",
             ),
         }
     }

@@ -75,8 +75,9 @@ mod shed;
 mod throttle;
 
 pub use answer::{
-    limit_failed, service_unavailable, too_costly, too_many_requests, too_many_requests_for,
-    LIMIT_FAILED_BODY, SERVICE_UNAVAILABLE_BODY, TOO_COSTLY_BODY, TOO_MANY_REQUESTS_BODY,
+    limit_failed, limit_unavailable, service_unavailable, too_costly, too_many_requests,
+    too_many_requests_for, LIMIT_FAILED_BODY, LIMIT_UNAVAILABLE_BODY, SERVICE_UNAVAILABLE_BODY,
+    TOO_COSTLY_BODY, TOO_MANY_REQUESTS_BODY,
 };
 pub use backoff::{retry_after, Backoff, BackoffError, DEFAULT_MAX_WAIT, MAX_WAIT_LIMIT};
 pub use breaker::{

@@ -72,14 +72,15 @@ async fn two_instances_share_one_limit_and_answer_429() {
     assert_eq!(r.status(), StatusCode::OK);
     assert_eq!(r.headers()["ratelimit-source"], "fallback");
     // Failing closed decides nothing: an outage, not a client over its limit (it was
-    // a 429 "rate limit exceeded" with the shared quota).
+    // a 429 "rate limit exceeded" with the shared quota), and no fallback decided it
+    // (it said `fallback` and "service overloaded" with none configured).
     let r = a.clone().oneshot(request(Some("carol"))).await.unwrap();
     assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
-    assert_eq!(r.headers()["ratelimit-source"], "fallback");
+    assert_eq!(r.headers()["ratelimit-source"], "unavailable");
     assert_eq!(r.headers()["retry-after"], "1");
     assert_eq!(r.headers()["content-type"], "application/json");
     let body = axum::body::to_bytes(r.into_body(), 1_000).await.unwrap();
-    assert_eq!(body, portero_http::SERVICE_UNAVAILABLE_BODY);
+    assert_eq!(body, portero_http::LIMIT_UNAVAILABLE_BODY);
 }
 
 /// Requests whose key function finds no key (a client that leaves out the header)

@@ -50,7 +50,7 @@ async fn cancelled_checks_neither_close_nor_hold_the_breaker() {
         let _ = tokio::time::timeout(Duration::from_millis(20), impatient).await;
         let started = Instant::now();
         let r = app.clone().oneshot(request(Some("alice"))).await.unwrap();
-        assert_eq!(field(&r, "ratelimit-source"), Some("fallback"));
+        assert_eq!(field(&r, "ratelimit-source"), Some("unavailable"));
         patient_waits += usize::from(started.elapsed() >= timeout);
     }
     assert_eq!(patient_waits, 3, "the three patient checks that trip it");
@@ -277,7 +277,7 @@ async fn a_batch_redis_does_not_answer_gets_each_limits_own_outage_policy() {
     let refused = send_all(&both(&open, &closed), 1, with_tenant).await;
     // Failing closed decides nothing: the outage answer.
     assert_eq!(refused[0].status(), StatusCode::SERVICE_UNAVAILABLE);
-    assert_eq!(field(&refused[0], "ratelimit-source"), Some("fallback"));
+    assert_eq!(field(&refused[0], "ratelimit-source"), Some("unavailable"));
     let admitted = send_all(&both(&open, &open), 1, with_tenant).await;
     assert_eq!(admitted[0].status(), StatusCode::OK);
 }

@@ -42,10 +42,24 @@ impl<'a> ResponseHead<'a> {
     }
 
     /// A field's value as a count of units (`x-usage-tokens: 1938`): `None` when
-    /// absent or not a plain decimal number.
+    /// absent or not a plain decimal number (ASCII digits only, spaces around
+    /// allowed: no sign, no `0x`, nothing past `u64::MAX`).
+    ///
+    /// ```
+    /// # use portero_http::ResponseHead;
+    /// let mut fields = http::HeaderMap::new();
+    /// fields.insert("x-usage", http::HeaderValue::from_static("+5"));
+    /// let extensions = http::Extensions::new();
+    /// let head = ResponseHead::new(http::StatusCode::OK, &fields, &extensions);
+    /// assert_eq!(head.units("x-usage"), None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn units(&self, field: &str) -> Option<u64> {
-        let value = self.headers.get(field)?.to_str().ok()?;
-        value.trim().parse().ok()
+        let value = self.headers.get(field)?.to_str().ok()?.trim();
+        if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        value.parse().ok()
     }
 }
 

@@ -486,7 +486,14 @@ impl<St, F, R> Limit<St, F, R> {
     where
         F: Fn(&Request<B>) -> KR,
     {
-        match (self.key)(request).into_key() {
+        // A key function of the caller's that panics is a bug of theirs: answered like
+        // a key that cannot be told (500, said once on stderr), never a dropped
+        // connection. Nothing of this limit's was held while it ran.
+        let found = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            (self.key)(request).into_key()
+        }))
+        .unwrap_or(Err(crate::keys::KeyError::Panicked));
+        match found {
             Ok(Some(key)) => Ok(Some(key)),
             Ok(None) => match self.when_no_key.unwrap_or(no_key) {
                 crate::limit::options::WhenNoKey::SharedBucket => Ok(None),

@@ -6,11 +6,13 @@ use http::{HeaderMap, Response};
 
 use super::options::OutageAnswer;
 use super::plan::{AppliedList, Plan, Refusal};
-use crate::answer::{limit_failed, rate_limited, service_unavailable, too_costly};
+use crate::answer::{limit_failed, limit_unavailable, rate_limited, too_costly};
 use crate::headers;
 use crate::observe;
 
-/// `RateLimit-Source`, `fallback` on a response an outage policy decided.
+/// `RateLimit-Source`: `fallback` on a response an outage policy's fallback decided,
+/// `unavailable` on one its shared store could not decide and no fallback did (fail
+/// closed).
 ///
 /// ```
 /// # let response = http::Response::new(());
@@ -61,8 +63,11 @@ pub(crate) fn write_fields<B>(
             headers::insert_legacy(fields, &a.decision, plan.policy_of(a));
         }
     }
-    if applied.iter().any(|a| a.source.is_outage_policy()) {
-        fields.insert(RATELIMIT_SOURCE, HeaderValue::from_static("fallback"));
+    if let Some(a) = applied.iter().find(|a| a.source.is_outage_policy()) {
+        fields.insert(
+            RATELIMIT_SOURCE,
+            HeaderValue::from_static(a.source.as_str()),
+        );
     }
 }
 
@@ -78,10 +83,13 @@ where
         } if plan.outage_answer == OutageAnswer::ServiceUnavailable => {
             let a = &applied.as_slice()[refused_by];
             let wait = headers::retry_after_value(a.decision.retry_after());
-            let mut response = service_unavailable(&wait);
+            let mut response = limit_unavailable(&wait);
             if a.source.is_outage_policy() {
                 let fields = response.headers_mut();
-                fields.insert(RATELIMIT_SOURCE, HeaderValue::from_static("fallback"));
+                fields.insert(
+                    RATELIMIT_SOURCE,
+                    HeaderValue::from_static(a.source.as_str()),
+                );
             }
             response
         }
