@@ -1,7 +1,13 @@
 //! The server's state: the configuration's tree, the counters behind its rules and
 //! the statistics, shared by the gRPC and HTTP doors, which both decide through
 //! [`Gateway::decide`].
+//!
+//! Invariant: a request is decided entirely on one configuration (a snapshot taken
+//! when it starts); a reload builds the new tree and its counters beside the old and
+//! swaps them in at once, carrying over the counters of every rule whose path and
+//! allowance did not change, so a reload under load loses no count of those.
 
+use std::sync::{Arc, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::config::tree::Tree;
@@ -12,10 +18,17 @@ use crate::stats::Stats;
 /// What both doors decide with.
 #[derive(Debug)]
 pub struct Gateway {
-    tree: Tree,
-    limits: Limits,
+    current: RwLock<Arc<Snapshot>>,
     stats: Stats,
     shadow: bool,
+    max_keys: usize,
+}
+
+/// One configuration and its counters.
+#[derive(Debug)]
+struct Snapshot {
+    tree: Tree,
+    limits: Limits,
 }
 
 impl Gateway {
@@ -24,11 +37,33 @@ impl Gateway {
     pub fn new(tree: Tree, max_keys: usize, shadow: bool) -> Self {
         let limits = Limits::new(&tree, max_keys);
         Self {
-            tree,
-            limits,
+            current: RwLock::new(Arc::new(Snapshot { tree, limits })),
             stats: Stats::default(),
             shadow,
+            max_keys,
         }
+    }
+
+    /// Replaces the configuration with `tree`; returns how many of its rules kept
+    /// their counters (same path, same allowance).
+    pub fn reload(&self, tree: Tree) -> usize {
+        let old = self.snapshot();
+        let (limits, kept) = Limits::carried(&tree, &old.tree, &old.limits, self.max_keys);
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) =
+            Arc::new(Snapshot { tree, limits });
+        kept
+    }
+
+    fn snapshot(&self) -> Arc<Snapshot> {
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// How many rules the configuration holds.
+    pub fn rules(&self) -> usize {
+        self.snapshot().tree.rules().len()
     }
 
     /// Decides `request` now (the system clock, ns since the Unix epoch).
@@ -41,9 +76,10 @@ impl Gateway {
 
     /// Decides `request` at `now` (ns since the Unix epoch).
     pub fn decide_at(&self, request: &Request, now: u64) -> Result<Answer, Refusal> {
+        let now_config = self.snapshot();
         let answer = decide::decide(
-            &self.tree,
-            &self.limits,
+            &now_config.tree,
+            &now_config.limits,
             &self.stats,
             request,
             now,
@@ -56,10 +92,5 @@ impl Gateway {
     /// The statistics.
     pub fn stats(&self) -> &Stats {
         &self.stats
-    }
-
-    /// The configuration's tree.
-    pub fn tree(&self) -> &Tree {
-        &self.tree
     }
 }

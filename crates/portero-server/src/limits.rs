@@ -61,6 +61,41 @@ impl Limits {
         }
     }
 
+    /// Stores for every rule of `tree`, carrying over from `old` (the stores of
+    /// `old_tree`) those of rules with the same path and allowance, and every
+    /// override; returns how many rules kept their store.
+    pub fn carried(tree: &Tree, old_tree: &Tree, old: &Limits, max_keys: usize) -> (Self, usize) {
+        let mut kept = 0;
+        let rules = tree
+            .rules()
+            .iter()
+            .map(|rule| {
+                let same = old_tree
+                    .rules()
+                    .iter()
+                    .position(|o| o.path == rule.path && o.allowance == rule.allowance);
+                match same {
+                    Some(i) => {
+                        kept += 1;
+                        old.rules[i].clone()
+                    }
+                    None => store_of(rule.allowance, max_keys),
+                }
+            })
+            .collect();
+        let overrides = old
+            .overrides
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let limits = Self {
+            rules,
+            overrides: Mutex::new(overrides),
+            max_keys,
+        };
+        (limits, kept)
+    }
+
     /// Rule `index`'s store.
     pub fn rule(&self, index: usize) -> &Store {
         &self.rules[index]

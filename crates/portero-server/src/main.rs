@@ -34,6 +34,11 @@ struct Args {
     /// Answer OK to every request, counting as usual (global shadow mode).
     #[arg(long)]
     shadow: bool,
+    /// How often the files are read again for changes, in milliseconds (0: never). A
+    /// changed file that loads replaces the configuration, keeping the counters of
+    /// unchanged rules; one that does not is refused, and the previous stays.
+    #[arg(long, default_value_t = 1_000)]
+    reload_ms: u64,
 }
 
 #[tokio::main]
@@ -47,6 +52,13 @@ async fn main() {
         }
     };
     let gateway = Arc::new(Gateway::new(tree, args.max_keys.max(1), args.shadow));
+    if args.reload_ms > 0 {
+        tokio::spawn(watch(
+            args.config.clone(),
+            std::time::Duration::from_millis(args.reload_ms),
+            gateway.clone(),
+        ));
+    }
     if let Err(e) = serve(&args, gateway).await {
         eprintln!("portero-server: {e}");
         std::process::exit(1);
@@ -80,6 +92,31 @@ async fn serve(args: &Args, gateway: Arc<Gateway>) -> std::io::Result<()> {
     let (g, h) = tokio::join!(grpc_server, http_server);
     g.map_err(std::io::Error::other)?;
     h
+}
+
+/// Reads `paths` again every `every`, and reloads what changed (said on stderr).
+async fn watch(paths: Vec<PathBuf>, every: std::time::Duration, gateway: Arc<Gateway>) {
+    let mut seen = config::stamp(&paths);
+    loop {
+        tokio::time::sleep(every).await;
+        let now = config::stamp(&paths);
+        if now == seen {
+            continue;
+        }
+        seen = now;
+        match config::load(&paths) {
+            Ok(tree) => {
+                let rules = tree.rules().len();
+                let kept = gateway.reload(tree);
+                eprintln!(
+                    "portero-server: configuration reloaded: {rules} rules, {kept} kept their counters"
+                );
+            }
+            Err(e) => eprintln!(
+                "portero-server: configuration change refused, the previous one stays: {e}"
+            ),
+        }
+    }
 }
 
 /// Ctrl-C, or SIGTERM where there is one.

@@ -16,6 +16,10 @@ struct Server {
     child: Child,
     grpc: String,
     http: String,
+    /// What it said on stderr so far.
+    said: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    /// Its configuration file.
+    file: PathBuf,
 }
 
 impl Drop for Server {
@@ -29,8 +33,8 @@ fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn start(config: &str) -> Server {
-    let dir = std::env::temp_dir().join(format!("portero-server-test-{}", std::process::id()));
+fn start(name: &str, config: &str, extra: &[&str]) -> Server {
+    let dir = std::env::temp_dir().join(format!("portero-server-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("rl.yaml");
     std::fs::write(&file, config).unwrap();
@@ -43,10 +47,20 @@ fn start(config: &str) -> Server {
             "--http",
             "127.0.0.1:0",
         ])
+        .args(extra)
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        .stderr(Stdio::piped())
         .spawn()
         .expect("the server starts");
+    let said = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let errors = BufReader::new(child.stderr.take().unwrap());
+    let into = said.clone();
+    std::thread::spawn(move || {
+        for line in errors.lines().map_while(Result::ok) {
+            eprintln!("server: {line}");
+            into.lock().unwrap().push(line);
+        }
+    });
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
@@ -61,6 +75,8 @@ fn start(config: &str) -> Server {
         grpc: field("grpc="),
         http: field("http="),
         child,
+        said,
+        file,
     }
 }
 
@@ -98,7 +114,7 @@ fn http(at: &str, method: &str, path: &str, body: &str) -> (u16, String) {
 #[test]
 fn envoy_s_client_over_grpc_and_the_http_side() {
     let python = python();
-    let server = start(CONFIG);
+    let server = start("client", CONFIG, &[]);
     let out = Command::new(&python)
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/outside/rls_client.py"))
         .arg(&server.grpc)
@@ -230,4 +246,72 @@ fn a_malformed_file_keeps_the_server_from_starting_and_says_why() {
         said.contains("bad.yaml") && said.contains("invalid rate limit unit 'fortnight'"),
         "{said}"
     );
+}
+
+/// The remaining of `user` (admitting one more) over `/json`, and whether the
+/// `tenant` descriptor is limited.
+fn alice_and_tenant(server: &Server) -> (u64, bool) {
+    let ask = r#"{"domain":"rl","descriptors":[{"entries":[{"key":"user","value":"alice"}]},{"entries":[{"key":"team","value":"t"}]}]}"#;
+    let (_, body) = http(&server.http, "POST", "/json", ask);
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    (
+        answer["statuses"][0]["limitRemaining"].as_u64().unwrap(),
+        answer["statuses"][1].get("currentLimit").is_some(),
+    )
+}
+
+#[test]
+fn a_changed_file_is_reloaded_keeping_the_counters_of_unchanged_rules() {
+    let server = start("reload", CONFIG, &["--reload-ms", "50"]);
+    assert_eq!(alice_and_tenant(&server), (2, false));
+    // A rule added; alice's is unchanged and keeps her count.
+    std::fs::write(
+        &server.file,
+        format!("{CONFIG}  - key: team\n    rate_limit:\n      unit: hour\n      requests_per_unit: 100\n"),
+    )
+    .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !server
+        .said
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|l| l.contains("reloaded"))
+    {
+        assert!(std::time::Instant::now() < deadline, "no reload");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(server
+        .said
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|l| l.contains("3 rules, 2 kept")));
+    assert_eq!(
+        alice_and_tenant(&server),
+        (1, true),
+        "alice's count carried over"
+    );
+    // A broken file is refused, said, and the last good configuration stays.
+    std::fs::write(
+        &server.file,
+        "domain: rl\ndescriptors:\n  - key: user\n    rate_limit:\n      unit: fortnight\n",
+    )
+    .unwrap();
+    while !server
+        .said
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|l| l.contains("fortnight"))
+    {
+        assert!(std::time::Instant::now() < deadline, "no refusal");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let said = server.said.lock().unwrap().join("\n");
+    assert!(
+        said.contains("rl.yaml") && said.contains("invalid rate limit unit 'fortnight'"),
+        "{said}"
+    );
+    assert_eq!(alice_and_tenant(&server), (0, true));
 }

@@ -48,6 +48,20 @@ pub fn load(paths: &[PathBuf]) -> Result<tree::Tree, ConfigError> {
     from_texts(&texts)
 }
 
+/// What the files under `paths` hold now, as one number: it changes when a file is
+/// written, added or removed (a file that cannot be read counts as empty).
+pub fn stamp(paths: &[PathBuf]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for path in paths {
+        for file in files_of(path).unwrap_or_default() {
+            file.hash(&mut h);
+            std::fs::read(&file).unwrap_or_default().hash(&mut h);
+        }
+    }
+    h.finish()
+}
+
 /// `path` itself, or a directory's YAML files in name order.
 fn files_of(path: &Path) -> Result<Vec<PathBuf>, ConfigError> {
     if !path.is_dir() {
