@@ -68,6 +68,8 @@ export type Headers = Record<string, string>;
 
 export function initSync(module: WebAssembly.Module | BufferSource): void;
 export function init(input?: WebAssembly.Module | BufferSource | URL | string | Response): Promise<void>;
+/** Whether the module is instantiated (`initSync` or `init` ran). */
+export function isReady(): boolean;
 export function rateLimitHeaders(decision: Decision, options: HeaderOptions): Headers;
 
 declare class Single {

@@ -30,6 +30,11 @@ export function initSync(module) {
   takeConstants(initRaw({ module }));
 }
 
+/** Whether the module is instantiated (`initSync` or `init` ran). */
+export function isReady() {
+  return ready;
+}
+
 /** Instantiates the module asynchronously (browsers, Node: from a URL, bytes or Module). */
 export async function init(input) {
   takeConstants(await initAsync(input === undefined ? undefined : { module_or_path: input }));

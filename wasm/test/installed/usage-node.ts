@@ -2,6 +2,8 @@
 // `tsc --strict --noEmit` and Node's module resolution (nodenext), without
 // workers-types.
 import { initSync, init, algorithms, Gcra, TokenBucket, FixedWindow, SlidingWindowCounter, LeakyMeter, KeyedLimiter, Rule, rateLimitHeaders, type AlgorithmName, type Decision, type Headers, type QuotaOptions } from "portero";
+import { rateLimit } from "portero/express";
+import { rateLimiter } from "portero/hono";
 
 declare const bytes: Uint8Array;
 initSync(bytes);
@@ -21,4 +23,9 @@ const headers: Headers = rateLimitHeaders(d, { policy: "per-ip", quota: rule.quo
 rateLimitHeaders(d, { quota: 1 });
 // @ts-expect-error state is a BigInt
 rule.decide(0, Date.now());
-export { decisions, allowed, swept, state, headers };
+// The middleware, typed.
+const forExpress = rateLimit({ windowMs: 60_000, limit: 100, keyGenerator: (req) => String(req.ip), cost: () => 2 });
+const forHono = rateLimiter({ limit: 10, handler: (c, { decision }) => new Response(String(decision.retryAfterMs), { status: 429 }) });
+// @ts-expect-error a key function returns a string
+rateLimiter({ keyGenerator: 7 });
+export { decisions, allowed, swept, state, headers, forExpress, forHono };

@@ -1,0 +1,18 @@
+import type { CommonOptions, Refused } from "./middleware.js";
+
+type Context = any;
+
+export interface Options extends CommonOptions {
+  /** The key of a request (default: the client's address where the runtime tells it). */
+  keyGenerator?: (c: Context) => string | Promise<string>;
+  /** Requests that are not limited. */
+  skip?: (c: Context) => boolean | Promise<boolean>;
+  /** Answers a refused request in place of the 429 (the fields are added to its response). */
+  handler?: (c: Context, refused: Refused) => Response | Promise<Response>;
+  /** The units a request costs (default 1). */
+  cost?: (c: Context) => number | Promise<number>;
+}
+
+/** The middleware. */
+export function rateLimiter(options?: Options): (c: Context, next: () => Promise<void>) => Promise<Response | void>;
+export default rateLimiter;

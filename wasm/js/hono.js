@@ -1,0 +1,72 @@
+// A rate-limit middleware for Hono, from portero's limiters, running unchanged on
+// Workers, Node, Bun and Deno: GCRA by default, with the IETF `RateLimit` and
+// `RateLimit-Policy` fields and an exact `Retry-After`; options as express-rate-limit
+// names them where the meaning is the same.
+//
+//   import { rateLimiter } from "portero/hono";
+//   app.use(rateLimiter({ windowMs: 60_000, limit: 100 }));
+//
+// On Workers, instantiate the module first (or pass it as `wasm`):
+//   import wasm from "portero/portero.wasm";
+//   app.use(rateLimiter({ wasm, windowMs: 60_000, limit: 100 }));
+import { fail } from "./errors.js";
+import { costOf, fieldsOf, keyOf, limiterOf, settingsOf } from "./middleware.js";
+
+/**
+ * The middleware. The key is the client's address where the runtime tells it
+ * (Workers: `CF-Connecting-IP`; Node's server: the socket; Bun: `requestIP`; Deno:
+ * `remoteAddr`) unless `keyGenerator(c)` says otherwise.
+ */
+export function rateLimiter(options = {}) {
+  const settings = settingsOf(options);
+  let limiter = null;
+  return async function porteroRateLimiter(c, next) {
+    limiter ??= await limiterOf(settings);
+    if (settings.skip !== null && (await settings.skip(c))) return next();
+    const key = await keyOf(settings, () => clientOf(c), c);
+    const cost = await costOf(settings, c);
+    const decision = limiter.check(key, Date.now(), cost);
+    const fields = fieldsOf(limiter, decision, settings);
+    if (decision.allowed) {
+      await next();
+      withFields(c, fields);
+      return;
+    }
+    if (settings.handler !== null) {
+      const answer = await settings.handler(c, { decision, statusCode: settings.statusCode });
+      if (answer instanceof Response) {
+        c.res = answer;
+        withFields(c, fields);
+      }
+      return answer;
+    }
+    const body = settings.message;
+    return typeof body === "string"
+      ? c.text(body, settings.statusCode, fields)
+      : c.json(body, settings.statusCode, fields);
+  };
+}
+
+// Adds `fields` to the response the handler made (a copy when its headers are frozen,
+// as those of a response from `fetch` are).
+function withFields(c, fields) {
+  try {
+    for (const [k, v] of Object.entries(fields)) c.res.headers.set(k, v);
+  } catch {
+    c.res = new Response(c.res.body, c.res);
+    for (const [k, v] of Object.entries(fields)) c.res.headers.set(k, v);
+  }
+}
+
+function clientOf(c) {
+  const workers = typeof navigator !== "undefined" && navigator.userAgent === "Cloudflare-Workers";
+  const address = workers
+    ? c.req.header("cf-connecting-ip")
+    : (c.env?.incoming?.socket?.remoteAddress ?? c.env?.requestIP?.(c.req.raw)?.address ?? c.env?.remoteAddr?.hostname);
+  if (typeof address !== "string" || address.length === 0) {
+    fail("this runtime told no client address: pass keyGenerator(c)");
+  }
+  return address;
+}
+
+export default rateLimiter;

@@ -1,0 +1,35 @@
+import type { Decision } from "./index.js";
+
+/** The options both middleware take (named as express-rate-limit names them). */
+export interface CommonOptions {
+  /** The window the limit is counted in, in ms (default 60,000). */
+  windowMs?: number;
+  /** Requests a window admits (default 5). */
+  limit?: number;
+  /** Requests admitted at once (default `limit`). */
+  burst?: number;
+  /** The algorithm (default "gcra"; "fixed-window" counts as express-rate-limit does). */
+  algorithm?: string;
+  /** Keys the table holds (default 100,000): a flood of keys cannot grow it. */
+  maxKeys?: number;
+  /** Make room for a new key in a full table by dropping the one soonest full again. */
+  evict?: boolean;
+  /** The policy's name in the `RateLimit` fields (a structured-field token). */
+  policy?: string;
+  /** The IETF `RateLimit` and `RateLimit-Policy` fields (default "draft-8"; false: none). */
+  standardHeaders?: boolean | "draft-8";
+  /** `X-RateLimit-Limit`, `-Remaining`, `-Reset` (epoch seconds) too (default false). */
+  legacyHeaders?: boolean;
+  /** The status of a refusal (default 429). */
+  statusCode?: number;
+  /** The body of a refusal: text, or an object sent as JSON (default `{ error: "rate limit exceeded" }`). */
+  message?: string | object;
+  /** The module, for runtimes where the middleware cannot load it itself (Workers). */
+  wasm?: WebAssembly.Module | BufferSource;
+}
+
+/** What a custom handler is told about the refusal. */
+export interface Refused {
+  decision: Decision;
+  statusCode: number;
+}

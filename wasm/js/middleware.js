@@ -1,0 +1,120 @@
+// What the Express and Hono middleware share: their options, read once and named as
+// express-rate-limit names them where the meaning is the same (`limit`, `windowMs`,
+// `keyGenerator`, `skip`, `handler`, `message`, `statusCode`, `standardHeaders`,
+// `legacyHeaders`), the limiter behind them, and the fields each response carries.
+//
+// One limiter per middleware, in the isolate's (or the process's) memory: a table of
+// at most `maxKeys` keys (default 100,000) that a flood of keys cannot grow.
+import { KeyedLimiter, initSync, isReady } from "./index.js";
+import { fail, shown } from "./errors.js";
+
+/** The body of a 429 unless `message` says otherwise. */
+export const DEFAULT_MESSAGE = { error: "rate limit exceeded" };
+
+const FIELD_STYLES = [true, false, "draft-8"];
+
+function positive(name, v) {
+  if (!(typeof v === "number" && Number.isSafeInteger(v) && v >= 1)) {
+    fail(`${name} must be a whole number of at least 1, got ${shown(v)}`);
+  }
+  return v;
+}
+
+function optionalFunction(name, f) {
+  if (f !== undefined && typeof f !== "function") fail(`${name} must be a function, got ${shown(f)}`);
+  return f ?? null;
+}
+
+/** The options, checked once when the middleware is made. */
+export function settingsOf(options = {}) {
+  if (options === null || typeof options !== "object") fail("options must be an object");
+  const windowMs = positive("windowMs", options.windowMs ?? 60_000);
+  const limit = positive("limit", options.limit ?? 5);
+  const standardHeaders = options.standardHeaders ?? "draft-8";
+  if (!FIELD_STYLES.includes(standardHeaders)) {
+    fail(`standardHeaders must be true, false or "draft-8", got ${shown(standardHeaders)}`);
+  }
+  const statusCode = options.statusCode ?? 429;
+  if (!(Number.isInteger(statusCode) && statusCode >= 400 && statusCode <= 599)) {
+    fail(`statusCode must be an error status (400-599), got ${shown(statusCode)}`);
+  }
+  return {
+    limiter: {
+      limit,
+      periodMs: windowMs,
+      burst: positive("burst", options.burst ?? limit),
+      algorithm: options.algorithm ?? "gcra",
+      maxKeys: options.maxKeys ?? 100_000,
+      evict: options.evict === true,
+    },
+    policy: options.policy ?? "default",
+    standardHeaders: standardHeaders !== false,
+    legacyHeaders: options.legacyHeaders === true,
+    statusCode,
+    message: options.message ?? DEFAULT_MESSAGE,
+    keyGenerator: optionalFunction("keyGenerator", options.keyGenerator),
+    skip: optionalFunction("skip", options.skip),
+    handler: optionalFunction("handler", options.handler),
+    cost: optionalFunction("cost", options.cost),
+    wasm: options.wasm,
+  };
+}
+
+/**
+ * The limiter of `settings`, instantiating the module first if nobody did: from
+ * `settings.wasm` (a compiled module, or its bytes), or in Node from the package's own
+ * file. Elsewhere (Workers) without either it says what to pass.
+ */
+export async function limiterOf(settings) {
+  if (!isReady()) {
+    if (settings.wasm !== undefined) {
+      initSync(settings.wasm);
+    } else if (typeof process !== "undefined" && process.versions?.node !== undefined) {
+      const { readFileSync } = await import("node:fs");
+      initSync(readFileSync(new URL("../pkg/portero_wasm_bg.wasm", import.meta.url)));
+    } else {
+      fail('instantiate the module first (initSync(wasm) with `import wasm from "portero/portero.wasm"`), or pass it as the `wasm` option');
+    }
+  }
+  const limiter = new KeyedLimiter(settings.limiter);
+  // Validated now, not at the first request (a bad policy name, say).
+  limiter.headers({ allowed: true, remaining: 0, resetAfterMs: 0 }, settings.policy);
+  return limiter;
+}
+
+/** The fields of a response `decision` answered, as `settings` asks for them. */
+export function fieldsOf(limiter, decision, settings) {
+  const fields = settings.standardHeaders ? limiter.headers(decision, settings.policy) : {};
+  if (!decision.allowed && fields["Retry-After"] === undefined) {
+    // A 429 always says when to come back, whatever the field style.
+    const all = limiter.headers(decision, settings.policy);
+    fields["Retry-After"] = all["Retry-After"];
+    fields["Cache-Control"] = all["Cache-Control"];
+  }
+  if (settings.legacyHeaders) {
+    fields["X-RateLimit-Limit"] = String(settings.limiter.limit);
+    fields["X-RateLimit-Remaining"] = String(decision.remaining);
+    const until = decision.allowed ? decision.resetAfterMs : decision.retryAfterMs;
+    fields["X-RateLimit-Reset"] = String(Math.ceil((Date.now() + until) / 1000));
+  }
+  return fields;
+}
+
+/** The cost of a request: `settings.cost` of it, or 1. */
+export async function costOf(settings, ...request) {
+  if (settings.cost === null) return 1;
+  const cost = await settings.cost(...request);
+  if (!(typeof cost === "number" && Number.isSafeInteger(cost) && cost >= 0)) {
+    fail(`cost must return a whole number of at least 0, got ${shown(cost)}`);
+  }
+  return cost;
+}
+
+/** The key of a request: `settings.keyGenerator` of it, or `fallback()`. */
+export async function keyOf(settings, fallback, ...request) {
+  const key = settings.keyGenerator === null ? fallback() : await settings.keyGenerator(...request);
+  if (typeof key !== "string" || key.length === 0) {
+    fail(`keyGenerator must return a non-empty string, got ${shown(key)}`);
+  }
+  return key;
+}
