@@ -100,3 +100,95 @@ fn a_log_key_reset_and_used_again_at_the_same_time_gets_nothing_back() {
     log.refund(&"m", x);
     assert_eq!(log.peek_at(&"m", 7, 0).unwrap().remaining(), 600);
 }
+
+/// Found by an outside harness: a charge that saturates the word (a schedule's debt
+/// at its 146-year cap) drops units the word no longer holds; an admission from
+/// before it then gave back what was no longer counted (GCRA, token bucket and leaky
+/// meter alike, one word, keyed, and a word its caller keeps). Now a saturating
+/// charge lets no earlier admission give anything back: the limiter stands where its
+/// twin that never saw the refunded request stands, or stricter.
+#[test]
+fn a_charge_that_saturates_the_word_leaves_nothing_for_an_earlier_admission() {
+    use portero::algorithm::kept::KeptWord;
+    use portero::{Admission, Algorithm, LeakyMeter, TokenBucket};
+    // T = 2^60 ns, a burst of 4: a span of 2^62 ns, the most debt a charge leaves.
+    let q = Quota::from_nanos(4, 1 << 62).unwrap();
+    fn direct<A: Algorithm + Copy>(a: A, name: &str) {
+        let (l, twin) = (
+            RateLimiter::with_algorithm_and_clock(a, ManualClock::new()),
+            RateLimiter::with_algorithm_and_clock(a, ManualClock::new()),
+        );
+        let x = l.acquire_at(0, 1).unwrap().admission.unwrap(); // real cost 0
+        let y = l.acquire_at(0, 1).unwrap().admission.unwrap(); // real cost 4
+        twin.charge_at(0, 4).unwrap();
+        l.settle_at(y, 4, 0).unwrap();
+        l.refund_at(x, 0);
+        assert!(
+            !l.peek_at(0, 1).unwrap().is_allowed() || twin.peek_at(0, 1).unwrap().is_allowed(),
+            "{name}: admits what its twin refuses"
+        );
+        // A plain charge the same way.
+        let l = RateLimiter::with_algorithm_and_clock(a, ManualClock::new());
+        let x = l.acquire_at(0, 1).unwrap().admission.unwrap();
+        l.charge_at(0, 4).unwrap();
+        l.refund_at(x, 0);
+        assert!(!l.peek_at(0, 1).unwrap().is_allowed(), "{name}: charged");
+    }
+    fn keyed<A: Algorithm + Copy>(a: A, name: &str) {
+        let t = KeyedLimiter::with_clock(a, 10, ManualClock::new());
+        let x = t.acquire_at(&"k", 0, 1).unwrap().admission.unwrap();
+        let y = t.acquire_at(&"k", 0, 1).unwrap().admission.unwrap();
+        let k = t.fingerprint_of(&"k");
+        t.settle_fingerprint_at(k, y, 4, 0).unwrap();
+        t.refund_fingerprint_at(k, x, 0);
+        assert!(
+            !t.peek_at(&"k", 0, 1).unwrap().is_allowed(),
+            "{name}, keyed"
+        );
+    }
+    fn kept<A: Algorithm + Copy>(a: A, name: &str) {
+        let mut w = KeptWord::new(&a);
+        let keep = |w: &KeptWord, adm: Admission| {
+            Admission::of_word(
+                adm.at(),
+                adm.cost(),
+                adm.before().unwrap(),
+                adm.after().unwrap(),
+                w.ledger,
+            )
+        };
+        let noted = w.ledger;
+        let (_, x) = w.check(&a, 0, 1).unwrap();
+        let x = x.unwrap();
+        let x = Admission::of_word(
+            x.at(),
+            x.cost(),
+            x.before().unwrap(),
+            x.after().unwrap(),
+            noted,
+        );
+        let (_, y) = w.check(&a, 0, 1).unwrap();
+        let y = keep(&w, y.unwrap());
+        w.settle(&a, y, 4, 0).unwrap();
+        w.settle(&a, x, 0, 0).unwrap();
+        assert!(
+            !a.decide(w.state, 0, 1).unwrap().decision.is_allowed(),
+            "{name}, kept"
+        );
+    }
+    for (name, test) in [
+        ("gcra", (&|| direct(Gcra::new(q), "gcra")) as &dyn Fn()),
+        ("token bucket", &|| {
+            direct(TokenBucket::new(q), "token bucket")
+        }),
+        ("leaky meter", &|| direct(LeakyMeter::new(q), "leaky meter")),
+        ("gcra keyed", &|| keyed(Gcra::new(q), "gcra")),
+        ("token bucket keyed", &|| {
+            keyed(TokenBucket::new(q), "token bucket")
+        }),
+        ("gcra kept", &|| kept(Gcra::new(q), "gcra")),
+    ] {
+        let _ = name;
+        test();
+    }
+}

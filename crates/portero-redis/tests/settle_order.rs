@@ -199,3 +199,30 @@ async fn a_reset_key_gets_nothing_back() {
         );
     }
 }
+
+/// A settlement's charge cut short at the 2^51 µs cap drops units the TAT no longer
+/// holds; an admission from before then gave back what was no longer counted (as in
+/// the core, found by an outside harness there). Now the key's generation moves on:
+/// the earlier admission gives nothing back, and the key stands as its twin.
+#[tokio::test]
+async fn a_charge_cut_short_at_the_cap_leaves_nothing_for_an_earlier_admission() {
+    let server = start_redis();
+    // T = 2^49 µs, a burst of 4: a span of 2^51 µs, the most debt a charge leaves.
+    let t_ns = (1u64 << 49) * 1_000;
+    let limiter = answering(
+        &server,
+        RedisAlgorithm::gcra(Quota::from_nanos(1, t_ns).unwrap().with_burst(4).unwrap()).unwrap(),
+    )
+    .await;
+    let t0 = START_US;
+    let x = take(&limiter, "cap-a", 1, t0).await; // real 0
+    let y = take(&limiter, "cap-a", 1, t0).await; // real 4: capped
+    take(&limiter, "cap-b", 4, t0).await; // the twin: 4 at once, exactly at the cap
+    limiter.settle_at(y, 4, t0).await.unwrap();
+    limiter.settle_at(x, 0, t0).await.unwrap();
+    assert_eq!(
+        admits(&limiter, "cap-a", 1, t0).await,
+        admits(&limiter, "cap-b", 1, t0).await,
+        "A admits what its twin refuses"
+    );
+}

@@ -306,7 +306,9 @@ impl Admission {
     /// returns at most `units` (of [`cost`](Self::cost)) by the same rule, never by
     /// the exact undo, and keeps the request — so a window's opener gives its part
     /// back too (the twin that was charged the real cost at the start opened the
-    /// window at the same place). `units` above the cost are the cost.
+    /// window at the same place). `units` above the cost are the cost. It consumes
+    /// the admission: a part is the admission's one claim (two parts of one admission
+    /// gave back more than it took).
     ///
     /// ```
     /// use portero::{Quota, RateLimiter};
@@ -316,7 +318,19 @@ impl Admission {
     /// assert!(limiter.peek_at(0, 7)?.is_allowed() && !limiter.peek_at(0, 8)?.is_allowed());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub const fn part(&self, units: u64) -> Self {
+    ///
+    /// Two parts of one admission would give back more than it took (found by an
+    /// outside harness), so a part consumes it:
+    ///
+    /// ```compile_fail,E0382
+    /// use portero::{Quota, RateLimiter};
+    /// let limiter = RateLimiter::gcra(Quota::per_second(10)?);
+    /// let taken = limiter.acquire_at(0, 8)?.admission.unwrap();
+    /// limiter.refund_at(taken.part(5), 0);
+    /// limiter.refund_at(taken.part(5), 0); // error: use of moved value
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub const fn part(self, units: u64) -> Self {
         let cost = if units < self.cost { units } else { self.cost };
         let ledger = match self.ledger {
             (tag, low) if tag.get() >= NOTED => tagged(tag.get() | 1, low),
@@ -327,7 +341,7 @@ impl Admission {
         Self {
             cost,
             ledger,
-            ..*self
+            ..self
         }
     }
 
@@ -340,7 +354,10 @@ impl Admission {
             r if r > self.cost => Settlement::Charge(r - self.cost),
             r if r == self.cost => Settlement::Kept,
             0 => Settlement::GiveBack(self),
-            r => Settlement::GiveBack(self.part(self.cost - r)),
+            r => {
+                let back = self.cost - r;
+                Settlement::GiveBack(self.part(back))
+            }
         }
     }
 

@@ -270,9 +270,15 @@ local function gcra_settle(k1, _, interval, _, estimate, real, mark, _, now, not
   if real == estimate then return end
   local tat, r, g, legacy = gcra_read(k1)
   if real > estimate then
-    -- At most 2^51 µs (71 years) ahead: beyond that doubles stop being exact.
-    local new_tat = math.min(math.max(tat, now) + (real - estimate) * interval, math.max(tat, now + 2 ^ 51))
-    gcra_write(k1, math.max(new_tat, now), r, g or now, legacy, now)
+    -- At most 2^51 µs (71 years) ahead: beyond that doubles stop being exact. A
+    -- charge cut short there drops units the TAT no longer holds, and an admission
+    -- from before could give back what is no longer counted: the key's generation
+    -- moves on, so none of them gives anything back.
+    local wanted = math.max(tat, now) + (real - estimate) * interval
+    local new_tat = math.min(wanted, math.max(tat, now + 2 ^ 51))
+    g = g or now
+    if new_tat < wanted then g = g + 1 end
+    gcra_write(k1, math.max(new_tat, now), r, g, legacy, now)
     return
   end
   if g == nil or g ~= gen or r < noted or tat <= now then return end

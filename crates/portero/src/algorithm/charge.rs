@@ -17,6 +17,17 @@ use super::Algorithm;
 /// request of one unit's answer, `allowed` or not).
 pub(crate) struct Charging<'a, A: ?Sized>(pub(crate) &'a A);
 
+/// Whether charging `cost` at `now` saturates the word (a schedule's debt at its
+/// 146-year cap, a window's count at its bits): one more unit would leave the same
+/// word, so units are dropped that the word can no longer hold. An admission from
+/// before could then give back what the word no longer counts, so the limiters
+/// charge such a word under its ledger's lock and let no earlier admission give
+/// anything back (a charge that takes nothing, with no window open, counts too:
+/// nothing of the window is left to give back).
+pub(crate) fn saturates<A: Algorithm + ?Sized>(a: &A, state: u64, now: u64, cost: u64) -> bool {
+    a.charge(state, now, cost) == a.charge(state, now, cost.saturating_add(1))
+}
+
 impl<A: Algorithm + ?Sized> Algorithm for Charging<'_, A> {
     fn initial_state(&self) -> u64 {
         self.0.initial_state()

@@ -13,7 +13,7 @@
 use crate::admission::{Admission, Settlement};
 use crate::decision::{check_range, CheckError, Decision};
 
-use super::charge::standing;
+use super::charge::{saturates, standing};
 use super::Algorithm;
 
 /// One key's state word and its refund ledger, kept by the caller.
@@ -93,9 +93,15 @@ impl KeptWord {
         let now = now.max(admission.at());
         match admission.settled_at(real) {
             Settlement::Charge(units) => {
+                let dropped = saturates(algorithm, self.state, now, units);
                 self.state = algorithm
                     .charge(self.state, now, units)
                     .ok_or(CheckError::CannotCharge)?;
+                // Units the word could not hold: no admission from before gives
+                // anything back (as the limiters' ledgers are told).
+                if dropped {
+                    self.ledger = self.ledger.saturating_add(u128::from(u64::MAX));
+                }
             }
             Settlement::GiveBack(back) => {
                 let given = back.give_back_ledgered(

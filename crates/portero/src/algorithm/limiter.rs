@@ -3,7 +3,7 @@
 use crossbeam_utils::CachePadded;
 
 use crate::admission::{Acquired, Admission, Note, RefundLedger, Settlement};
-use crate::algorithm::charge::{standing, Charging};
+use crate::algorithm::charge::{saturates, standing, Charging};
 use crate::algorithm::Algorithm;
 use crate::clock::{Clock, DefaultClock};
 use crate::decision::{CheckError, Decision};
@@ -221,7 +221,16 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
     /// [`charge`](Self::charge) at `now` on the caller's axis.
     pub fn charge_at(&self, now: u64, units: u64) -> Result<Decision, CheckError> {
         let charging = Charging(&self.algorithm);
-        self.state.apply(|state| charging.decide(state, now, units))
+        // Under the ledger's lock: a charge that saturates the word tells the ledger
+        // it went back by everything (see `saturates`), with no refund in between.
+        self.refunds.refunding(|_| {
+            let mut dropped = false;
+            let out = self.state.apply(|state| {
+                dropped = saturates(&self.algorithm, state, now, units);
+                charging.decide(state, now, units)
+            });
+            (out, if dropped { u64::MAX } else { 0 })
+        })
     }
 
     /// Settles an admission taken on an estimate at its real cost `real`, learned

@@ -8,7 +8,7 @@ use crate::sync::ConfigCell;
 use super::fingerprint::{Fingerprint, SlotHint};
 use super::table::{self, Overflow, Table, Taken};
 use crate::admission::{Acquired, Admission, Settlement};
-use crate::algorithm::charge::{standing, Charging};
+use crate::algorithm::charge::{saturates, standing, Charging};
 use crate::algorithm::Algorithm;
 use crate::clock::{Clock, DefaultClock};
 use crate::decision::{CheckError, Decision, KeyedError};
@@ -491,9 +491,17 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
         let charging = Charging(&algorithm);
         let tag = fingerprint.to_bits();
         let probe = self.table.probe(tag);
-        let held = self
-            .table
-            .update_with(probe, |state| table::recorded(&charging, state, now, units))?;
+        // A held key is charged under its ledger's lock, so that a charge that
+        // saturates its word tells the ledger (see `saturates`) with no refund in
+        // between; a new key has no admission to give back.
+        let held = self.table.ledger(tag).refunding(|_| {
+            let mut dropped = false;
+            let held = self.table.update_with(probe, |state| {
+                dropped = saturates(&algorithm, state, now, units);
+                table::recorded(&charging, state, now, units)
+            });
+            (held, if dropped { u64::MAX } else { 0 })
+        })?;
         match held {
             Some((decision, _)) => Ok(decision),
             None => self.insert_tag(&charging, tag, now, units).map(|(d, _)| d),
