@@ -87,10 +87,11 @@ pub use breaker::{
 pub use client::{ClientAddr, ClientIp, TrustedProxies};
 pub use headers::{Policy, PolicyError};
 pub use limit::{
-    AllRoutes, Batch, BatchPending, Checked, Checking, CostFn, Held, Limit, LimitFuture,
-    LimitLayer, LimitService, NoRoutes, OutageAnswer, Penalty, PenaltyError, Pending, Plans,
-    Prepare, Prepared, RefusalFn, RequestHead, ResponseHead, Route, Source, Store, StoreError,
-    StoreKey, Ticket, Usage, WhenNoKey, WhenUnavailable, RATELIMIT_SOURCE,
+    AllRoutes, Batch, BatchPending, Checked, Checking, CostFn, Held, InFlight, Limit, LimitFuture,
+    LimitLayer, LimitService, NoRoutes, NoSlots, OutageAnswer, Penalty, PenaltyError, Pending,
+    Plans, Prepare, Prepared, RefusalFn, RequestHead, ResponseHead, Route, Source, Store,
+    StoreError, StoreKey, Ticket, Usage, WhenNoKey, WhenUnavailable, IN_FLIGHT_RETRY_NANOS,
+    RATELIMIT_SOURCE,
 };
 pub use shed::{admission, LoadShedFuture, LoadShedLayer, LoadShedService};
 pub use throttle::{
