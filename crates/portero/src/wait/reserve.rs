@@ -17,11 +17,14 @@
 //! cannot ever fit (a cost above the burst) is an error at once. Cancelling — or
 //! dropping it unused, as a cancelled task does — gives its units back by the rule
 //! every refund follows ([`admission`](crate::admission)): all of them while nothing
-//! was booked or admitted after it; otherwise, once no later booking's turn is still
-//! ahead, the part of its debt that lies after the cancel; and nothing while a later
-//! waiter's turn is still to come (that waiter was told its instant, after this
-//! slot). Never an over-admission of the instants waiters actually start at. Checked
-//! by a loom model and property tests.
+//! was booked or admitted after it and no other refund moved the limiter since;
+//! otherwise, once no later booking's turn is still ahead, the part of its debt that
+//! still lies after the cancel, less what other refunds of slots ahead of its own
+//! gave back since (the refund ledger and its log of places: in any order, no more
+//! than a twin that never booked it); and nothing while a later waiter's turn is
+//! still to come (that waiter was told its instant, after this slot). Never an
+//! over-admission of the instants waiters actually start at. Checked by a loom model
+//! and property tests.
 //!
 //! # Waiting without tokio (`no_std`, an edge runtime, another executor)
 //!
