@@ -97,6 +97,10 @@ impl std::fmt::Display for Refusal {
 
 impl std::error::Error for Refusal {}
 
+/// The statistics' name of the descriptors whose limit override could not be kept
+/// (every one of [`MOST_OVERRIDES`](crate::limits::MOST_OVERRIDES) still counting).
+pub const OVERRIDES_FULL: &str = "overrides_full";
+
 /// The most descriptors one request may carry.
 pub const MOST_DESCRIPTORS: usize = 1_000;
 /// The most entries one descriptor may carry.
@@ -120,8 +124,9 @@ enum Plan {
     },
     /// Always refused.
     Refused { limit: CurrentLimit, unit: Unit },
-    /// Admitted, uncounted (no rule, unlimited, replaced).
-    Free,
+    /// Admitted, uncounted (no rule, unlimited, replaced, an override that cannot
+    /// be kept), reporting `remaining`.
+    Free(u32),
 }
 
 /// One key of a rule's windows at its own cost, as one limit of the stack.
@@ -154,6 +159,24 @@ pub fn decide(
     shadow: bool,
 ) -> Result<Answer, Refusal> {
     check_shape(request)?;
+    // A domain the configuration does not know limits nothing, overrides included
+    // (as envoyproxy/ratelimit looks the domain up first).
+    if !tree.has_domain(&request.domain) {
+        let statuses = request
+            .descriptors
+            .iter()
+            .map(|_| Status {
+                code: Code::Ok,
+                limit: None,
+                remaining: 0,
+                until_reset: None,
+            })
+            .collect();
+        return Ok(Answer {
+            code: Code::Ok,
+            statuses,
+        });
+    }
     let mut plans = Vec::with_capacity(request.descriptors.len());
     let mut metrics = Vec::with_capacity(request.descriptors.len());
     let mut matched = Vec::with_capacity(request.descriptors.len());
@@ -167,33 +190,58 @@ pub fn decide(
         .flat_map(|m| tree.rule(m.rule).replaces.iter().map(String::as_str))
         .collect();
     for (d, m) in request.descriptors.iter().zip(&matched) {
-        let (plan, metric) = plan_of(tree, limits, &request.domain, d, m.as_ref(), &replaced)?;
+        let (plan, metric) = plan_of(tree, limits, &request.domain, d, m.as_ref(), &replaced, now)?;
         plans.push(plan);
         metrics.push(metric);
     }
-    let keys: Vec<Option<Priced<'_>>> = plans
-        .iter()
-        .zip(&request.descriptors)
-        .map(|(p, d)| match p {
-            Plan::Stacked { windows, key, .. } => Some(Priced {
-                windows,
-                key,
-                cost: d.hits,
-            }),
-            _ => None,
-        })
-        .collect();
-    let refused_outright = plans.iter().any(|p| matches!(p, Plan::Refused { .. }));
-    let stacked: Vec<&dyn Limit> = keys.iter().flatten().map(|p| p as &dyn Limit).collect();
+    // Descriptors that land on one counter (the same value twice, values a shared
+    // wildcard joins) are one limit of the stack at their summed cost: checked apart,
+    // each would fit where together they do not.
+    let mut counters: Vec<Priced<'_>> = Vec::new();
+    let mut counter_of = vec![usize::MAX; plans.len()];
+    for (i, (p, d)) in plans.iter().zip(&request.descriptors).enumerate() {
+        if let Plan::Stacked { windows, key, .. } = p {
+            let same = counters
+                .iter()
+                .position(|c| std::ptr::eq(c.windows, &**windows) && c.key == key);
+            counter_of[i] = match same {
+                Some(c) => {
+                    counters[c].cost = counters[c].cost.saturating_add(d.hits);
+                    c
+                }
+                None => {
+                    counters.push(Priced {
+                        windows,
+                        key,
+                        cost: d.hits,
+                    });
+                    counters.len() - 1
+                }
+            };
+        }
+    }
+    // A counter asked for more than a window ever admits is refused, nothing charged.
+    let refused_outright = plans.iter().any(|p| matches!(p, Plan::Refused { .. }))
+        || counters
+            .iter()
+            .any(|c| c.windows.peek_at(c.key, now, c.cost).is_err());
+    let stacked: Vec<&dyn Limit> = counters.iter().map(|p| p as &dyn Limit).collect();
     let admitted = !refused_outright
         && match stack::check_all(&stacked, now, 1) {
             Ok(s) => s.decision.is_allowed(),
             Err(e) => return Err(Refusal::Invalid(e.to_string())),
         };
     let mut statuses = Vec::with_capacity(plans.len());
-    let mut over = false;
-    for ((plan, d), metric) in plans.iter().zip(&request.descriptors).zip(&metrics) {
-        let status = status_of(plan, d, now, admitted, stats, metric.as_deref());
+    // Refused by the stack is over the limit, whatever each descriptor's own look.
+    let mut over = !admitted;
+    for (i, ((plan, d), metric)) in plans
+        .iter()
+        .zip(&request.descriptors)
+        .zip(&metrics)
+        .enumerate()
+    {
+        let together = counters.get(counter_of[i]).map_or(d.hits, |c| c.cost);
+        let status = status_of(plan, d, together, now, admitted, stats, metric.as_deref());
         over |= status.code == Code::OverLimit;
         statuses.push(status);
     }
@@ -243,6 +291,7 @@ fn plan_of(
     d: &Descriptor,
     m: Option<&crate::config::tree::Matched>,
     replaced: &[&str],
+    now: u64,
 ) -> Result<(Plan, Option<String>), Refusal> {
     if let Some((requests_per_unit, unit)) = d.limit {
         // A limit the request sets applies whether or not a rule matched, with no
@@ -254,7 +303,7 @@ fn plan_of(
         };
         let key = entries_key(domain, &d.entries);
         let metric = Some(key_name(domain, &d.entries));
-        return Ok(match limits.overridden(requests_per_unit, unit) {
+        return Ok(match limits.overridden(requests_per_unit, unit, now) {
             Ok(Store::Windows(_)) if d.hits > u64::from(requests_per_unit) => {
                 (Plan::Refused { limit, unit }, metric)
             }
@@ -268,28 +317,27 @@ fn plan_of(
                 metric,
             ),
             Ok(_) => (Plan::Refused { limit, unit }, metric),
-            Err(_) => {
-                return Err(Refusal::Invalid(format!(
-                    "more than {} distinct limit overrides",
-                    crate::limits::MOST_OVERRIDES
-                )))
-            }
+            // Every kept override still counting: this one is not limited (said in
+            // the statistics), and the request's other descriptors are decided as
+            // usual — not an error, which Envoy would answer by letting everything by.
+            Err(_) => (Plan::Free(0), Some(OVERRIDES_FULL.to_string())),
         });
     }
     let Some(m) = m else {
-        return Ok((Plan::Free, None));
+        return Ok((Plan::Free(0), None));
     };
     let rule = tree.rule(m.rule);
     let metric = Some(m.metric.clone());
     if !rule.name.is_empty() && replaced.contains(&rule.name.as_str()) {
-        return Ok((Plan::Free, metric));
+        return Ok((Plan::Free(0), metric));
     }
     let Allowance::Limited {
         requests_per_unit,
         unit,
     } = rule.allowance
     else {
-        return Ok((Plan::Free, metric));
+        // Unlimited: everything remains.
+        return Ok((Plan::Free(u32::MAX), metric));
     };
     let limit = CurrentLimit {
         requests_per_unit,
@@ -319,15 +367,18 @@ fn plan_of(
             },
             metric,
         ),
-        _ if rule.shadow => (Plan::Free, metric),
+        _ if rule.shadow => (Plan::Free(0), metric),
         _ => (Plan::Refused { limit, unit }, metric),
     })
 }
 
-/// A descriptor's status once the stack decided (`admitted`), counted in `stats`.
+/// A descriptor's status once the stack decided (`admitted`), counted in `stats`;
+/// `together` is what its counter was asked for in all (its own hits, and those of
+/// the request's other descriptors on the same counter).
 fn status_of(
     plan: &Plan,
     d: &Descriptor,
+    together: u64,
     now: u64,
     admitted: bool,
     stats: &Stats,
@@ -340,14 +391,14 @@ fn status_of(
         }
     };
     match plan {
-        Plan::Free => {
+        Plan::Free(remaining) => {
             if let Some(metric) = metric {
                 stats.count(metric, hits, false, false, 0, 0);
             }
             Status {
                 code: Code::Ok,
                 limit: None,
-                remaining: if metric.is_some() { u32::MAX } else { 0 },
+                remaining: *remaining,
                 until_reset: None,
             }
         }
@@ -370,7 +421,7 @@ fn status_of(
             // descriptor's own cost tells whether it was one of those refusing.
             let over = !admitted
                 && !windows
-                    .peek_at(key, now, hits)
+                    .peek_at(key, now, together)
                     .is_ok_and(|s| s.is_allowed());
             let left = windows.peek_at(key, now, 0).map_or(0, |s| s.remaining());
             let cap = u64::from(limit.requests_per_unit);

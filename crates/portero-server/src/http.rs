@@ -34,7 +34,35 @@ struct JsonRequest {
     #[serde(default)]
     descriptors: Vec<JsonDescriptor>,
     #[serde(default, alias = "hitsAddend")]
-    hits_addend: u32,
+    hits_addend: Option<Number>,
+}
+
+/// A number as the protobuf's JSON may write it: as a number, or (64-bit ones
+/// always) as a string of digits.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Number {
+    Plain(u64),
+    Text(String),
+}
+
+impl Number {
+    fn value(&self, field: &str) -> Result<u64, String> {
+        match self {
+            Self::Plain(n) => Ok(*n),
+            Self::Text(t) => t
+                .parse()
+                .map_err(|_| format!("{field}: not a whole number: {t:?}")),
+        }
+    }
+}
+
+/// A unit as the protobuf's JSON may write it: its name, or its number.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum UnitField {
+    Name(String),
+    Number(i32),
 }
 
 #[derive(Debug, Deserialize)]
@@ -45,7 +73,9 @@ struct JsonDescriptor {
     #[serde(default)]
     limit: Option<JsonLimit>,
     #[serde(default, alias = "hitsAddend")]
-    hits_addend: Option<u64>,
+    hits_addend: Option<Number>,
+    #[serde(default, alias = "isNegativeHits")]
+    is_negative_hits: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -62,8 +92,7 @@ struct JsonEntry {
 struct JsonLimit {
     #[serde(default, alias = "requestsPerUnit")]
     requests_per_unit: u32,
-    #[serde(default)]
-    unit: String,
+    unit: Option<UnitField>,
 }
 
 async fn decide_json(State(gateway): State<Arc<Gateway>>, body: axum::body::Bytes) -> Response {
@@ -90,21 +119,39 @@ async fn decide_json(State(gateway): State<Arc<Gateway>>, body: axum::body::Byte
 }
 
 fn request_of(r: JsonRequest) -> Result<Request, String> {
-    let default_hits = u64::from(r.hits_addend.max(1));
+    let request_hits = r.hits_addend.map_or(Ok(0), |n| n.value("hits_addend"))?;
+    if request_hits > u64::from(u32::MAX) {
+        return Err(format!("hits_addend {request_hits}: at most {}", u32::MAX));
+    }
+    let default_hits = request_hits.max(1);
     let descriptors = r
         .descriptors
         .into_iter()
         .map(|d| {
-            let hits = d.hits_addend.unwrap_or(default_hits);
+            if d.is_negative_hits {
+                return Err("negative hits (giving units back) are not supported".to_string());
+            }
+            let hits = match &d.hits_addend {
+                Some(n) => n.value("hits_addend")?,
+                None => default_hits,
+            };
             if hits > u64::from(u32::MAX) {
                 return Err(format!("hits_addend {hits}: at most {}", u32::MAX));
             }
             let limit = match d.limit {
-                Some(l) => Some((
-                    l.requests_per_unit,
-                    Unit::from_name(&l.unit)
-                        .ok_or_else(|| format!("limit override with unknown unit '{}'", l.unit))?,
-                )),
+                Some(l) => {
+                    let unit = match &l.unit {
+                        Some(UnitField::Name(name)) => Unit::from_name(name),
+                        Some(UnitField::Number(n)) => Unit::from_proto(*n),
+                        None => None,
+                    };
+                    Some((
+                        l.requests_per_unit,
+                        unit.ok_or_else(|| {
+                            format!("limit override with unknown unit {:?}", l.unit)
+                        })?,
+                    ))
+                }
                 None => None,
             };
             Ok(Descriptor {

@@ -101,11 +101,14 @@ impl Limits {
         &self.rules[index]
     }
 
-    /// The store of an override of `requests_per_unit` per `unit`.
+    /// The store of an override of `requests_per_unit` per `unit` at `now`. A full
+    /// set of overrides makes room by dropping those whose every key is full again
+    /// (nothing counted left to lose); with none idle, the override cannot be kept.
     pub fn overridden(
         &self,
         requests_per_unit: u32,
         unit: Unit,
+        now: u64,
     ) -> Result<Store, TooManyOverrides> {
         if requests_per_unit == 0 {
             return Ok(Store::Refuse);
@@ -113,6 +116,12 @@ impl Limits {
         let mut kept = self.overrides.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(windows) = kept.get(&(requests_per_unit, unit)) {
             return Ok(Store::Windows(windows.clone()));
+        }
+        if kept.len() >= MOST_OVERRIDES {
+            kept.retain(|_, windows| {
+                windows.sweep_at(now);
+                !windows.is_empty()
+            });
         }
         if kept.len() >= MOST_OVERRIDES {
             return Err(TooManyOverrides);

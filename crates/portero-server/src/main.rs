@@ -103,6 +103,13 @@ async fn watch(paths: Vec<PathBuf>, every: std::time::Duration, gateway: Arc<Gat
         if now == seen {
             continue;
         }
+        // A file being written is read once it stands still for a whole interval: a
+        // half-written file that happens to parse (the later rules cut off) would
+        // otherwise replace the configuration, and those rules lose their counts.
+        tokio::time::sleep(every).await;
+        if config::stamp(&paths) != now {
+            continue;
+        }
         seen = now;
         match config::load(&paths) {
             Ok(tree) => {

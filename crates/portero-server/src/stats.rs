@@ -14,6 +14,10 @@ use std::sync::RwLock;
 
 /// The most names counted apart.
 pub const MOST_NAMES: usize = 10_000;
+/// The longest name kept whole, in bytes: a longer one (descriptor values of any
+/// length make names) is cut and ends with a hash of the whole, so statistics cannot
+/// grow with the size of the values sent.
+pub const MOST_NAME_BYTES: usize = 256;
 /// The name that counts what found no room.
 pub const OVERFLOW: &str = "overflow";
 /// Past this share of a window's limit, hits count as near it.
@@ -43,6 +47,8 @@ impl Stats {
     /// Counts `hits` of the descriptor named `name`: `over` its limit (a shadow rule's
     /// `shadowed` ones let through), with `used` of `limit` units spent after them.
     pub fn count(&self, name: &str, hits: u64, over: bool, shadowed: bool, used: u64, limit: u64) {
+        let bounded = bounded(name);
+        let name = bounded.as_ref();
         let near_from = limit * NEAR.0 / NEAR.1;
         let near = if !over && used > near_from {
             hits.min(used - near_from)
@@ -88,7 +94,7 @@ impl Stats {
     /// The hits counted for `name`: total, over, near, within, shadow.
     pub fn of(&self, name: &str) -> Option<[u64; 5]> {
         let names = self.names.read().unwrap_or_else(|e| e.into_inner());
-        names.get(name).map(|c| {
+        names.get(bounded(name).as_ref()).map(|c| {
             [
                 c.total_hits.load(Relaxed),
                 c.over_limit.load(Relaxed),
@@ -147,6 +153,22 @@ impl Stats {
         );
         out
     }
+}
+
+/// `name`, or for one longer than [`MOST_NAME_BYTES`] its start and a hash of the
+/// whole (the same every run: a fixed SipHash key).
+pub fn bounded(name: &str) -> std::borrow::Cow<'_, str> {
+    use std::hash::{Hash, Hasher};
+    if name.len() <= MOST_NAME_BYTES {
+        return std::borrow::Cow::Borrowed(name);
+    }
+    let mut cut = MOST_NAME_BYTES - 24;
+    while !name.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    name.hash(&mut h);
+    std::borrow::Cow::Owned(format!("{}…#{:016x}", &name[..cut], h.finish()))
 }
 
 /// A label value as Prometheus' text format writes it.

@@ -192,6 +192,26 @@ fn envoy_s_client_over_grpc_and_the_http_side() {
         serde_json::from_str::<Value>(&body).unwrap()["statuses"][0]["limitRemaining"],
         1
     );
+    // The protobuf's JSON as other clients write it: a 64-bit number as a string,
+    // an enum as its number; a negative hit refused as said.
+    let as_proto = r#"{"domain":"rl","descriptors":[{"entries":[{"key":"user","value":"gina"}],"hitsAddend":"2"}]}"#;
+    let (status, body) = http(&server.http, "POST", "/json", as_proto);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap()["statuses"][0]["limitRemaining"],
+        1
+    );
+    let numbered = r#"{"domain":"rl","descriptors":[{"entries":[{"key":"o","value":"x"}],"limit":{"requestsPerUnit":5,"unit":2}}]}"#;
+    let (status, body) = http(&server.http, "POST", "/json", numbered);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap()["statuses"][0]["currentLimit"]["unit"],
+        "MINUTE"
+    );
+    let negative = r#"{"domain":"rl","descriptors":[{"entries":[{"key":"user","value":"gina"}],"isNegativeHits":true}]}"#;
+    let (status, body) = http(&server.http, "POST", "/json", negative);
+    assert_eq!(status, 400);
+    assert!(body.contains("negative hits"), "{body}");
     assert_eq!(http(&server.http, "POST", "/json", "{not json").0, 400);
     assert_eq!(
         http(
@@ -214,7 +234,7 @@ fn envoy_s_client_over_grpc_and_the_http_side() {
         "{metrics}"
     );
     assert!(
-        metrics.contains("portero_ratelimit_decisions_total{result=\"malformed\"} 5"),
+        metrics.contains("portero_ratelimit_decisions_total{result=\"malformed\"} 6"),
         "{metrics}"
     );
 }
