@@ -6,7 +6,7 @@
 //   import { rateLimit } from "portero/express";
 //   app.use(rateLimit({ windowMs: 60_000, limit: 100 }));
 import { fail } from "./errors.js";
-import { costOf, fieldsOf, keyOf, limiterOf, settingsOf } from "./middleware.js";
+import { checkedCost, checkedKey, fieldsOf, limiterOf, settingsOf } from "./middleware.js";
 
 /**
  * The middleware. The key is `req.ip` (Express's client address, which honours its
@@ -15,14 +15,22 @@ import { costOf, fieldsOf, keyOf, limiterOf, settingsOf } from "./middleware.js"
 export function rateLimit(options = {}) {
   const settings = settingsOf(options);
   let limiter = null;
+  // The user's functions are awaited only when they answer a promise: a request
+  // whose functions all answer at once is decided without a turn of the event loop.
   return async function porteroRateLimit(req, res, next) {
     try {
       limiter ??= await limiterOf(settings);
-      if (settings.skip !== null && (await settings.skip(req, res))) return next();
-      const key = await keyOf(settings, () => clientOf(req), req, res);
-      const cost = await costOf(settings, req, res);
-      const decision = limiter.check(key, Date.now(), cost);
-      res.set(fieldsOf(limiter, decision, settings));
+      if (settings.skip !== null) {
+        let skip = settings.skip(req, res);
+        if (skip instanceof Promise) skip = await skip;
+        if (skip) return next();
+      }
+      let key = settings.keyGenerator === null ? clientOf(req) : settings.keyGenerator(req, res);
+      if (key instanceof Promise) key = await key;
+      let cost = settings.cost === null ? 1 : settings.cost(req, res);
+      if (cost instanceof Promise) cost = await cost;
+      const decision = limiter.check(checkedKey(key), Date.now(), checkedCost(cost));
+      res.set(fieldsOf(decision, settings));
       if (decision.allowed) return next();
       if (settings.handler !== null) return settings.handler(req, res, next, { decision, statusCode: settings.statusCode });
       res.status(settings.statusCode);

@@ -10,7 +10,7 @@
 //   import wasm from "portero/portero.wasm";
 //   app.use(rateLimiter({ wasm, windowMs: 60_000, limit: 100 }));
 import { fail } from "./errors.js";
-import { costOf, fieldsOf, keyOf, limiterOf, settingsOf } from "./middleware.js";
+import { checkedCost, checkedKey, fieldsOf, limiterOf, settingsOf } from "./middleware.js";
 
 /**
  * The middleware. The key is the client's address where the runtime tells it
@@ -22,11 +22,18 @@ export function rateLimiter(options = {}) {
   let limiter = null;
   return async function porteroRateLimiter(c, next) {
     limiter ??= await limiterOf(settings);
-    if (settings.skip !== null && (await settings.skip(c))) return next();
-    const key = await keyOf(settings, () => clientOf(c), c);
-    const cost = await costOf(settings, c);
-    const decision = limiter.check(key, Date.now(), cost);
-    const fields = fieldsOf(limiter, decision, settings);
+    // The user's functions are awaited only when they answer a promise.
+    if (settings.skip !== null) {
+      let skip = settings.skip(c);
+      if (skip instanceof Promise) skip = await skip;
+      if (skip) return next();
+    }
+    let key = settings.keyGenerator === null ? clientOf(c) : settings.keyGenerator(c);
+    if (key instanceof Promise) key = await key;
+    let cost = settings.cost === null ? 1 : settings.cost(c);
+    if (cost instanceof Promise) cost = await cost;
+    const decision = limiter.check(checkedKey(key), Date.now(), checkedCost(cost));
+    const fields = fieldsOf(decision, settings);
     if (decision.allowed) {
       await next();
       withFields(c, fields);

@@ -71,6 +71,8 @@ export function init(input?: WebAssembly.Module | BufferSource | URL | string | 
 /** Whether the module is instantiated (`initSync` or `init` ran). */
 export function isReady(): boolean;
 export function rateLimitHeaders(decision: Decision, options: HeaderOptions): Headers;
+/** `rateLimitHeaders` with its options checked once: a function of a decision of the package's own limiters. */
+export function rateLimitFields(options: HeaderOptions): (decision: Decision) => Headers;
 
 declare class Single {
   check(now: number, cost?: number): Decision;

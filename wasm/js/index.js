@@ -269,24 +269,37 @@ function millisField(name, v) {
  * fields, and for a rejection `Retry-After` (whole seconds, rounded up) and
  * `Cache-Control: no-store` (a 429 must never be cached).
  */
-export function rateLimitHeaders(decision, { policy = "default", quota, windowSeconds }) {
+export function rateLimitHeaders(decision, options) {
+  const fields = rateLimitFields(options);
+  if (decision === null || typeof decision !== "object") fail("decision must be a decision object");
+  wholeField("decision.remaining", decision.remaining, 0);
+  millisField(decision.allowed ? "decision.resetAfterMs" : "decision.retryAfterMs", decision.allowed ? decision.resetAfterMs : decision.retryAfterMs);
+  return fields(decision);
+}
+
+/**
+ * `rateLimitHeaders` with its options checked once: a function of a decision of the
+ * package's own limiters (what a middleware calls for every response).
+ */
+export function rateLimitFields({ policy = "default", quota, windowSeconds }) {
   if (!TOKEN.test(policy)) fail(`policy must be a structured-field token, got ${JSON.stringify(policy)}`);
   wholeField("quota", quota, 0);
   wholeField("windowSeconds", windowSeconds, 1);
-  if (decision === null || typeof decision !== "object") fail("decision must be a decision object");
-  const remaining = wholeField("decision.remaining", decision.remaining, 0);
-  const headers = {
-    "RateLimit-Policy": `"${policy}";q=${quota};w=${windowSeconds}`,
+  const policyField = `"${policy}";q=${quota};w=${windowSeconds}`;
+  const item = `"${policy}";r=`;
+  return (decision) => {
+    if (decision.allowed) {
+      const t = Math.min(Math.ceil(decision.resetAfterMs / 1000), MAX_ADVERTISED_SECONDS);
+      return { "RateLimit-Policy": policyField, RateLimit: `${item}${decision.remaining};t=${t}` };
+    }
+    const retry = Math.max(1, Math.min(Math.ceil(decision.retryAfterMs / 1000), MAX_ADVERTISED_SECONDS));
+    return {
+      "RateLimit-Policy": policyField,
+      RateLimit: `${item}${decision.remaining};t=${retry}`,
+      "Retry-After": String(retry),
+      "Cache-Control": "no-store",
+    };
   };
-  if (decision.allowed) {
-    headers["RateLimit"] = `"${policy}";r=${remaining};t=${millisField("decision.resetAfterMs", decision.resetAfterMs)}`;
-  } else {
-    const retry = Math.max(1, millisField("decision.retryAfterMs", decision.retryAfterMs));
-    headers["RateLimit"] = `"${policy}";r=${remaining};t=${retry}`;
-    headers["Retry-After"] = String(retry);
-    headers["Cache-Control"] = "no-store";
-  }
-  return headers;
 }
 
 // `rateLimitHeaders` for a limiter's own quota.

@@ -5,7 +5,7 @@
 //
 // One limiter per middleware, in the isolate's (or the process's) memory: a table of
 // at most `maxKeys` keys (default 100,000) that a flood of keys cannot grow.
-import { KeyedLimiter, initSync, isReady } from "./index.js";
+import { KeyedLimiter, initSync, isReady, rateLimitFields } from "./index.js";
 import { fail, shown } from "./errors.js";
 
 /** The body of a 429 unless `message` says otherwise. */
@@ -77,19 +77,20 @@ export async function limiterOf(settings) {
     }
   }
   const limiter = new KeyedLimiter(settings.limiter);
-  // Validated now, not at the first request (a bad policy name, say).
-  limiter.headers({ allowed: true, remaining: 0, resetAfterMs: 0 }, settings.policy);
+  // The fields' format, its options checked now (a bad policy name, say), not at
+  // every response: the same quota and window the limiter's `headers` advertise.
+  const { limit, periodMs } = settings.limiter;
+  settings.fields = rateLimitFields({ policy: settings.policy, quota: limit, windowSeconds: Math.ceil(periodMs / 1000) });
   return limiter;
 }
 
 /** The fields of a response `decision` answered, as `settings` asks for them. */
-export function fieldsOf(limiter, decision, settings) {
-  const fields = settings.standardHeaders ? limiter.headers(decision, settings.policy) : {};
-  if (!decision.allowed && fields["Retry-After"] === undefined) {
+export function fieldsOf(decision, settings) {
+  const all = settings.fields(decision);
+  let fields = all;
+  if (!settings.standardHeaders) {
     // A 429 always says when to come back, whatever the field style.
-    const all = limiter.headers(decision, settings.policy);
-    fields["Retry-After"] = all["Retry-After"];
-    fields["Cache-Control"] = all["Cache-Control"];
+    fields = decision.allowed ? {} : { "Retry-After": all["Retry-After"], "Cache-Control": all["Cache-Control"] };
   }
   if (settings.legacyHeaders) {
     fields["X-RateLimit-Limit"] = String(settings.limiter.limit);
@@ -100,19 +101,16 @@ export function fieldsOf(limiter, decision, settings) {
   return fields;
 }
 
-/** The cost of a request: `settings.cost` of it, or 1. */
-export async function costOf(settings, ...request) {
-  if (settings.cost === null) return 1;
-  const cost = await settings.cost(...request);
+/** The cost a user's function answered (awaited if it was a promise), checked. */
+export function checkedCost(cost) {
   if (!(typeof cost === "number" && Number.isSafeInteger(cost) && cost >= 0)) {
     fail(`cost must return a whole number of at least 0, got ${shown(cost)}`);
   }
   return cost;
 }
 
-/** The key of a request: `settings.keyGenerator` of it, or `fallback()`. */
-export async function keyOf(settings, fallback, ...request) {
-  const key = settings.keyGenerator === null ? fallback() : await settings.keyGenerator(...request);
+/** The key a user's function answered (awaited if it was a promise), checked. */
+export function checkedKey(key) {
   if (typeof key !== "string" || key.length === 0) {
     fail(`keyGenerator must return a non-empty string, got ${shown(key)}`);
   }
