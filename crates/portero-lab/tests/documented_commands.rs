@@ -160,6 +160,7 @@ impl Known {
             "crates/portero-http",
             "crates/portero-redis",
             "crates/portero-lab",
+            "crates/portero-server",
             "benches",
             "examples",
             "tests",
@@ -191,6 +192,7 @@ impl Known {
         let mut bins = stems("examples/src/bin");
         bins.extend(stems("benches/src/bin"));
         bins.push("portero-lab".into());
+        bins.push("portero-server".into());
         Self {
             xtask,
             packages,
