@@ -172,8 +172,22 @@ async fn redis_units_of_requests_a_local_limit_refused_come_back() {
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
             if leased {
-                // Units given back into this instance's lease are spent here: count
-                // what the client can still take, through the lease.
+                // The give-backs into the lease run on their own, after the
+                // refusals were answered: wait until the lease stands still (a
+                // loaded machine runs them late), then count what the client can
+                // still take through it. Units given back into this instance's lease
+                // are spent here.
+                let mut still = 0;
+                let mut held = lease.leased_units();
+                for _ in 0..500 {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    let now = lease.leased_units();
+                    still = if now == held { still + 1 } else { 0 };
+                    held = now;
+                    if still >= 10 {
+                        break;
+                    }
+                }
                 left = drained(&lease).await;
             }
             let kept = 300 - left - through;
