@@ -35,8 +35,11 @@ export function rateLimiter(options = {}) {
     const decision = limiter.check(checkedKey(key), Date.now(), checkedCost(cost));
     const fields = fieldsOf(decision, settings);
     if (decision.allowed) {
+      // Set before the handler, so a response it makes through the context carries
+      // them as it is built; a response it made itself gets them after.
+      for (const k in fields) c.header(k, fields[k]);
       await next();
-      withFields(c, fields);
+      if (!c.res.headers.has(FIRST)) withFields(c, fields);
       return;
     }
     if (settings.handler !== null) {
@@ -53,6 +56,9 @@ export function rateLimiter(options = {}) {
       : c.json(body, settings.statusCode, fields);
   };
 }
+
+// A field every answer carries (the policy), to tell whether the response has them.
+const FIRST = "ratelimit-policy";
 
 // Adds `fields` to the response the handler made (a copy when its headers are frozen,
 // as those of a response from `fetch` are).
