@@ -5,30 +5,14 @@
 //! every new one for the life of the process, an override enforced in a domain the
 //! configuration does not know, and a replaced rule reported as unlimited.
 
-use portero_server::config;
+mod support;
+
 use portero_server::config::unit::Unit;
 use portero_server::decide::{Answer, Code, Descriptor, Request};
 use portero_server::gateway::Gateway;
 use portero_server::limits::MOST_OVERRIDES;
 use portero_server::stats::MOST_NAME_BYTES;
-
-const NOW: u64 = 1_800_000_000 * 1_000_000_000 - 1_800_000_000 % 86_400 * 1_000_000_000;
-
-fn gateway(yaml: &str) -> Gateway {
-    let tree = config::from_texts(&[("t.yaml".into(), yaml.into())]).expect("loads");
-    Gateway::new(tree, 1_000, false)
-}
-
-fn descriptor(entries: &[(&str, &str)]) -> Descriptor {
-    Descriptor {
-        entries: entries
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        limit: None,
-        hits: 1,
-    }
-}
+use support::{descriptor, gateway, NOW};
 
 fn ask_at(g: &Gateway, domain: &str, descriptors: Vec<Descriptor>, now: u64) -> Answer {
     g.decide_at(

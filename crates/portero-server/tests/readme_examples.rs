@@ -2,29 +2,12 @@
 //! the same file and descriptors give the codes, limits and remaining the README
 //! describes. Decided at fixed instants (ns since the Unix epoch) through the library.
 
-use portero_server::config;
+mod support;
+
 use portero_server::config::unit::Unit;
 use portero_server::decide::{Answer, Code, Descriptor, Request};
 use portero_server::gateway::Gateway;
-
-/// 2027-01-15 00:00:00 UTC: the start of a second, a minute, an hour and a day.
-const NOW: u64 = 1_800_000_000 * 1_000_000_000 - 1_800_000_000 % 86_400 * 1_000_000_000;
-
-fn gateway(yaml: &str) -> Gateway {
-    let tree = config::from_texts(&[("example.yaml".into(), yaml.into())]).expect("loads");
-    Gateway::new(tree, 1_000, false)
-}
-
-fn descriptor(entries: &[(&str, &str)]) -> Descriptor {
-    Descriptor {
-        entries: entries
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        limit: None,
-        hits: 1,
-    }
-}
+use support::{descriptor, gateway, NOW};
 
 fn ask(g: &Gateway, domain: &str, descriptors: Vec<Descriptor>) -> Answer {
     g.decide_at(
