@@ -192,3 +192,27 @@ fn a_charge_that_saturates_the_word_leaves_nothing_for_an_earlier_admission() {
         test();
     }
 }
+
+/// The other side of the saturating charge: a charge the word holds whole tells the
+/// ledger nothing, and an earlier admission still gives everything back (a ledger
+/// told "everything went back" at every charge would keep every unit a settlement
+/// above its estimate came after). Exactly the twin, one word and keyed.
+#[test]
+fn a_charge_the_word_holds_leaves_earlier_admissions_their_give_back() {
+    let q = Quota::per_second(10).unwrap();
+    let (l, twin) = (
+        RateLimiter::with_algorithm_and_clock(Gcra::new(q), ManualClock::new()),
+        RateLimiter::with_algorithm_and_clock(Gcra::new(q), ManualClock::new()),
+    );
+    let x = l.acquire_at(0, 2).unwrap().admission.unwrap();
+    l.charge_at(0, 3).unwrap();
+    twin.charge_at(0, 3).unwrap();
+    assert!(l.refund_at(x, 0), "given back");
+    assert_eq!(l.raw_state(), twin.raw_state());
+    let t = per_key();
+    let x = t.acquire_at(&"k", 0, 2).unwrap().admission.unwrap();
+    let k = t.fingerprint_of(&"k");
+    t.charge_fingerprint_at(k, 0, 3).unwrap();
+    t.refund_fingerprint_at(k, x, 0);
+    assert_eq!(t.peek_at(&"k", 0, 0).unwrap().remaining(), 1_000 - 3);
+}
