@@ -20,10 +20,23 @@ pub struct RedisAlgorithm(Kind);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
-    Gcra { interval_us: u64, burst: u64 },
-    FixedWindow { limit: u64, window_us: u64 },
-    SlidingCounter { limit: u64, window_us: u64 },
-    SlidingLog { limit: u64, window_us: u64 },
+    Gcra {
+        interval_us: u64,
+        burst: u64,
+    },
+    FixedWindow {
+        limit: u64,
+        window_us: u64,
+        aligned: bool,
+    },
+    SlidingCounter {
+        limit: u64,
+        window_us: u64,
+    },
+    SlidingLog {
+        limit: u64,
+        window_us: u64,
+    },
 }
 
 /// Why a quota cannot run in Redis.
@@ -71,7 +84,26 @@ impl RedisAlgorithm {
     /// around a window's end; prefer [`gcra`](Self::gcra) unless you need windows.
     pub fn fixed_window(limit: u64, window: Duration) -> Result<Self, RedisQuotaError> {
         let window_us = window_us(limit, window, MAX_SPAN_US)?;
-        Ok(Self(Kind::FixedWindow { limit, window_us }))
+        Ok(Self(Kind::FixedWindow {
+            limit,
+            window_us,
+            aligned: false,
+        }))
+    }
+
+    /// A fixed window of `limit` units per `window` (whole microseconds, rounded up),
+    /// windows aligned on Redis's clock: each starts at a whole multiple of `window`
+    /// since the Unix epoch, whoever asks first, so every key's window of a minute
+    /// ends on the minute (as envoyproxy/ratelimit counts, and as portero's
+    /// in-memory [`FixedWindow`](portero::FixedWindow) counts on a clock that reads
+    /// the epoch). Up to `2 × limit` around a window's end, like any fixed window.
+    pub fn aligned_window(limit: u64, window: Duration) -> Result<Self, RedisQuotaError> {
+        let window_us = window_us(limit, window, MAX_SPAN_US)?;
+        Ok(Self(Kind::FixedWindow {
+            limit,
+            window_us,
+            aligned: true,
+        }))
     }
 
     /// A sliding window counter of `limit` units per `window` (whole microseconds,
@@ -109,7 +141,15 @@ impl RedisAlgorithm {
         let name = self.name();
         match self.0 {
             Kind::Gcra { interval_us, burst } => format!("{name}:{interval_us}us:{burst}"),
-            Kind::FixedWindow { limit, window_us }
+            // Aligned windows keep their start elsewhere: never the same key.
+            Kind::FixedWindow {
+                limit,
+                window_us,
+                aligned: true,
+            } => format!("{name}:aligned:{limit}:{window_us}us"),
+            Kind::FixedWindow {
+                limit, window_us, ..
+            }
             | Kind::SlidingCounter { limit, window_us }
             | Kind::SlidingLog { limit, window_us } => format!("{name}:{limit}:{window_us}us"),
         }
@@ -129,7 +169,11 @@ impl RedisAlgorithm {
     pub(crate) fn script_args(&self) -> [u64; 3] {
         match self.0 {
             Kind::Gcra { interval_us, burst } => [1, interval_us, burst],
-            Kind::FixedWindow { limit, window_us } => [2, limit, window_us],
+            Kind::FixedWindow {
+                limit,
+                window_us,
+                aligned,
+            } => [if aligned { 5 } else { 2 }, limit, window_us],
             Kind::SlidingCounter { limit, window_us } => [3, limit, window_us],
             Kind::SlidingLog { limit, window_us } => [4, limit, window_us],
         }

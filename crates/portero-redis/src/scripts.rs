@@ -11,8 +11,10 @@
 //! - **GCRA.** The key holds the TAT in µs. Admit iff `TAT ≤ now + B·T − n·T`; then
 //!   `TAT ← max(TAT, now) + n·T`, and the key expires when the limiter would be full
 //!   again (an idle key holds no information).
-//! - **Fixed window** from a key's first admitted request: a hash `{s: start, n: used}`,
-//!   checked before it is raised (a rejection writes nothing), expiring with the window.
+//! - **Fixed window** from a key's first admitted request, or aligned on the clock
+//!   (each window starts at a whole multiple of its length since the epoch): a hash
+//!   `{s: start, n: used}`, checked before it is raised (a rejection writes nothing),
+//!   expiring with the window.
 //! - **Sliding window counter**, windows aligned on the clock: a hash `{i: window
 //!   index, p: previous count, c: current count}`; admit iff
 //!   `p·(W − elapsed) + c·W < (L − n + 1)·W`, with the same exact retry-after as portero's

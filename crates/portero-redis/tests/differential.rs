@@ -97,6 +97,18 @@ fn cases() -> Vec<Case> {
             grid_us: 1_000,
         },
         Case {
+            // Windows of 500 ms on the epoch: the same boundaries in both.
+            name: "aligned-window",
+            algorithm: RedisAlgorithm::aligned_window(6, window).unwrap(),
+            model: || {
+                let q = Quota::new(6, Duration::from_millis(500)).unwrap();
+                rate_limiter(FixedWindow::with_placement(q, Placement::Aligned).unwrap())
+            },
+            max_gap_us: 200_000,
+            max_cost: 3,
+            grid_us: 1,
+        },
+        Case {
             name: "sliding-log",
             algorithm: RedisAlgorithm::sliding_log(6, window).unwrap(),
             model: || {

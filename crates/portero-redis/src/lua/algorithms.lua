@@ -72,23 +72,28 @@ local function gcra(k1, _, interval, burst, cost, now)
   return 1, math.floor((span - ahead) / interval), 0, ahead, commit
 end
 
--- Fixed window from a key's first admitted request: k1 is a hash {s: start, n: used}.
--- a = limit, b = window W (µs).
-local function fixed_window(k1, _, limit, w, cost, now)
+-- Fixed window from a key's first admitted request, or (aligned) from the last whole
+-- multiple of W on the clock: k1 is a hash {s: start, n: used}. a = limit, b = window
+-- W (µs).
+local function fixed_window(k1, _, limit, w, cost, now, aligned)
   local st = redis.call('HMGET', k1, 's', 'n')
   local s, used = tonumber(st[1]), tonumber(st[2]) or 0
   if s == nil or now >= s + w then
     s, used = nil, 0
   end
+  -- Where a window opened now starts: at this request, or (aligned) at the last
+  -- whole multiple of w. A stored start ahead of it (the clock went back in a
+  -- failover) stays the window, as at its start.
+  local opens = aligned and (now - now % w) or now
   -- Full again when the open window ends (an admitted request opens one).
   local reset = 0
-  if s ~= nil then reset = s + w - now elseif cost > 0 then reset = w end
+  if s ~= nil then reset = s + w - now elseif cost > 0 then reset = opens + w - now end
   if used + cost > limit then
     return 0, math.max(limit - used, 0), reset, reset
   end
   local commit = nil
   if cost > 0 then
-    local start = s or now
+    local start = s or opens
     commit = function()
       redis.call('HSET', k1, 's', string.format('%d', start), 'n', string.format('%d', used + cost))
       redis.call('PEXPIRE', k1, math.ceil((start + w - now) / 1000))
@@ -96,6 +101,11 @@ local function fixed_window(k1, _, limit, w, cost, now)
     end
   end
   return 1, limit - used - cost, 0, reset, commit
+end
+
+-- The fixed window with windows aligned on the clock's epoch (algorithm 5).
+local function aligned_window(k1, k2, limit, w, cost, now)
+  return fixed_window(k1, k2, limit, w, cost, now, true)
 end
 
 -- Sliding window counter, windows aligned on the clock: k1 is a hash

@@ -9,7 +9,7 @@
 -- its key's generation), 4 debit (one limit: its cost
 -- charged now, past the limit: what a settlement charges above its estimate when the
 -- admission is not in Redis, a lease's units spent by an instance). Then four per limit: algorithm
--- (1 GCRA, 2 fixed window, 3 sliding counter, 4 sliding log), its two parameters, the
+-- (1 GCRA, 2 fixed window, 3 sliding counter, 4 sliding log, 5 aligned fixed window), its two parameters, the
 -- cost. KEYS: one per limit, two for the sliding log (its log and its index): a call
 -- declares only keys it uses, since Redis Cluster refuses multi-key calls while a slot
 -- migrates.
@@ -29,8 +29,9 @@ local deadline = tonumber(ARGV[1])
 if deadline > 0 and now > deadline then
   return {2, now}
 end
-local algorithms = {gcra, fixed_window, sliding_counter, sliding_log}
-local settles = {gcra_settle, fixed_window_settle, sliding_counter_settle, sliding_log_settle}
+local algorithms = {gcra, fixed_window, sliding_counter, sliding_log, aligned_window}
+local settles = {gcra_settle, fixed_window_settle, sliding_counter_settle, sliding_log_settle,
+  fixed_window_settle}
 local mode = ARGV[3]
 local limits = (mode == '3') and 1 or (#ARGV - 3) / 4
 local out = {1, now}
