@@ -8,14 +8,16 @@
 //! are counted apart and never refuse; unlimited rules and descriptors that match no
 //! rule are admitted uncounted; a rule another matched rule `replaces` is skipped.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use portero::keyed::stack::{self, Limit};
 use portero::{Acquired, Admission, Decision, KeyedError};
 
-use crate::config::tree::{Allowance, Tree};
+use crate::config::tree::Tree;
 use crate::config::unit::Unit;
 use crate::limits::{Limits, Store, Windows};
+use crate::plan::{self, Source, Target};
 use crate::stats::Stats;
 
 /// A request, as the gRPC and HTTP doors hand it over.
@@ -106,24 +108,23 @@ pub const MOST_DESCRIPTORS: usize = 1_000;
 /// The most entries one descriptor may carry.
 pub const MOST_ENTRIES: usize = 64;
 
-/// How one descriptor is decided.
+/// How one descriptor is decided in memory: its plan's target, with the counter
+/// found.
 enum Plan {
     /// Counted in `windows` under `key`, all or none with the others.
     Stacked {
-        windows: std::sync::Arc<Windows>,
+        windows: Arc<Windows>,
         key: String,
         limit: CurrentLimit,
-        unit: Unit,
     },
     /// Counted in `windows` under `key`, never refusing.
     Shadow {
-        windows: std::sync::Arc<Windows>,
+        windows: Arc<Windows>,
         key: String,
         limit: CurrentLimit,
-        unit: Unit,
     },
     /// Always refused.
-    Refused { limit: CurrentLimit, unit: Unit },
+    Refused(CurrentLimit),
     /// Admitted, uncounted (no rule, unlimited, replaced, an override that cannot
     /// be kept), reporting `remaining`.
     Free(u32),
@@ -158,42 +159,47 @@ pub fn decide(
     now: u64,
     shadow: bool,
 ) -> Result<Answer, Refusal> {
-    check_shape(request)?;
-    // A domain the configuration does not know limits nothing, overrides included
-    // (as envoyproxy/ratelimit looks the domain up first).
-    if !tree.has_domain(&request.domain) {
-        let statuses = request
-            .descriptors
-            .iter()
-            .map(|_| Status {
-                code: Code::Ok,
-                limit: None,
-                remaining: 0,
-                until_reset: None,
-            })
-            .collect();
-        return Ok(Answer {
-            code: Code::Ok,
-            statuses,
-        });
+    match plan::plan(tree, request)? {
+        None => Ok(unknown_domain(request)),
+        Some(plan) => decide_planned(limits, stats, request, plan, now, shadow),
     }
-    let mut plans = Vec::with_capacity(request.descriptors.len());
-    let mut metrics = Vec::with_capacity(request.descriptors.len());
-    let mut matched = Vec::with_capacity(request.descriptors.len());
-    for d in &request.descriptors {
-        matched.push(tree.find(&request.domain, &d.entries));
-    }
-    // Names replaced by a rule that matched this request.
-    let replaced: Vec<&str> = matched
+}
+
+/// Every descriptor of a request to a domain the configuration does not know: OK,
+/// unlimited.
+pub(crate) fn unknown_domain(request: &Request) -> Answer {
+    let statuses = request
+        .descriptors
         .iter()
-        .flatten()
-        .flat_map(|m| tree.rule(m.rule).replaces.iter().map(String::as_str))
+        .map(|_| Status {
+            code: Code::Ok,
+            limit: None,
+            remaining: 0,
+            until_reset: None,
+        })
         .collect();
-    for (d, m) in request.descriptors.iter().zip(&matched) {
-        let (plan, metric) = plan_of(tree, limits, &request.domain, d, m.as_ref(), &replaced, now)?;
-        plans.push(plan);
-        metrics.push(metric);
+    Answer {
+        code: Code::Ok,
+        statuses,
     }
+}
+
+/// Decides `request`, planned as `plan`, with the counters in memory.
+pub(crate) fn decide_planned(
+    limits: &Limits,
+    stats: &Stats,
+    request: &Request,
+    plan: plan::Plan,
+    now: u64,
+    shadow: bool,
+) -> Result<Answer, Refusal> {
+    let mut metrics = plan.metrics;
+    let plans: Vec<Plan> = plan
+        .targets
+        .into_iter()
+        .zip(metrics.iter_mut())
+        .map(|(target, metric)| in_memory(limits, target, metric, now))
+        .collect();
     // Descriptors that land on one counter (the same value twice, values a shared
     // wildcard joins) are one limit of the stack at their summed cost: checked apart,
     // each would fit where together they do not.
@@ -221,7 +227,7 @@ pub fn decide(
         }
     }
     // A counter asked for more than a window ever admits is refused, nothing charged.
-    let refused_outright = plans.iter().any(|p| matches!(p, Plan::Refused { .. }))
+    let refused_outright = plans.iter().any(|p| matches!(p, Plan::Refused(_)))
         || counters
             .iter()
             .any(|c| c.windows.peek_at(c.key, now, c.cost).is_err());
@@ -245,131 +251,53 @@ pub fn decide(
         over |= status.code == Code::OverLimit;
         statuses.push(status);
     }
+    Ok(answer(statuses, over, shadow))
+}
+
+/// The answer of `statuses`: over the limit if `over`, unless in global `shadow` mode.
+pub(crate) fn answer(statuses: Vec<Status>, over: bool, shadow: bool) -> Answer {
     let code = if over && !shadow {
         Code::OverLimit
     } else {
         Code::Ok
     };
-    Ok(Answer { code, statuses })
+    Answer { code, statuses }
 }
 
-fn check_shape(request: &Request) -> Result<(), Refusal> {
-    if request.domain.is_empty() {
-        return Err(Refusal::Invalid(
-            "rate limit domain must not be empty".into(),
-        ));
-    }
-    if request.descriptors.is_empty() {
-        return Err(Refusal::Invalid(
-            "rate limit descriptor list must not be empty".into(),
-        ));
-    }
-    if request.descriptors.len() > MOST_DESCRIPTORS {
-        return Err(Refusal::Invalid(format!(
-            "{} descriptors: at most {MOST_DESCRIPTORS} in one request",
-            request.descriptors.len()
-        )));
-    }
-    if let Some(d) = request
-        .descriptors
-        .iter()
-        .find(|d| d.entries.len() > MOST_ENTRIES)
-    {
-        return Err(Refusal::Invalid(format!(
-            "a descriptor of {} entries: at most {MOST_ENTRIES}",
-            d.entries.len()
-        )));
-    }
-    Ok(())
-}
-
-/// How descriptor `d`, matched as `m`, is decided, and its statistics' name.
-fn plan_of(
-    tree: &Tree,
-    limits: &Limits,
-    domain: &str,
-    d: &Descriptor,
-    m: Option<&crate::config::tree::Matched>,
-    replaced: &[&str],
-    now: u64,
-) -> Result<(Plan, Option<String>), Refusal> {
-    if let Some((requests_per_unit, unit)) = d.limit {
-        // A limit the request sets applies whether or not a rule matched, with no
-        // shadow mode (as envoyproxy/ratelimit does); its counter is the descriptor's.
-        let limit = CurrentLimit {
-            requests_per_unit,
-            unit,
-            name: String::new(),
-        };
-        let key = entries_key(domain, &d.entries);
-        let metric = Some(key_name(domain, &d.entries));
-        return Ok(match limits.overridden(requests_per_unit, unit, now) {
-            Ok(Store::Windows(_)) if d.hits > u64::from(requests_per_unit) => {
-                (Plan::Refused { limit, unit }, metric)
-            }
-            Ok(Store::Windows(windows)) => (
-                Plan::Stacked {
+/// The memory counters of `target`; an override that cannot be kept is admitted
+/// uncounted, said in the statistics under [`OVERRIDES_FULL`] (`metric`).
+fn in_memory(limits: &Limits, target: Target, metric: &mut Option<String>, now: u64) -> Plan {
+    match target {
+        Target::Free(remaining) => Plan::Free(remaining),
+        Target::Refused(limit) => Plan::Refused(limit),
+        Target::Counted(c) => {
+            let store = match c.source {
+                Source::Rule(i) => Ok(limits.rule(i).clone()),
+                Source::Override(per_unit, unit) => limits.overridden(per_unit, unit, now),
+            };
+            match store {
+                Ok(Store::Windows(windows)) if c.shadow => Plan::Shadow {
                     windows,
-                    key,
-                    limit,
-                    unit,
+                    key: c.key,
+                    limit: c.limit,
                 },
-                metric,
-            ),
-            Ok(_) => (Plan::Refused { limit, unit }, metric),
-            // Every kept override still counting: this one is not limited (said in
-            // the statistics), and the request's other descriptors are decided as
-            // usual — not an error, which Envoy would answer by letting everything by.
-            Err(_) => (Plan::Free(0), Some(OVERRIDES_FULL.to_string())),
-        });
+                Ok(Store::Windows(windows)) => Plan::Stacked {
+                    windows,
+                    key: c.key,
+                    limit: c.limit,
+                },
+                Ok(Store::Unlimited) => Plan::Free(u32::MAX),
+                Ok(Store::Refuse) => Plan::Refused(c.limit),
+                // Every kept override still counting: this one is not limited (said in
+                // the statistics), and the request's other descriptors are decided as
+                // usual — not an error, which Envoy would answer by letting everything by.
+                Err(_) => {
+                    *metric = Some(OVERRIDES_FULL.to_string());
+                    Plan::Free(0)
+                }
+            }
+        }
     }
-    let Some(m) = m else {
-        return Ok((Plan::Free(0), None));
-    };
-    let rule = tree.rule(m.rule);
-    let metric = Some(m.metric.clone());
-    if !rule.name.is_empty() && replaced.contains(&rule.name.as_str()) {
-        return Ok((Plan::Free(0), metric));
-    }
-    let Allowance::Limited {
-        requests_per_unit,
-        unit,
-    } = rule.allowance
-    else {
-        // Unlimited: everything remains.
-        return Ok((Plan::Free(u32::MAX), metric));
-    };
-    let limit = CurrentLimit {
-        requests_per_unit,
-        unit,
-        name: rule.name.clone(),
-    };
-    if d.hits > u64::from(requests_per_unit) && !rule.shadow {
-        // More than a window ever admits: refused, nothing charged anywhere.
-        return Ok((Plan::Refused { limit, unit }, metric));
-    }
-    Ok(match limits.rule(m.rule) {
-        Store::Windows(windows) if rule.shadow => (
-            Plan::Shadow {
-                windows: windows.clone(),
-                key: m.counter.clone(),
-                limit,
-                unit,
-            },
-            metric,
-        ),
-        Store::Windows(windows) => (
-            Plan::Stacked {
-                windows: windows.clone(),
-                key: m.counter.clone(),
-                limit,
-                unit,
-            },
-            metric,
-        ),
-        _ if rule.shadow => (Plan::Free(0), metric),
-        _ => (Plan::Refused { limit, unit }, metric),
-    })
 }
 
 /// A descriptor's status once the stack decided (`admitted`), counted in `stats`;
@@ -384,38 +312,13 @@ fn status_of(
     stats: &Stats,
     metric: Option<&str>,
 ) -> Status {
-    let hits = d.hits;
-    let count = |over: bool, shadowed: bool, used: u64, limit: u64| {
-        if let Some(metric) = metric {
-            stats.count(metric, hits, over, shadowed, used, limit);
-        }
-    };
     match plan {
-        Plan::Free(remaining) => {
-            if let Some(metric) = metric {
-                stats.count(metric, hits, false, false, 0, 0);
-            }
-            Status {
-                code: Code::Ok,
-                limit: None,
-                remaining: *remaining,
-                until_reset: None,
-            }
-        }
-        Plan::Refused { limit, unit } => {
-            count(true, false, 0, 0);
-            Status {
-                code: Code::OverLimit,
-                limit: Some(limit.clone()),
-                remaining: 0,
-                until_reset: Some(until_reset(*unit, now)),
-            }
-        }
+        Plan::Free(remaining) => free_status(*remaining, d.hits, stats, metric),
+        Plan::Refused(limit) => counted_status(limit, true, false, 0, now, d.hits, stats, metric),
         Plan::Stacked {
             windows,
             key,
             limit,
-            unit,
         } => {
             // Admitted: the units were taken. Not: nothing was taken, and this
             // descriptor's own cost tells whether it was one of those refusing.
@@ -424,61 +327,77 @@ fn status_of(
                     .peek_at(key, now, together)
                     .is_ok_and(|s| s.is_allowed());
             let left = windows.peek_at(key, now, 0).map_or(0, |s| s.remaining());
-            let cap = u64::from(limit.requests_per_unit);
-            count(over, false, cap.saturating_sub(left), cap);
-            Status {
-                code: if over { Code::OverLimit } else { Code::Ok },
-                limit: Some(limit.clone()),
-                remaining: u32::try_from(left).unwrap_or(u32::MAX),
-                until_reset: Some(until_reset(*unit, now)),
-            }
+            counted_status(limit, over, false, left, now, d.hits, stats, metric)
         }
         Plan::Shadow {
             windows,
             key,
             limit,
-            unit,
         } => {
-            let taken = windows.check_at(key, now, hits);
+            let taken = windows.check_at(key, now, d.hits);
             let over = !taken.is_ok_and(|t| t.is_allowed());
             let left = windows.peek_at(key, now, 0).map_or(0, |s| s.remaining());
-            let cap = u64::from(limit.requests_per_unit);
-            count(over, over, cap.saturating_sub(left), cap);
-            Status {
-                code: Code::Ok,
-                limit: Some(limit.clone()),
-                remaining: u32::try_from(left).unwrap_or(u32::MAX),
-                until_reset: Some(until_reset(*unit, now)),
-            }
+            counted_status(limit, over, true, left, now, d.hits, stats, metric)
         }
+    }
+}
+
+/// The status of a descriptor admitted uncounted, reporting `remaining`.
+pub(crate) fn free_status(
+    remaining: u32,
+    hits: u64,
+    stats: &Stats,
+    metric: Option<&str>,
+) -> Status {
+    if let Some(metric) = metric {
+        stats.count(metric, hits, false, false, 0, 0);
+    }
+    Status {
+        code: Code::Ok,
+        limit: None,
+        remaining,
+        until_reset: None,
+    }
+}
+
+/// The status of `hits` counted against `limit` (`over` it or not; a `shadow` rule
+/// never refuses), `left` units remaining in its window at `now`, counted in `stats`.
+#[allow(clippy::too_many_arguments)] // one status, every figure it is made of
+pub(crate) fn counted_status(
+    limit: &CurrentLimit,
+    over: bool,
+    shadow: bool,
+    left: u64,
+    now: u64,
+    hits: u64,
+    stats: &Stats,
+    metric: Option<&str>,
+) -> Status {
+    if let Some(metric) = metric {
+        let cap = u64::from(limit.requests_per_unit);
+        stats.count(
+            metric,
+            hits,
+            over,
+            over && shadow,
+            cap.saturating_sub(left),
+            cap,
+        );
+    }
+    Status {
+        code: if over && !shadow {
+            Code::OverLimit
+        } else {
+            Code::Ok
+        },
+        limit: Some(limit.clone()),
+        remaining: u32::try_from(left).unwrap_or(u32::MAX),
+        until_reset: Some(until_reset(limit.unit, now)),
     }
 }
 
 /// Until the aligned window of `unit` that holds `now` ends.
-fn until_reset(unit: Unit, now: u64) -> Duration {
+pub(crate) fn until_reset(unit: Unit, now: u64) -> Duration {
     let length = unit.seconds() * 1_000_000_000;
     Duration::from_nanos(length - now % length)
-}
-
-/// A counter key for a descriptor's own entries (length-prefixed: no two meet).
-fn entries_key(domain: &str, entries: &[(String, String)]) -> String {
-    let mut key = format!("{}:{domain}", domain.len());
-    for (k, v) in entries {
-        key.push_str(&format!("{}:{k}{}:{v}", k.len(), v.len()));
-    }
-    key
-}
-
-/// envoyproxy/ratelimit's name for a descriptor: `domain.key_value…`.
-fn key_name(domain: &str, entries: &[(String, String)]) -> String {
-    let mut name = domain.to_string();
-    for (k, v) in entries {
-        name.push('.');
-        name.push_str(k);
-        if !v.is_empty() {
-            name.push('_');
-            name.push_str(v);
-        }
-    }
-    name
 }

@@ -38,5 +38,6 @@ pub mod decide;
 pub mod gateway;
 pub mod http;
 pub mod limits;
+mod plan;
 pub mod rls;
 pub mod stats;

@@ -60,6 +60,17 @@ pub(crate) struct RateLimitEntry {
     pub(crate) name: String,
     #[serde(default)]
     pub(crate) replaces: Vec<Replaces>,
+    /// portero's own additions to a rule (envoyproxy/ratelimit has no such key, so a
+    /// file without it reads the same in both).
+    pub(crate) portero: Option<PorteroEntry>,
+}
+
+/// portero's keys of a rule.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PorteroEntry {
+    /// The rule's answer while Redis is away (`open`, `closed`, `local`).
+    pub(crate) when_down: Option<String>,
 }
 
 /// A rule this one replaces, by name.

@@ -7,6 +7,7 @@
 
 pub mod error;
 mod file;
+pub mod outage;
 pub mod tree;
 pub mod unit;
 

@@ -17,6 +17,7 @@ use std::collections::HashMap;
 
 use super::error::ConfigError;
 use super::file::{DescriptorEntry, DomainFile};
+use super::outage::Outage;
 use super::unit::Unit;
 
 /// How much a rule allows.
@@ -49,6 +50,8 @@ pub struct Rule {
     pub shadow: bool,
     /// `detailed_metric`: statistics per descriptor value, not per rule.
     pub detailed_metric: bool,
+    /// Its answer while Redis is away (`None`: the server's default).
+    pub when_down: Option<Outage>,
 }
 
 /// A level of the tree.
@@ -325,6 +328,12 @@ impl Tree {
                 ));
             }
         }
+        let when_down = match limit.portero.as_ref().and_then(|p| p.when_down.as_deref()) {
+            None => None,
+            Some(name) => Some(Outage::from_name(name).ok_or_else(|| {
+                format!("'{path}': when_down '{name}': expected {}", Outage::NAMES)
+            })?),
+        };
         self.rules.push(Rule {
             path: path.to_string(),
             allowance,
@@ -332,6 +341,7 @@ impl Tree {
             replaces: limit.replaces.iter().map(|r| r.name.clone()).collect(),
             shadow: d.shadow_mode,
             detailed_metric: d.detailed_metric,
+            when_down,
         });
         Ok(self.rules.len() - 1)
     }
