@@ -89,9 +89,15 @@ pub(crate) async fn establish(
 ) -> Result<Connection, RedisError> {
     // No response timeout on the connection: each check bounds its own wait
     // (`timeout`), so a caller who allows more time gets it.
+    //
+    // One attempt per reconnection, no retry: redis-rs waits a second or more before
+    // a retry, and every check meanwhile waits on it — past its timeout, so the
+    // outage policy answered checks that a Redis back after a moment could have
+    // decided. A check that finds the last attempt refused starts the next one and
+    // asks once more (`round_trip`), so Redis back is Redis deciding at once.
     let config = ConnectionManagerConfig::new()
         .set_connection_timeout(CONNECT_TIMEOUT)
-        .set_number_of_retries(1);
+        .set_number_of_retries(0);
     let connection = ConnectionManager::new_with_config(client, config).await?;
     let mut connection = Connection::Single(connection);
     check_server(&mut connection, clock).await?;

@@ -101,10 +101,13 @@ impl RedisLimiter {
         // follow) for a moment: ask again, within the same timeout and the same
         // deadline on Redis's clock, rather than answer with the outage policy.
         //
-        // A connection that went stale with an old server (Redis was restarted) fails
-        // at once, and the connection manager reconnects on that failure: one more
-        // try, within the same timeout, is decided by the server that is there now.
-        // Once only: a Redis that is really down fails that try at once too.
+        // A connection that went stale with an old server (Redis was restarted), or
+        // the refusal of the last reconnection attempt (made while Redis was away),
+        // fails at once, and the connection manager reconnects on that failure: one
+        // more try, within the same timeout, is decided by the server that is there
+        // now. Never a second send of a script that may have run: a stale connection
+        // fails before it sends, a refusal never had a connection. Once only: a
+        // Redis that is really down fails that try at once too.
         let attempts = async {
             let mut pause = Duration::from_millis(2);
             let mut stale = true;
@@ -114,7 +117,7 @@ impl RedisLimiter {
                         tokio::time::sleep(pause).await;
                         pause = (pause * 2).min(Duration::from_millis(50));
                     }
-                    Err(e) if stale && is_stale(&e) => stale = false,
+                    Err(e) if stale && (is_stale(&e) || e.is_connection_refusal()) => stale = false,
                     answer => return answer,
                 }
             }

@@ -77,3 +77,26 @@ async fn a_breaker_probe_that_finds_redis_back_closes_the_breaker() {
         ServedBy::Redis
     );
 }
+
+/// Checks made while Redis is away (each answered by the outage policy) leave the
+/// connection reconnecting to nothing; the first check once Redis is back is still
+/// decided by Redis (it used to be answered by the policy: the connection manager
+/// handed it the refusal of its last attempt, and only the check after reconnected).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn checks_made_while_redis_was_away_leave_its_return_to_the_first_check() {
+    let (mut server, port, limiter) = connected().await;
+    let limiter = limiter.timeout(Duration::from_millis(200));
+    server.stop();
+    for _ in 0..5 {
+        let answer = limiter.check("k", 1).await.unwrap();
+        assert_eq!(answer.served_by, ServedBy::Fallback);
+    }
+    // At once: Redis accepts connections when this check is made.
+    let _back = back_after(port, 0).await;
+    let first = limiter.check("k", 1).await.unwrap();
+    assert_eq!(
+        (first.served_by, first.decision.remaining()),
+        (ServedBy::Redis, 99),
+        "the first check after Redis is back"
+    );
+}
