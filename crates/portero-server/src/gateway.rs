@@ -13,6 +13,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use crate::config::tree::Tree;
 use crate::decide::{self, Answer, Refusal, Request};
 use crate::limits::Limits;
+use crate::plan;
+use crate::shared::{self, Shared};
 use crate::stats::Stats;
 
 /// What both doors decide with.
@@ -22,6 +24,7 @@ pub struct Gateway {
     stats: Stats,
     shadow: bool,
     max_keys: usize,
+    shared: Option<Shared>,
 }
 
 /// One configuration and its counters.
@@ -41,7 +44,16 @@ impl Gateway {
             stats: Stats::default(),
             shadow,
             max_keys,
+            shared: None,
         }
+    }
+
+    /// Counts in Redis (`shared`) instead of this process's memory: every instance
+    /// naming the same Redis shares every limit. The memory counters stay for the
+    /// rules whose outage policy is `local`.
+    pub fn with_redis(mut self, shared: Shared) -> Self {
+        self.shared = Some(shared);
+        self
     }
 
     /// Replaces the configuration with `tree`; returns how many of its rules kept
@@ -66,15 +78,40 @@ impl Gateway {
         self.snapshot().tree.rules().len()
     }
 
-    /// Decides `request` now (the system clock, ns since the Unix epoch).
-    pub fn decide(&self, request: &Request) -> Result<Answer, Refusal> {
+    /// Decides `request` now (the system clock, ns since the Unix epoch), in Redis
+    /// if the gateway has it, else in memory.
+    pub async fn decide(&self, request: &Request) -> Result<Answer, Refusal> {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
-        self.decide_at(request, now)
+        let Some(shared) = &self.shared else {
+            return self.decide_at(request, now);
+        };
+        let now_config = self.snapshot();
+        let answer = match plan::plan(&now_config.tree, request) {
+            Ok(None) => Ok(decide::unknown_domain(request)),
+            Ok(Some(plan)) => {
+                shared::decide_shared(
+                    shared,
+                    &now_config.tree,
+                    &now_config.limits,
+                    &self.stats,
+                    request,
+                    plan,
+                    now,
+                    self.shadow,
+                )
+                .await
+            }
+            Err(e) => Err(e),
+        };
+        self.stats.decided(answer.is_ok());
+        answer
     }
 
-    /// Decides `request` at `now` (ns since the Unix epoch).
+    /// Decides `request` at `now` (ns since the Unix epoch) with the counters in this
+    /// process's memory, whatever the store (the time is the caller's: tests, and
+    /// every decision of a gateway without Redis).
     pub fn decide_at(&self, request: &Request, now: u64) -> Result<Answer, Refusal> {
         let now_config = self.snapshot();
         let answer = decide::decide(

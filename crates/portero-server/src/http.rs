@@ -106,7 +106,7 @@ async fn decide_json(State(gateway): State<Arc<Gateway>>, body: axum::body::Byte
             return (StatusCode::BAD_REQUEST, why).into_response();
         }
     };
-    match gateway.decide(&request) {
+    match gateway.decide(&request).await {
         Ok(answer) => {
             let status = match answer.code {
                 Code::Ok => StatusCode::OK,

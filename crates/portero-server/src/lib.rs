@@ -40,4 +40,5 @@ pub mod http;
 pub mod limits;
 mod plan;
 pub mod rls;
+pub mod shared;
 pub mod stats;

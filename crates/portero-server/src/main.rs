@@ -10,7 +10,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::Parser;
+use portero_server::config::outage::Outage;
 use portero_server::gateway::Gateway;
+use portero_server::shared::Shared;
 use portero_server::{config, http, rls};
 
 /// Envoy's rate-limit service, deciding with portero.
@@ -39,6 +41,26 @@ struct Args {
     /// unchanged rules; one that does not is refused, and the previous stays.
     #[arg(long, default_value_t = 1_000)]
     reload_ms: u64,
+    /// Count in Redis (`redis://host:port`) instead of this process's memory: every
+    /// instance naming the same Redis shares every limit. The server starts while
+    /// Redis is down, and connects when it is up.
+    #[arg(long)]
+    redis: Option<String>,
+    /// The prefix of every Redis key the server writes.
+    #[arg(long, default_value = "portero:")]
+    redis_prefix: String,
+    /// How long a check waits for Redis, in milliseconds, before the outage policies
+    /// answer.
+    #[arg(long, default_value_t = 50)]
+    redis_timeout_ms: u64,
+    /// What a rule without its own `when_down` answers while Redis is away: `open`
+    /// (admit), `closed` (refuse) or `local` (count in this instance's memory).
+    #[arg(long, default_value = "local", value_parser = outage)]
+    when_redis_down: Outage,
+}
+
+fn outage(name: &str) -> Result<Outage, String> {
+    Outage::from_name(name).ok_or_else(|| format!("expected {}", Outage::NAMES))
 }
 
 #[tokio::main]
@@ -51,7 +73,18 @@ async fn main() {
             std::process::exit(2);
         }
     };
-    let gateway = Arc::new(Gateway::new(tree, args.max_keys.max(1), args.shadow));
+    let mut gateway = Gateway::new(tree, args.max_keys.max(1), args.shadow);
+    if let Some(url) = &args.redis {
+        let timeout = std::time::Duration::from_millis(args.redis_timeout_ms.max(1));
+        match Shared::new(url, &args.redis_prefix, timeout, args.when_redis_down) {
+            Ok(shared) => gateway = gateway.with_redis(shared),
+            Err(e) => {
+                eprintln!("portero-server: {e}");
+                std::process::exit(2);
+            }
+        }
+    }
+    let gateway = Arc::new(gateway);
     if args.reload_ms > 0 {
         tokio::spawn(watch(
             args.config.clone(),

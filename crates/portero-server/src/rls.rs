@@ -42,7 +42,7 @@ impl RateLimitService for Rls {
                 return Err(tonic::Status::invalid_argument(why));
             }
         };
-        match self.0.decide(&request) {
+        match self.0.decide(&request).await {
             Ok(answer) => Ok(tonic::Response::new(to_proto(answer))),
             Err(Refusal::Invalid(why)) => Err(tonic::Status::invalid_argument(why)),
         }

@@ -41,6 +41,7 @@ pub struct Stats {
     names: RwLock<HashMap<String, Counters>>,
     decisions: AtomicU64,
     errors: AtomicU64,
+    redis_unavailable: AtomicU64,
 }
 
 impl Stats {
@@ -89,6 +90,17 @@ impl Stats {
         } else {
             self.errors.fetch_add(1, Relaxed);
         }
+    }
+
+    /// Counts a check that Redis did not decide (away, too slow, or answering with
+    /// an error): the outage policies answered it.
+    pub fn redis_unavailable(&self) {
+        self.redis_unavailable.fetch_add(1, Relaxed);
+    }
+
+    /// How many checks Redis did not decide.
+    pub fn redis_unavailable_total(&self) -> u64 {
+        self.redis_unavailable.load(Relaxed)
     }
 
     /// The hits counted for `name`: total, over, near, within, shadow.
@@ -150,6 +162,19 @@ impl Stats {
             out,
             "portero_ratelimit_decisions_total{{result=\"malformed\"}} {}",
             self.errors.load(Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "# HELP portero_ratelimit_redis_unavailable_total checks the outage policies answered (Redis away, slow or erring)"
+        );
+        let _ = writeln!(
+            out,
+            "# TYPE portero_ratelimit_redis_unavailable_total counter"
+        );
+        let _ = writeln!(
+            out,
+            "portero_ratelimit_redis_unavailable_total {}",
+            self.redis_unavailable.load(Relaxed)
         );
         out
     }

@@ -111,10 +111,53 @@ fn http(at: &str, method: &str, path: &str, body: &str) -> (u16, String) {
     (status, body)
 }
 
+/// Waits out the end of a minute if it is under 10 s away: the scenario counts in
+/// minute windows and must not see one end.
+fn clear_of_the_minute() {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let left = 60_000 - now % 60_000;
+    if left < 10_000 {
+        std::thread::sleep(std::time::Duration::from_millis(left + 100));
+    }
+}
+
 #[test]
 fn envoy_s_client_over_grpc_and_the_http_side() {
-    let python = python();
     let server = start("client", CONFIG, &[]);
+    scenario(&server);
+}
+
+/// The same scenario with the counters in Redis; and a second instance on the same
+/// Redis sees every count the first made.
+#[test]
+fn envoy_s_client_with_the_counters_in_redis() {
+    let redis = portero_redis::LocalRedis::start().expect("redis-server");
+    let url = redis.url();
+    let server = start("redis", CONFIG, &["--redis", &url]);
+    scenario(&server);
+    let second = start("second", CONFIG, &["--redis", &url]);
+    let ask = r#"{"domain":"rl","descriptors":[{"entries":[{"key":"user","value":"frank"}]}]}"#;
+    let (status, body) = http(&second.http, "POST", "/json", ask);
+    // frank spent 2 of 3 on the first instance: this one takes the last.
+    assert_eq!(status, 200, "{body}");
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(answer["statuses"][0]["limitRemaining"], 0, "{body}");
+    assert_eq!(http(&second.http, "POST", "/json", ask).0, 429);
+    assert_eq!(http(&server.http, "POST", "/json", ask).0, 429);
+    let (_, metrics) = http(&server.http, "GET", "/metrics", "");
+    assert!(
+        metrics.contains("portero_ratelimit_redis_unavailable_total 0"),
+        "{metrics}"
+    );
+}
+
+/// Envoy's client's scenario against `server`, then the HTTP side.
+fn scenario(server: &Server) {
+    let python = python();
+    clear_of_the_minute();
     let out = Command::new(&python)
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/outside/rls_client.py"))
         .arg(&server.grpc)

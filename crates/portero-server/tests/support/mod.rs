@@ -1,5 +1,6 @@
 //! What the library-level gateway tests share: a fixed instant, a gateway for one
 //! file's text, and a descriptor of one hit.
+#![allow(dead_code)] // each test binary uses the helpers it needs
 
 use portero_server::config;
 use portero_server::decide::Descriptor;

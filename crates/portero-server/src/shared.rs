@@ -1,0 +1,248 @@
+//! The counters in Redis, shared by every instance that names the same Redis: each
+//! rule's windows as [`RedisAlgorithm::aligned_window`], a request's counted
+//! descriptors checked all or none in one script call
+//! ([`RedisLimiter::check_all`]), so a second instance sees every count the first
+//! made.
+//!
+//! While Redis does not answer within the timeout (or answers with an error), each
+//! rule answers by its [`Outage`] policy (`rate_limit.portero.when_down`, else the
+//! server's): open rules admit, closed rules refuse, local rules count in this
+//! instance's memory ([`decide`](crate::decide)). The first check after Redis is back
+//! is decided by Redis again.
+//!
+//! Keys: `prefix{length:r<length:path><values>}:fixed-window:aligned:<limit>:<µs>us`
+//! for a rule, with `o` and the descriptor's entries for a limit a request sets, so
+//! two rules, a rule and an override, or one rule before and after its limit changed
+//! never share a key. Each key expires when its window ends.
+
+use std::time::Duration;
+
+use portero_redis::{RedisAlgorithm, RedisCheckError, RedisLimiter, ServedBy, StackedLimit};
+
+use crate::config::outage::Outage;
+use crate::config::tree::Tree;
+use crate::decide::{self, Answer, Code, CurrentLimit, Refusal, Request, Status};
+use crate::limits::Limits;
+use crate::plan::{Counted, Plan, Source, Target};
+use crate::stats::Stats;
+
+/// Redis, and what a rule without its own policy answers while Redis is away.
+#[derive(Debug, Clone)]
+pub struct Shared {
+    limiter: RedisLimiter,
+    when_down: Outage,
+}
+
+impl Shared {
+    /// Redis at `url` (connected by the first check that needs it, so the server
+    /// starts while Redis is down), keys under `prefix`, each check waiting at most
+    /// `timeout` before the outage policies answer.
+    pub fn new(
+        url: &str,
+        prefix: &str,
+        timeout: Duration,
+        when_down: Outage,
+    ) -> Result<Self, String> {
+        // Any quota: every check names its own rule's algorithm.
+        let any =
+            RedisAlgorithm::aligned_window(1, Duration::from_secs(1)).map_err(|e| e.to_string())?;
+        let limiter = RedisLimiter::connect_lazy(url, any)
+            .map_err(|e| format!("Redis at {url}: {e}"))?
+            .prefix(prefix)
+            .map_err(|e| e.to_string())?
+            .timeout(timeout);
+        Ok(Self { limiter, when_down })
+    }
+}
+
+/// One counter of the stack: its Redis key, its algorithm, what it is asked for.
+struct Priced {
+    key: String,
+    algorithm: RedisAlgorithm,
+    requests_per_unit: u32,
+    cost: u64,
+}
+
+/// Decides `request`, planned as `plan` in `tree`, in Redis; by the outage policies
+/// (with `limits` for the local ones) when Redis is away.
+#[allow(clippy::too_many_arguments)] // the one decision, and everything it reads
+pub(crate) async fn decide_shared(
+    shared: &Shared,
+    tree: &Tree,
+    limits: &Limits,
+    stats: &Stats,
+    request: &Request,
+    plan: Plan,
+    now: u64,
+    shadow: bool,
+) -> Result<Answer, Refusal> {
+    // Descriptors on one counter are one limit of the stack at their summed cost.
+    let mut counters: Vec<Priced> = Vec::new();
+    let mut counter_of = vec![usize::MAX; plan.targets.len()];
+    for (i, (target, d)) in plan.targets.iter().zip(&request.descriptors).enumerate() {
+        let Target::Counted(c) = target else { continue };
+        if c.shadow {
+            continue;
+        }
+        let key = redis_key(tree, c);
+        counter_of[i] = match counters.iter().position(|p| p.key == key) {
+            Some(at) => {
+                counters[at].cost = counters[at].cost.saturating_add(d.hits);
+                at
+            }
+            None => {
+                counters.push(Priced {
+                    key,
+                    algorithm: algorithm_of(&c.limit)?,
+                    requests_per_unit: c.limit.requests_per_unit,
+                    cost: d.hits,
+                });
+                counters.len() - 1
+            }
+        };
+    }
+    // A counter asked for more than a window ever admits, or a rule that refuses
+    // everything: refused, nothing charged (the counters are only read).
+    let refused_outright = plan.targets.iter().any(|t| matches!(t, Target::Refused(_)))
+        || counters
+            .iter()
+            .any(|p| p.cost > u64::from(p.requests_per_unit));
+    let stacked: Vec<StackedLimit<'_>> = counters
+        .iter()
+        .map(|p| {
+            StackedLimit::new(
+                p.algorithm,
+                &p.key,
+                if refused_outright { 0 } else { p.cost },
+            )
+        })
+        .collect();
+    let decisions = if stacked.is_empty() {
+        Vec::new()
+    } else {
+        match shared.limiter.check_all(&stacked).await {
+            Ok(v) if v.served_by == ServedBy::Redis => v.decisions,
+            Ok(_) | Err(RedisCheckError::Redis(_) | RedisCheckError::LocalTableFull { .. }) => {
+                stats.redis_unavailable();
+                let plan = outage_plan(plan, shared.when_down);
+                return decide::decide_planned(limits, stats, request, plan, now, shadow);
+            }
+            Err(e) => return Err(Refusal::Invalid(e.to_string())),
+        }
+    };
+    let admitted = !refused_outright && decisions.iter().all(|d| d.is_allowed());
+    let mut over = !admitted;
+    let mut statuses = Vec::with_capacity(plan.targets.len());
+    for (i, ((target, d), metric)) in plan
+        .targets
+        .iter()
+        .zip(&request.descriptors)
+        .zip(&plan.metrics)
+        .enumerate()
+    {
+        let metric = metric.as_deref();
+        let status = match target {
+            Target::Free(remaining) => decide::free_status(*remaining, d.hits, stats, metric),
+            Target::Refused(limit) => {
+                decide::counted_status(limit, true, false, 0, now, d.hits, stats, metric)
+            }
+            Target::Counted(c) if c.shadow => {
+                shadow_status(shared, tree, c, d.hits, now, stats, metric).await
+            }
+            Target::Counted(c) => {
+                let p = &counters[counter_of[i]];
+                let decision = &decisions[counter_of[i]];
+                // Refused outright, each counter was only read (for no units): its
+                // own cost tells whether it is one of those refusing.
+                let own_over = if refused_outright {
+                    p.cost > decision.remaining()
+                } else {
+                    !decision.is_allowed()
+                };
+                let over = !admitted && own_over;
+                decide::counted_status(
+                    &c.limit,
+                    over,
+                    false,
+                    decision.remaining(),
+                    now,
+                    d.hits,
+                    stats,
+                    metric,
+                )
+            }
+        };
+        over |= status.code == Code::OverLimit;
+        statuses.push(status);
+    }
+    Ok(decide::answer(statuses, over, shadow))
+}
+
+/// A shadow rule's status: counted in Redis on its own, never refusing. While Redis
+/// is away it is not counted.
+async fn shadow_status(
+    shared: &Shared,
+    tree: &Tree,
+    c: &Counted,
+    hits: u64,
+    now: u64,
+    stats: &Stats,
+    metric: Option<&str>,
+) -> Status {
+    let key = redis_key(tree, c);
+    let Ok(algorithm) = algorithm_of(&c.limit) else {
+        return decide::counted_status(&c.limit, true, true, 0, now, hits, stats, metric);
+    };
+    // More hits than a window ever admits: over, nothing counted (the key only read).
+    let too_many = hits > u64::from(c.limit.requests_per_unit);
+    let one = [StackedLimit::new(
+        algorithm,
+        &key,
+        if too_many { 0 } else { hits },
+    )];
+    let (over, left) = match shared.limiter.check_all(&one).await {
+        Ok(v) if v.served_by == ServedBy::Redis => (
+            too_many || !v.is_allowed(),
+            v.decisions.first().map_or(0, |d| d.remaining()),
+        ),
+        _ => {
+            stats.redis_unavailable();
+            (false, 0)
+        }
+    };
+    decide::counted_status(&c.limit, over, true, left, now, hits, stats, metric)
+}
+
+/// `plan` as the outage policies answer it: an open rule admits uncounted, a closed
+/// one refuses, a local one counts in memory (a shadow rule never refuses).
+fn outage_plan(mut plan: Plan, default: Outage) -> Plan {
+    for target in &mut plan.targets {
+        let Target::Counted(c) = target else { continue };
+        match c.when_down.unwrap_or(default) {
+            Outage::Local => {}
+            Outage::Closed if !c.shadow => *target = Target::Refused(c.limit.clone()),
+            Outage::Open | Outage::Closed => *target = Target::Free(0),
+        }
+    }
+    plan
+}
+
+/// The Redis key of a counter (see the module's documentation).
+fn redis_key(tree: &Tree, c: &Counted) -> String {
+    match c.source {
+        Source::Rule(i) => {
+            let path = &tree.rule(i).path;
+            format!("r{}:{path}{}", path.len(), c.key)
+        }
+        Source::Override(..) => format!("o{}", c.key),
+    }
+}
+
+/// A rule's windows in Redis.
+fn algorithm_of(limit: &CurrentLimit) -> Result<RedisAlgorithm, Refusal> {
+    RedisAlgorithm::aligned_window(
+        u64::from(limit.requests_per_unit),
+        Duration::from_secs(limit.unit.seconds()),
+    )
+    .map_err(|e| Refusal::Invalid(e.to_string()))
+}

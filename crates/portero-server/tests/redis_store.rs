@@ -1,0 +1,238 @@
+//! The gateway's counters in Redis: the same answers as in memory, every limit shared
+//! by a second instance, all or none in one script, and each rule's outage policy
+//! while Redis is away (the first check after it is back is Redis's again).
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use portero_redis::LocalRedis;
+use portero_server::config;
+use portero_server::config::outage::Outage;
+use portero_server::decide::{Answer, Code, Descriptor, Request};
+use portero_server::gateway::Gateway;
+use portero_server::shared::Shared;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+mod support;
+use support::descriptor;
+
+const FILE: &str = "
+domain: api
+descriptors:
+  - key: user
+    rate_limit: { unit: hour, requests_per_unit: 5 }
+  - key: tenant
+    rate_limit: { unit: hour, requests_per_unit: 8, name: tenant }
+  - key: tenant
+    value: gold
+    rate_limit: { unit: hour, requests_per_unit: 12, replaces: [{ name: tenant }] }
+  - key: path
+    value: /slow*
+    share_threshold: true
+    rate_limit: { unit: hour, requests_per_unit: 4 }
+  - key: probe
+    shadow_mode: true
+    rate_limit: { unit: hour, requests_per_unit: 2 }
+  - key: open
+    rate_limit: { unit: hour, requests_per_unit: 1, portero: { when_down: open } }
+  - key: closed
+    rate_limit: { unit: hour, requests_per_unit: 100, portero: { when_down: closed } }
+  - key: local
+    rate_limit: { unit: hour, requests_per_unit: 2, portero: { when_down: local } }
+";
+
+fn tree() -> config::tree::Tree {
+    config::from_texts(&[("api.yaml".into(), FILE.into())]).expect("loads")
+}
+
+fn shared(url: &str, prefix: &str) -> Shared {
+    Shared::new(url, prefix, Duration::from_millis(200), Outage::Open).expect("a Redis URL")
+}
+
+fn request(descriptors: Vec<Descriptor>) -> Request {
+    Request {
+        domain: "api".into(),
+        descriptors,
+    }
+}
+
+fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+}
+
+/// Waits out the end of an hour if it is under `margin` away: every test here counts
+/// in hourly windows and must not see one end.
+fn clear_of_the_hour(margin: Duration) {
+    let hour = 3_600 * 1_000_000_000;
+    let left = hour - now_ns() % hour;
+    if left < margin.as_nanos() as u64 {
+        std::thread::sleep(Duration::from_nanos(left + 50_000_000));
+    }
+}
+
+/// A status's code, limit (per unit, name) and remaining.
+type Shape = (Code, Option<(u32, String)>, u32);
+
+/// Codes, limits and remaining (the time until reset is read at different instants).
+fn shape(a: &Answer) -> Vec<Shape> {
+    a.statuses
+        .iter()
+        .map(|s| {
+            let limit = s
+                .limit
+                .as_ref()
+                .map(|l| (l.requests_per_unit, l.name.clone()));
+            (s.code, limit, s.remaining)
+        })
+        .collect()
+}
+
+/// A random descriptor of the file's (and some overrides and unknown keys).
+fn random_descriptor(rng: &mut StdRng) -> Descriptor {
+    let pick = |rng: &mut StdRng, options: &[&str]| {
+        options[rng.random_range(0..options.len())].to_string()
+    };
+    let (key, value) = match rng.random_range(0..7) {
+        0 => ("user".into(), pick(rng, &["ann", "bob"])),
+        1 => ("tenant".into(), pick(rng, &["gold", "acme"])),
+        2 => ("path".into(), pick(rng, &["/slow/a", "/slow/b", "/fast"])),
+        3 => ("probe".into(), "x".into()),
+        4 => ("nobody".into(), "x".into()),
+        5 => ("user".into(), "cap".into()),
+        _ => ("local".into(), "l".into()),
+    };
+    let limit = (key == "user" && value == "cap").then_some((3, config::unit::Unit::Hour));
+    Descriptor {
+        entries: vec![(key, value)],
+        limit,
+        hits: rng.random_range(0..=3),
+    }
+}
+
+/// Random requests of one to three descriptors through a gateway in memory and one in
+/// Redis: the same codes, limits and remaining at every step.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_answers_as_memory_does() {
+    let server = LocalRedis::start().expect("redis-server");
+    clear_of_the_hour(Duration::from_secs(20));
+    for seed in 0..6u64 {
+        let memory = Gateway::new(tree(), 1_000, false);
+        let redis = Gateway::new(tree(), 1_000, false)
+            .with_redis(shared(&server.url(), &format!("seed{seed}:")));
+        let mut rng = StdRng::seed_from_u64(seed);
+        for step in 0..60 {
+            let n = rng.random_range(1..=3);
+            let r = request((0..n).map(|_| random_descriptor(&mut rng)).collect());
+            let in_memory = memory.decide_at(&r, now_ns()).expect("decided");
+            let in_redis = redis.decide(&r).await.expect("decided");
+            assert_eq!(
+                (in_redis.code, shape(&in_redis)),
+                (in_memory.code, shape(&in_memory)),
+                "seed {seed} step {step}: {r:?}"
+            );
+        }
+        assert_eq!(redis.stats().redis_unavailable_total(), 0);
+    }
+}
+
+/// Two instances on one Redis: a limit of 5 admits 5 between them, and each reports
+/// what the other spent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_instance_shares_every_limit() {
+    let server = LocalRedis::start().expect("redis-server");
+    clear_of_the_hour(Duration::from_secs(10));
+    let a = Gateway::new(tree(), 1_000, false).with_redis(shared(&server.url(), "p:"));
+    let b = Gateway::new(tree(), 1_000, false).with_redis(shared(&server.url(), "p:"));
+    let one = request(vec![descriptor(&[("user", "carol")])]);
+    let mut remaining = Vec::new();
+    let mut admitted = 0;
+    for i in 0..8 {
+        let gateway = if i % 2 == 0 { &a } else { &b };
+        let answer = gateway.decide(&one).await.expect("decided");
+        admitted += usize::from(answer.code == Code::Ok);
+        remaining.push(answer.statuses[0].remaining);
+    }
+    assert_eq!(admitted, 5);
+    assert_eq!(remaining, [4, 3, 2, 1, 0, 0, 0, 0]);
+}
+
+/// A request one rule refuses is charged to no rule, in Redis too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_request_charges_nothing_in_redis() {
+    let server = LocalRedis::start().expect("redis-server");
+    clear_of_the_hour(Duration::from_secs(10));
+    let g = Gateway::new(tree(), 1_000, false).with_redis(shared(&server.url(), "p:"));
+    let both = request(vec![
+        descriptor(&[("path", "/slow/x")]),
+        descriptor(&[("user", "dan")]),
+    ]);
+    let alone = request(vec![descriptor(&[("path", "/slow/y")])]);
+    for _ in 0..4 {
+        assert_eq!(g.decide(&alone).await.unwrap().code, Code::Ok);
+    }
+    // The shared /slow* threshold is spent: the user's limit must not be.
+    for _ in 0..3 {
+        let answer = g.decide(&both).await.unwrap();
+        assert_eq!(answer.code, Code::OverLimit);
+        assert_eq!(answer.statuses[0].code, Code::OverLimit);
+        assert_eq!(answer.statuses[1].code, Code::Ok);
+        assert_eq!(answer.statuses[1].remaining, 5);
+    }
+}
+
+/// Redis stopped: an open rule admits, a closed one refuses, a local one counts its
+/// own limit in memory; Redis back on its port: the next check is Redis's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_rule_answers_by_its_policy_while_redis_is_away() {
+    let mut server = LocalRedis::start().expect("redis-server");
+    clear_of_the_hour(Duration::from_secs(20));
+    let url = server.url();
+    let port: u16 = url.rsplit(':').next().unwrap().parse().unwrap();
+    let g = Gateway::new(tree(), 1_000, false).with_redis(shared(&url, "p:"));
+    let of = |k: &str| request(vec![descriptor(&[(k, "v")])]);
+    // Redis's count: one of the open rule's one unit spent.
+    assert_eq!(g.decide(&of("open")).await.unwrap().code, Code::Ok);
+    assert_eq!(g.decide(&of("open")).await.unwrap().code, Code::OverLimit);
+    server.stop();
+    let before = g.stats().redis_unavailable_total();
+    for _ in 0..3 {
+        assert_eq!(
+            g.decide(&of("open")).await.unwrap().code,
+            Code::Ok,
+            "open admits"
+        );
+        assert_eq!(
+            g.decide(&of("closed")).await.unwrap().code,
+            Code::OverLimit,
+            "closed refuses"
+        );
+    }
+    let local: Vec<Code> = {
+        let mut codes = Vec::new();
+        for _ in 0..3 {
+            codes.push(g.decide(&of("local")).await.unwrap().code);
+        }
+        codes
+    };
+    assert_eq!(
+        local,
+        [Code::Ok, Code::Ok, Code::OverLimit],
+        "local counts its 2 in memory"
+    );
+    assert!(g.stats().redis_unavailable_total() >= before + 9);
+    let _back = LocalRedis::start_on(port).expect("redis-server again on its port");
+    // Redis came back empty (no persistence): the first check it answers finds the
+    // open rule's unit, where the outage answered everything open.
+    let unavailable = g.stats().redis_unavailable_total();
+    let first = g.decide(&of("closed")).await.unwrap();
+    assert_eq!(
+        first.code,
+        Code::Ok,
+        "the first check after Redis is back is Redis's"
+    );
+    assert_eq!(first.statuses[0].remaining, 99);
+    assert_eq!(g.stats().redis_unavailable_total(), unavailable);
+}
