@@ -12,6 +12,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::config::tree::Tree;
 use crate::decide::{self, Answer, Refusal, Request};
+use crate::headers::HeaderStyle;
 use crate::limits::Limits;
 use crate::plan;
 use crate::shared::{self, Shared};
@@ -25,6 +26,7 @@ pub struct Gateway {
     shadow: bool,
     max_keys: usize,
     shared: Option<Shared>,
+    headers: HeaderStyle,
 }
 
 /// One configuration and its counters.
@@ -45,7 +47,19 @@ impl Gateway {
             shadow,
             max_keys,
             shared: None,
+            headers: HeaderStyle::default(),
         }
+    }
+
+    /// Answers carry the headers of `style` for Envoy to add to its response.
+    pub fn with_headers(mut self, style: HeaderStyle) -> Self {
+        self.headers = style;
+        self
+    }
+
+    /// The headers `answer` asks Envoy to add to its response.
+    pub fn headers_of(&self, answer: &Answer) -> Vec<(String, String)> {
+        self.headers.of(answer)
     }
 
     /// Counts in Redis (`shared`) instead of this process's memory: every instance
@@ -84,8 +98,11 @@ impl Gateway {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+        let started = std::time::Instant::now();
         let Some(shared) = &self.shared else {
-            return self.decide_at(request, now);
+            let answer = self.decide_at(request, now);
+            self.stats.took(started.elapsed());
+            return answer;
         };
         let now_config = self.snapshot();
         let answer = match plan::plan(&now_config.tree, request) {
@@ -106,6 +123,7 @@ impl Gateway {
             Err(e) => Err(e),
         };
         self.stats.decided(answer.is_ok());
+        self.stats.took(started.elapsed());
         answer
     }
 

@@ -112,7 +112,8 @@ async fn decide_json(State(gateway): State<Arc<Gateway>>, body: axum::body::Byte
                 Code::Ok => StatusCode::OK,
                 Code::OverLimit => StatusCode::TOO_MANY_REQUESTS,
             };
-            (status, Json(answer_json(&answer))).into_response()
+            let headers = gateway.headers_of(&answer);
+            (status, Json(answer_json(&answer, &headers))).into_response()
         }
         Err(Refusal::Invalid(why)) => (StatusCode::BAD_REQUEST, why).into_response(),
     }
@@ -175,7 +176,7 @@ fn code_name(c: Code) -> &'static str {
 }
 
 /// The answer as the protobuf's JSON writes it.
-fn answer_json(answer: &Answer) -> Value {
+fn answer_json(answer: &Answer, headers: &[(String, String)]) -> Value {
     let statuses: Vec<Value> = answer
         .statuses
         .iter()
@@ -194,7 +195,15 @@ fn answer_json(answer: &Answer) -> Value {
             v
         })
         .collect();
-    json!({ "overallCode": code_name(answer.code), "statuses": statuses })
+    let mut out = json!({ "overallCode": code_name(answer.code), "statuses": statuses });
+    if !headers.is_empty() {
+        let headers: Vec<Value> = headers
+            .iter()
+            .map(|(key, value)| json!({ "key": key, "value": value }))
+            .collect();
+        out["responseHeadersToAdd"] = json!(headers);
+    }
+    out
 }
 
 async fn metrics(State(gateway): State<Arc<Gateway>>) -> impl IntoResponse {

@@ -36,9 +36,11 @@
 pub mod config;
 pub mod decide;
 pub mod gateway;
+pub mod headers;
 pub mod http;
 pub mod limits;
 mod plan;
+mod request;
 pub mod rls;
 pub mod shared;
 pub mod stats;

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use clap::Parser;
 use portero_server::config::outage::Outage;
 use portero_server::gateway::Gateway;
+use portero_server::headers::HeaderStyle;
 use portero_server::shared::Shared;
 use portero_server::{config, http, rls};
 
@@ -57,6 +58,37 @@ struct Args {
     /// (admit), `closed` (refuse) or `local` (count in this instance's memory).
     #[arg(long, default_value = "local", value_parser = outage)]
     when_redis_down: Outage,
+    /// Headers answers ask Envoy to add to its response: `none`, `envoy`
+    /// (envoyproxy/ratelimit's `RateLimit-Limit`, `-Remaining`, `-Reset`, renamed by
+    /// its `LIMIT_LIMIT_HEADER`, `LIMIT_REMAINING_HEADER`, `LIMIT_RESET_HEADER`), `ietf`
+    /// (`RateLimit-Policy`, `RateLimit`, `Retry-After`) or `both`. Default: `envoy`
+    /// where `LIMIT_RESPONSE_HEADERS_ENABLED=true`, as for envoyproxy/ratelimit, else
+    /// `none`.
+    #[arg(long)]
+    response_headers: Option<String>,
+}
+
+/// The headers `--response-headers` (or envoyproxy/ratelimit's variables) ask for.
+fn header_style(asked: Option<&str>) -> Result<HeaderStyle, String> {
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let enabled = var("LIMIT_RESPONSE_HEADERS_ENABLED").is_some_and(|v| v == "true");
+    let name = asked.unwrap_or(if enabled { "envoy" } else { "none" });
+    let defaults = HeaderStyle::envoy_names();
+    let names = [
+        "LIMIT_LIMIT_HEADER",
+        "LIMIT_REMAINING_HEADER",
+        "LIMIT_RESET_HEADER",
+    ];
+    let mut chosen = defaults.clone();
+    for (slot, variable) in chosen.iter_mut().zip(names) {
+        if let Some(v) = var(variable) {
+            ::http::HeaderName::try_from(v.as_str())
+                .map_err(|_| format!("{variable}={v:?} is not a header name"))?;
+            *slot = v;
+        }
+    }
+    HeaderStyle::from_name(name, chosen)
+        .ok_or_else(|| format!("--response-headers {name}: expected none, envoy, ietf or both"))
 }
 
 fn outage(name: &str) -> Result<Outage, String> {
@@ -73,7 +105,14 @@ async fn main() {
             std::process::exit(2);
         }
     };
-    let mut gateway = Gateway::new(tree, args.max_keys.max(1), args.shadow);
+    let style = match header_style(args.response_headers.as_deref()) {
+        Ok(style) => style,
+        Err(e) => {
+            eprintln!("portero-server: {e}");
+            std::process::exit(2);
+        }
+    };
+    let mut gateway = Gateway::new(tree, args.max_keys.max(1), args.shadow).with_headers(style);
     if let Some(url) = &args.redis {
         let timeout = std::time::Duration::from_millis(args.redis_timeout_ms.max(1));
         match Shared::new(url, &args.redis_prefix, timeout, args.when_redis_down) {

@@ -7,7 +7,7 @@
 use crate::config::outage::Outage;
 use crate::config::tree::{Allowance, Matched, Tree};
 use crate::config::unit::Unit;
-use crate::decide::{CurrentLimit, Descriptor, Refusal, Request, MOST_DESCRIPTORS, MOST_ENTRIES};
+use crate::request::{CurrentLimit, Descriptor, Refusal, Request, MOST_DESCRIPTORS, MOST_ENTRIES};
 
 /// Which counters a descriptor's counter is one of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use envoy_types::pb::envoy::config::core::v3::HeaderValue;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
     Code as PbCode, DescriptorStatus, RateLimit,
@@ -43,7 +44,10 @@ impl RateLimitService for Rls {
             }
         };
         match self.0.decide(&request).await {
-            Ok(answer) => Ok(tonic::Response::new(to_proto(answer))),
+            Ok(answer) => {
+                let headers = self.0.headers_of(&answer);
+                Ok(tonic::Response::new(to_proto(answer, headers)))
+            }
             Err(Refusal::Invalid(why)) => Err(tonic::Status::invalid_argument(why)),
         }
     }
@@ -86,11 +90,19 @@ fn descriptor(d: RateLimitDescriptor, default_hits: u64) -> Result<Descriptor, S
     })
 }
 
-/// An answer as Envoy reads it.
-pub fn to_proto(answer: Answer) -> RateLimitResponse {
+/// An answer as Envoy reads it, with the `headers` it asks Envoy to add.
+pub fn to_proto(answer: Answer, headers: Vec<(String, String)>) -> RateLimitResponse {
     RateLimitResponse {
         overall_code: code(answer.code) as i32,
         statuses: answer.statuses.into_iter().map(status).collect(),
+        response_headers_to_add: headers
+            .into_iter()
+            .map(|(key, value)| HeaderValue {
+                key,
+                value,
+                ..Default::default()
+            })
+            .collect(),
         ..Default::default()
     }
 }

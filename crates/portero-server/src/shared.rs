@@ -7,7 +7,7 @@
 //! While Redis does not answer within the timeout (or answers with an error), each
 //! rule answers by its [`Outage`] policy (`rate_limit.portero.when_down`, else the
 //! server's): open rules admit, closed rules refuse, local rules count in this
-//! instance's memory ([`decide`](crate::decide)). The first check after Redis is back
+//! instance's memory ([`decide`](mod@crate::decide)). The first check after Redis is back
 //! is decided by Redis again.
 //!
 //! Keys: `prefix{length:r<length:path><values>}:fixed-window:aligned:<limit>:<µs>us`

@@ -20,6 +20,11 @@ pub const MOST_NAMES: usize = 10_000;
 pub const MOST_NAME_BYTES: usize = 256;
 /// The name that counts what found no room.
 pub const OVERFLOW: &str = "overflow";
+/// The upper bounds of the decision-latency histogram's buckets, in µs (the last
+/// bucket, `+Inf`, takes the rest).
+pub const LATENCY_BOUNDS_US: [u64; 10] =
+    [25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 50_000];
+
 /// Past this share of a window's limit, hits count as near it.
 const NEAR: (u64, u64) = (4, 5);
 
@@ -42,6 +47,9 @@ pub struct Stats {
     decisions: AtomicU64,
     errors: AtomicU64,
     redis_unavailable: AtomicU64,
+    /// Decisions by latency bucket (not cumulative), and their summed µs.
+    latency: [AtomicU64; LATENCY_BOUNDS_US.len() + 1],
+    latency_sum_us: AtomicU64,
 }
 
 impl Stats {
@@ -90,6 +98,22 @@ impl Stats {
         } else {
             self.errors.fetch_add(1, Relaxed);
         }
+    }
+
+    /// Counts one decision's latency (from the request read to the answer made).
+    pub fn took(&self, elapsed: std::time::Duration) {
+        let us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+        let bucket = LATENCY_BOUNDS_US
+            .iter()
+            .position(|&bound| us <= bound)
+            .unwrap_or(LATENCY_BOUNDS_US.len());
+        self.latency[bucket].fetch_add(1, Relaxed);
+        self.latency_sum_us.fetch_add(us, Relaxed);
+    }
+
+    /// Decisions per latency bucket ([`LATENCY_BOUNDS_US`], then the rest).
+    pub fn latencies(&self) -> Vec<u64> {
+        self.latency.iter().map(|c| c.load(Relaxed)).collect()
     }
 
     /// Counts a check that Redis did not decide (away, too slow, or answering with
@@ -176,7 +200,26 @@ impl Stats {
             "portero_ratelimit_redis_unavailable_total {}",
             self.redis_unavailable.load(Relaxed)
         );
+        self.render_latency(&mut out);
         out
+    }
+
+    /// The decision-latency histogram, cumulative as Prometheus reads it.
+    fn render_latency(&self, out: &mut String) {
+        let name = "portero_ratelimit_decision_seconds";
+        let _ = writeln!(out, "# HELP {name} time to decide a request");
+        let _ = writeln!(out, "# TYPE {name} histogram");
+        let mut seen = 0;
+        for (i, bound) in LATENCY_BOUNDS_US.iter().enumerate() {
+            seen += self.latency[i].load(Relaxed);
+            let le = *bound as f64 / 1e6;
+            let _ = writeln!(out, "{name}_bucket{{le=\"{le}\"}} {seen}");
+        }
+        seen += self.latency[LATENCY_BOUNDS_US.len()].load(Relaxed);
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {seen}");
+        let sum = self.latency_sum_us.load(Relaxed) as f64 / 1e6;
+        let _ = writeln!(out, "{name}_sum {sum}");
+        let _ = writeln!(out, "{name}_count {seen}");
     }
 }
 

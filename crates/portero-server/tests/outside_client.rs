@@ -127,7 +127,39 @@ fn clear_of_the_minute() {
 #[test]
 fn envoy_s_client_over_grpc_and_the_http_side() {
     let server = start("client", CONFIG, &[]);
-    scenario(&server);
+    let calls = scenario(&server);
+    assert_eq!(
+        calls[0]["headers"],
+        serde_json::json!([]),
+        "none unless asked"
+    );
+}
+
+/// Asked for both kinds of headers, answers carry them to Envoy: the refusal of
+/// alice's fourth call says how long to wait.
+#[test]
+fn envoy_s_client_reads_the_headers_to_add() {
+    let server = start("headers", CONFIG, &["--response-headers", "both"]);
+    let calls = scenario(&server);
+    let headers = |i: usize| -> Vec<(String, String)> {
+        serde_json::from_value(calls[i]["headers"].clone()).unwrap()
+    };
+    let first = headers(0);
+    let named = |list: &[(String, String)], name: &str| {
+        list.iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.clone())
+    };
+    assert_eq!(named(&first, "RateLimit-Limit").as_deref(), Some("3"));
+    assert_eq!(named(&first, "RateLimit-Remaining").as_deref(), Some("2"));
+    assert_eq!(
+        named(&first, "RateLimit-Policy").as_deref(),
+        Some("\"d0\";q=3;w=60")
+    );
+    let refused = headers(3);
+    assert_eq!(named(&refused, "RateLimit-Remaining").as_deref(), Some("0"));
+    let wait: u64 = named(&refused, "Retry-After").unwrap().parse().unwrap();
+    assert!((1..=60).contains(&wait), "{refused:?}");
 }
 
 /// The same scenario with the counters in Redis; and a second instance on the same
@@ -137,7 +169,7 @@ fn envoy_s_client_with_the_counters_in_redis() {
     let redis = portero_redis::LocalRedis::start().expect("redis-server");
     let url = redis.url();
     let server = start("redis", CONFIG, &["--redis", &url]);
-    scenario(&server);
+    let _ = scenario(&server);
     let second = start("second", CONFIG, &["--redis", &url]);
     let ask = r#"{"domain":"rl","descriptors":[{"entries":[{"key":"user","value":"frank"}]}]}"#;
     let (status, body) = http(&second.http, "POST", "/json", ask);
@@ -154,8 +186,8 @@ fn envoy_s_client_with_the_counters_in_redis() {
     );
 }
 
-/// Envoy's client's scenario against `server`, then the HTTP side.
-fn scenario(server: &Server) {
+/// Envoy's client's scenario against `server`, then the HTTP side; the client's calls.
+fn scenario(server: &Server) -> Vec<Value> {
     let python = python();
     clear_of_the_minute();
     let out = Command::new(&python)
@@ -280,6 +312,22 @@ fn scenario(server: &Server) {
         metrics.contains("portero_ratelimit_decisions_total{result=\"malformed\"} 6"),
         "{metrics}"
     );
+    // Every answered decision's latency is in the histogram.
+    let figure = |prefix: &str| -> u64 {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {prefix} in {metrics}"))
+    };
+    let answered = figure("portero_ratelimit_decisions_total{result=\"answered\"} ");
+    let timed = figure("portero_ratelimit_decision_seconds_count ");
+    assert!(answered > 0 && timed >= answered, "{metrics}");
+    assert_eq!(
+        figure("portero_ratelimit_decision_seconds_bucket{le=\"+Inf\"} "),
+        timed
+    );
+    calls
 }
 
 #[test]

@@ -3,7 +3,7 @@ protos the gRPC project publishes (xds-protos): nothing of portero's.
 
 Usage: rls_client.py HOST:PORT — runs the scenario below and prints one JSON line a
 call: {"overall": "OK"|"OVER_LIMIT", "statuses": [[code, remaining, requests_per_unit,
-unit, seconds_until_reset]]} or {"error": STATUS_CODE_NAME}.
+unit, seconds_until_reset]], "headers": [[name, value]]} or {"error": STATUS_CODE_NAME}.
 """
 
 import json
@@ -43,7 +43,8 @@ def call(stub, domain, descriptors, hits_addend=0):
         ]
         for s in response.statuses
     ]
-    print(json.dumps({"overall": code(response.overall_code), "statuses": statuses}), flush=True)
+    headers = [[h.key, h.value] for h in response.response_headers_to_add]
+    print(json.dumps({"overall": code(response.overall_code), "statuses": statuses, "headers": headers}), flush=True)
 
 
 def main():
