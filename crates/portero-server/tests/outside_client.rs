@@ -4,81 +4,13 @@
 //! side (`/json`, `/healthcheck`, `/metrics`) read by hand. The client comes from
 //! `cargo xtask setup` (`.venv-grpc`); without it the test fails and says so.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
 use serde_json::Value;
 
-/// The server's process, stopped by its own id when the test ends.
-struct Server {
-    child: Child,
-    grpc: String,
-    http: String,
-    /// What it said on stderr so far.
-    said: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
-    /// Its configuration file.
-    file: PathBuf,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn start(name: &str, config: &str, extra: &[&str]) -> Server {
-    let dir = std::env::temp_dir().join(format!("portero-server-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("rl.yaml");
-    std::fs::write(&file, config).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_portero-server"))
-        .args([
-            "--config",
-            file.to_str().unwrap(),
-            "--grpc",
-            "127.0.0.1:0",
-            "--http",
-            "127.0.0.1:0",
-        ])
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the server starts");
-    let said = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let errors = BufReader::new(child.stderr.take().unwrap());
-    let into = said.clone();
-    std::thread::spawn(move || {
-        for line in errors.lines().map_while(Result::ok) {
-            eprintln!("server: {line}");
-            into.lock().unwrap().push(line);
-        }
-    });
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let field = |name: &str| {
-        line.split_whitespace()
-            .find_map(|w| w.strip_prefix(name))
-            .unwrap_or_else(|| panic!("no {name} in {line:?}"))
-            .to_string()
-    };
-    Server {
-        grpc: field("grpc="),
-        http: field("http="),
-        child,
-        said,
-        file,
-    }
-}
+mod support;
+use support::server::{clear_of, http, start, workspace, Server};
 
 const CONFIG: &str = "domain: rl\ndescriptors:\n  - key: user\n    rate_limit:\n      unit: minute\n      requests_per_unit: 3\n  - key: tenant\n    rate_limit:\n      unit: hour\n      requests_per_unit: 1\n";
 
@@ -90,38 +22,6 @@ fn python() -> PathBuf {
         python.display()
     );
     python
-}
-
-/// One HTTP/1.1 exchange: the status and the body.
-fn http(at: &str, method: &str, path: &str, body: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(at).unwrap();
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let status = out[9..12].parse().unwrap();
-    let body = out
-        .split_once("\r\n\r\n")
-        .map_or("", |(_, b)| b)
-        .to_string();
-    (status, body)
-}
-
-/// Waits out the end of a minute if it is under 10 s away: the scenario counts in
-/// minute windows and must not see one end.
-fn clear_of_the_minute() {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64;
-    let left = 60_000 - now % 60_000;
-    if left < 10_000 {
-        std::thread::sleep(std::time::Duration::from_millis(left + 100));
-    }
 }
 
 #[test]
@@ -189,7 +89,7 @@ fn envoy_s_client_with_the_counters_in_redis() {
 /// Envoy's client's scenario against `server`, then the HTTP side; the client's calls.
 fn scenario(server: &Server) -> Vec<Value> {
     let python = python();
-    clear_of_the_minute();
+    clear_of(60, 10);
     let out = Command::new(&python)
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/outside/rls_client.py"))
         .arg(&server.grpc)

@@ -2,6 +2,8 @@
 //! file's text, and a descriptor of one hit.
 #![allow(dead_code)] // each test binary uses the helpers it needs
 
+pub mod server;
+
 use portero_server::config;
 use portero_server::decide::Descriptor;
 use portero_server::gateway::Gateway;
