@@ -5,11 +5,15 @@
 //! (`envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit`). This crate is
 //! that service: configured by envoyproxy/ratelimit's YAML files as they are, it
 //! decides with portero's keyed limiters, all or none across a request's
-//! descriptors, in memory, with a bounded table per rule.
+//! descriptors: in memory, with a bounded table per rule, or in Redis, shared by every
+//! instance, with each rule's answer while Redis is away.
 //!
 //! - [`config`] reads the files into a tree of rules, refusing a malformed file with
 //!   its name and the reason;
-//! - [`decide`] is the one procedure both doors call;
+//! - one plan per request (what each descriptor is counted against), decided in memory
+//!   by [`decide`](mod@decide) or in Redis by [`shared`];
+//! - [`gateway`] holds the configuration, its counters and [`stats`], and is what both
+//!   doors call; [`headers`] are those an answer asks Envoy to add;
 //! - [`rls`] is the gRPC door, [`http`] envoyproxy/ratelimit's HTTP side (`/json`,
 //!   `/healthcheck`, `/metrics`).
 //!
