@@ -8,10 +8,10 @@ use http::Request;
 
 use super::awaiting::Awaiting;
 use super::entry::{Entry, Prep};
-use super::plan::{Flow, Plan, Run};
+use super::procedure::{Flow, Procedure, Run};
 use super::store::Batch;
 
-impl<B> Plan<B> {
+impl<B> Procedure<B> {
     /// The batch entry `at` can be sent in (none when the whole layer is shadow).
     pub(super) fn batch_of(&self, at: usize) -> Option<&dyn Batch> {
         if self.shadow || !self.batching {

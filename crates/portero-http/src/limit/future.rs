@@ -13,12 +13,12 @@ use tower_service::Service;
 
 use super::after::ResponseHead;
 use super::awaiting::Awaiting;
-use super::plan::{AppliedList, Flow, Pending as Waiting, Plan, Run};
+use super::procedure::{AppliedList, Flow, Pending as Waiting, Procedure, Run};
 use super::respond::{refuse, write_fields};
 use super::settle::Later;
 
 /// The fields an admitted response gets: the plan and what it applied.
-type Fields<B> = (Arc<Plan<B>>, AppliedList);
+type Fields<B> = (Arc<Procedure<B>>, AppliedList);
 
 pin_project! {
     /// The response of a [`LimitService`](super::LimitService).
@@ -86,7 +86,7 @@ impl<F, S, ReqB, ResB> LimitFuture<F, S, ReqB, ResB> {
         inner: S,
         request: Request<ReqB>,
         run: Run,
-        plan: Arc<Plan<ReqB>>,
+        plan: Arc<Procedure<ReqB>>,
     ) -> Self {
         Self {
             state: State::Waiting {

@@ -9,7 +9,7 @@ use tower_layer::Layer;
 
 use super::entry::{Entry, Limit, Route};
 use super::options::{Charge, OutageAnswer, RefusalFn, RequestHead, WhenNoKey, WhenUnavailable};
-use super::plan::Plan;
+use super::procedure::Procedure;
 use super::service::LimitService;
 use super::store::{Batch, Store};
 use crate::headers::Policy;
@@ -78,7 +78,7 @@ use crate::keys::IntoKey;
 /// request will be admitted, like every tower middleware that answers by itself;
 /// put it outside layers that reserve capacity in `poll_ready`.
 pub struct LimitLayer<B> {
-    pub(super) plan: Arc<Plan<B>>,
+    pub(super) plan: Arc<Procedure<B>>,
 }
 
 impl<B> Clone for LimitLayer<B> {
@@ -119,7 +119,7 @@ impl<B: 'static> LimitLayer<B> {
         St: Store<KR::Key>,
         R: Route<B> + Send + Sync + 'static,
     {
-        let plan = Plan {
+        let plan = Procedure {
             entries: Vec::new(),
             declared: Vec::new(),
             batching: false,
@@ -258,7 +258,7 @@ impl<B: 'static> LimitLayer<B> {
     }
 
     /// Changes the plan (unshared while the layer is being built).
-    fn with(mut self, change: impl FnOnce(&mut Plan<B>)) -> Self {
+    fn with(mut self, change: impl FnOnce(&mut Procedure<B>)) -> Self {
         let plan = Arc::get_mut(&mut self.plan);
         match plan {
             Some(plan) => change(plan),
@@ -276,7 +276,7 @@ fn batch_channel<B>(entry: &dyn Entry<B>) -> Option<usize> {
     super::batching::batchable(entry).map(Batch::channel)
 }
 
-impl<B> Plan<B> {
+impl<B> Procedure<B> {
     /// A copy (for a layer changed after it was cloned).
     fn duplicate(&self) -> Self {
         Self {

@@ -5,7 +5,7 @@ use http::header::{HeaderName, HeaderValue};
 use http::{HeaderMap, Response};
 
 use super::options::OutageAnswer;
-use super::plan::{AppliedList, Plan, Refusal};
+use super::procedure::{AppliedList, Procedure, Refusal};
 use crate::answer::{limit_failed, limit_unavailable, rate_limited, too_costly};
 use crate::headers;
 use crate::observe;
@@ -25,7 +25,7 @@ pub const RATELIMIT_SOURCE: HeaderName = HeaderName::from_static("ratelimit-sour
 /// its `Retry-After`; the legacy fields if asked; `RateLimit-Source: fallback` if a
 /// fallback decided any of them.
 pub(crate) fn write_fields<B>(
-    plan: &Plan<B>,
+    plan: &Procedure<B>,
     applied: &AppliedList,
     refused_by: Option<usize>,
     fields: &mut HeaderMap,
@@ -72,7 +72,11 @@ pub(crate) fn write_fields<B>(
 }
 
 /// The answer to a request the pipeline refused.
-pub(crate) fn refuse<B, ResB>(plan: &Plan<B>, applied: &AppliedList, why: Refusal) -> Response<ResB>
+pub(crate) fn refuse<B, ResB>(
+    plan: &Procedure<B>,
+    applied: &AppliedList,
+    why: Refusal,
+) -> Response<ResB>
 where
     ResB: From<&'static str> + From<String>,
 {

@@ -8,13 +8,13 @@ use http::{Request, Response};
 use tower_service::Service;
 
 use super::future::LimitFuture;
-use super::plan::{Flow, Plan};
+use super::procedure::{Flow, Procedure};
 use super::respond::refuse;
 
 /// The service [`LimitLayer`](super::LimitLayer) builds.
 pub struct LimitService<S, B> {
     pub(super) inner: S,
-    pub(super) plan: Arc<Plan<B>>,
+    pub(super) plan: Arc<Procedure<B>>,
 }
 
 impl<S: Clone, B> Clone for LimitService<S, B> {

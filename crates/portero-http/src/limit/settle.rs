@@ -26,7 +26,7 @@ use http::Request;
 use portero::Decision;
 
 use super::after::ResponseHead;
-use super::plan::{Applied, AppliedList, Plan};
+use super::procedure::{Applied, AppliedList, Procedure};
 use super::store::{Checked, Checking, StoreError, Ticket};
 use crate::headers::Policy;
 use crate::observe::{self, Settled};
@@ -142,7 +142,7 @@ impl fmt::Debug for Usage {
     }
 }
 
-impl<B: 'static> Plan<B> {
+impl<B: 'static> Procedure<B> {
     /// Hands the tickets of the limits that settle by usage to a [`Usage`] handle
     /// in `request`'s extensions (called once the request is admitted).
     pub(crate) fn hand_usage(
@@ -206,7 +206,7 @@ fn spawned(later: Later) -> bool {
     }
 }
 
-impl<B> Plan<B> {
+impl<B> Procedure<B> {
     /// Settles what the response head tells, for every admitted limit that reads it,
     /// and replaces each one's decision with how its key stands afterwards. Remote
     /// settlements come back as futures, with the place of their limit in `applied`.

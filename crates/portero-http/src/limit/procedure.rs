@@ -36,7 +36,7 @@ use crate::keys::KeyError;
 use crate::observe::{self, Outcome};
 
 /// Every limit of a layer and every option, shared by its services.
-pub(crate) struct Plan<B> {
+pub(crate) struct Procedure<B> {
     /// The limits in the order they are checked: local ones, then remote ones.
     pub(crate) entries: Vec<Arc<dyn Entry<B>>>,
     /// For each checked entry, its place in the declared order (the fields' order).
@@ -155,7 +155,7 @@ impl AppliedList {
     }
 }
 
-impl<B> Plan<B> {
+impl<B> Procedure<B> {
     /// Starts a request's run.
     pub(crate) fn start(&self, request: &Request<B>) -> Run {
         Run {
@@ -583,12 +583,12 @@ fn fallback_policy(policy: &Policy, decision: &Decision) -> Option<Arc<Policy>> 
 /// answer never came may have been charged: without its answer there is no ticket
 /// to give it back by.)
 pub(crate) struct Pending<B> {
-    pub(crate) plan: Arc<Plan<B>>,
+    pub(crate) plan: Arc<Procedure<B>>,
     run: Option<Run>,
 }
 
 impl<B> Pending<B> {
-    pub(crate) fn new(plan: Arc<Plan<B>>, run: Run) -> Self {
+    pub(crate) fn new(plan: Arc<Procedure<B>>, run: Run) -> Self {
         Self {
             plan,
             run: Some(run),
