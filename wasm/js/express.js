@@ -6,7 +6,7 @@
 //   import { rateLimit } from "portero/express";
 //   app.use(rateLimit({ windowMs: 60_000, limit: 100 }));
 import { fail } from "./errors.js";
-import { checkedCost, checkedKey, fieldsOf, limiterOf, settingsOf } from "./middleware.js";
+import { checkedCost, checkedKey, fieldsOf, limiterOf, settingsOf, settleOutcome } from "./middleware.js";
 
 /**
  * The middleware. The key is `req.ip` (Express's client address, which honours its
@@ -29,16 +29,53 @@ export function rateLimit(options = {}) {
       if (key instanceof Promise) key = await key;
       let cost = settings.cost === null ? 1 : settings.cost(req, res);
       if (cost instanceof Promise) cost = await cost;
-      const decision = limiter.check(checkedKey(key), Date.now(), checkedCost(cost));
+      key = checkedKey(key);
+      cost = checkedCost(cost);
+      if (settings.outcome !== null) {
+        const { decision, admission } = limiter.acquire(key, Date.now(), cost);
+        res.set(fieldsOf(decision, settings));
+        if (decision.allowed) {
+          afterResponse(req, res, settings.outcome, (success, reported) =>
+            settleOutcome(limiter, settings.outcome, key, admission, cost, success, reported),
+          );
+          return next();
+        }
+        return refuse(req, res, next, decision, settings);
+      }
+      const decision = limiter.check(key, Date.now(), cost);
       res.set(fieldsOf(decision, settings));
       if (decision.allowed) return next();
-      if (settings.handler !== null) return settings.handler(req, res, next, { decision, statusCode: settings.statusCode });
-      res.status(settings.statusCode);
-      return typeof settings.message === "string" ? res.send(settings.message) : res.json(settings.message);
+      return refuse(req, res, next, decision, settings);
     } catch (e) {
       return next(e);
     }
   };
+}
+
+function refuse(req, res, next, decision, settings) {
+  if (settings.handler !== null) return settings.handler(req, res, next, { decision, statusCode: settings.statusCode });
+  res.status(settings.statusCode);
+  return typeof settings.message === "string" ? res.send(settings.message) : res.json(settings.message);
+}
+
+// Calls `done(success, reported)` once the response is done: sent whole ("finish"),
+// or cut off before ("close" first: a failure). A user's function that throws there
+// has no request left to fail: the estimate stands.
+function afterResponse(req, res, outcome, done) {
+  let settled = false;
+  const once = (finished) => {
+    if (settled) return;
+    settled = true;
+    try {
+      const success = finished && (outcome.wasSuccessful === null ? res.statusCode < 400 : outcome.wasSuccessful(req, res) === true);
+      const reported = outcome.settle === null ? undefined : outcome.settle(req, res);
+      done(success, reported);
+    } catch {
+      // The estimate stands.
+    }
+  };
+  res.once("finish", () => once(true));
+  res.once("close", () => once(res.writableFinished === true));
 }
 
 function clientOf(req) {

@@ -11,6 +11,10 @@ export interface Options extends CommonOptions {
   handler?: (c: Context, refused: Refused) => Response | Promise<Response>;
   /** The units a request costs (default 1). */
   cost?: (c: Context) => number | Promise<number>;
+  /** Whether a response counts as successful (default: status below 400). */
+  requestWasSuccessful?: (c: Context) => boolean;
+  /** The request's real cost once the response's body was read to its end (undefined: its estimate). */
+  settle?: (c: Context) => number | undefined;
 }
 
 /** The middleware. */

@@ -10,7 +10,7 @@
 //   import wasm from "portero/portero.wasm";
 //   app.use(rateLimiter({ wasm, windowMs: 60_000, limit: 100 }));
 import { fail } from "./errors.js";
-import { checkedCost, checkedKey, fieldsOf, limiterOf, settingsOf } from "./middleware.js";
+import { checkedCost, checkedKey, fieldsOf, limiterOf, settingsOf, settleOutcome } from "./middleware.js";
 
 /**
  * The middleware. The key is the client's address where the runtime tells it
@@ -32,7 +32,13 @@ export function rateLimiter(options = {}) {
     if (key instanceof Promise) key = await key;
     let cost = settings.cost === null ? 1 : settings.cost(c);
     if (cost instanceof Promise) cost = await cost;
-    const decision = limiter.check(checkedKey(key), Date.now(), checkedCost(cost));
+    key = checkedKey(key);
+    cost = checkedCost(cost);
+    const outcome = settings.outcome;
+    let decision;
+    let admission = null;
+    if (outcome === null) decision = limiter.check(key, Date.now(), cost);
+    else ({ decision, admission } = limiter.acquire(key, Date.now(), cost));
     const fields = fieldsOf(decision, settings);
     if (decision.allowed) {
       // Set before the handler, so a response it makes through the context carries
@@ -40,6 +46,10 @@ export function rateLimiter(options = {}) {
       for (const k in fields) c.header(k, fields[k]);
       await next();
       if (!c.res.headers.has(FIRST)) withFields(c, fields);
+      if (outcome !== null) {
+        const settle = (reported) => settleOutcome(limiter, outcome, key, admission, cost, succeeded(c, outcome), reported);
+        afterResponse(c, outcome, settle);
+      }
       return;
     }
     if (settings.handler !== null) {
@@ -55,6 +65,28 @@ export function rateLimiter(options = {}) {
       ? c.text(body, settings.statusCode, fields)
       : c.json(body, settings.statusCode, fields);
   };
+}
+
+function succeeded(c, outcome) {
+  return outcome.wasSuccessful === null ? c.res.status < 400 : outcome.wasSuccessful(c) === true;
+}
+
+// Calls `settle(reported)` once the response is done: at once, or — where the user's
+// `settle` reads what the handler reported while streaming — when the body has been
+// read to its end (a body the client cancels keeps the estimate). A user's function
+// that throws there has no request left to fail: the estimate stands.
+function afterResponse(c, outcome, settle) {
+  const report = () => {
+    try {
+      settle(outcome.settle === null ? undefined : outcome.settle(c));
+    } catch {
+      // The estimate stands.
+    }
+  };
+  const body = c.res.body;
+  if (outcome.settle === null || body === null) return report();
+  const counted = body.pipeThrough(new TransformStream({ flush: report }));
+  c.res = new Response(counted, c.res);
 }
 
 // A field every answer carries (the policy), to tell whether the response has them.

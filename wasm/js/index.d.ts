@@ -102,11 +102,27 @@ export class KeyedLimiter {
   check(key: string, now: number, cost?: number): KeyedDecision;
   /** `check` without a decision object: whether `key` was admitted. */
   allow(key: string, now: number, cost?: number): boolean;
+  /**
+   * `check`, keeping what an admission took for `settle`: `admission` null when
+   * refused (nothing taken).
+   */
+  acquire(key: string, now: number, cost?: number): { decision: KeyedDecision; admission: KeyedAdmission | null };
+  /**
+   * Moves `admission` to its real cost `real` at `now` (units not used back by
+   * portero's refund rule, units above the estimate charged into debt). Settles once;
+   * false for one already settled or too old (of the last 65,536 no longer).
+   */
+  settle(admission: KeyedAdmission, real: number, now: number): boolean;
   peek(key: string, now: number, cost?: number): KeyedDecision;
   reset(key: string): void;
   sweep(now: number): number;
   readonly size: number;
   headers(decision: Decision, policy?: string): Headers;
+}
+
+/** What a `KeyedLimiter`'s `acquire` took, to `settle` once. */
+export interface KeyedAdmission {
+  readonly handle: number;
 }
 
 /** An algorithm and quota without state: you keep each key's state (a BigInt). */

@@ -506,6 +506,33 @@ export class KeyedLimiter {
     checkArgs(now, cost);
     return this.#check(key, now, cost, false) || refused(now, cost);
   }
+  /**
+   * `check`, keeping what an admission took so that `settle` can move it to the
+   * request's real cost once it is known (a response's status, the tokens a model
+   * used): `{ decision, admission }`, `admission` null when refused (nothing taken).
+   */
+  acquire(key, now, cost = 1) {
+    checkKey(key);
+    checkArgs(now, cost);
+    const handle = this.#table().acquire(key, now, cost);
+    const decision = keyedDecisionOf(handle !== -1, now, cost);
+    return { decision, admission: handle >= 0 ? new Admission(this, handle) : null };
+  }
+  /**
+   * Moves `admission` (from this limiter's `acquire`) to its real cost `real` at `now`:
+   * units not used go back by portero's refund rule (never more than a limiter that
+   * never saw the request would have), units above the estimate are charged into
+   * debt. An admission settles once; returns false for one already settled, or one
+   * of the last 65,536 no longer (it keeps its units).
+   */
+  settle(admission, real, now) {
+    if (!(admission instanceof Admission) || admission.limiter !== this) {
+      fail(`admission must come from this limiter's acquire, got ${shown(admission)}`);
+    }
+    if (!(Number.isSafeInteger(real) && real >= 0)) fail(`real must be a whole number of units, got ${shown(real)}`);
+    if (!isNumber(now)) badNow(now);
+    return guard(() => this.#table().settle(admission.handle, real, now));
+  }
   // A check through the fingerprint cache (a long key is copied in); `detail`: the
   // whole decision in the decision buffer, not only the outcome.
   #check(key, now, cost, detail) {
@@ -539,6 +566,15 @@ export class KeyedLimiter {
   /** `rateLimitHeaders` with this limiter's quota. */
   headers(decision, policy = "default") {
     return headersFor(this.#quota, decision, policy);
+  }
+}
+
+/** What a `KeyedLimiter`'s `acquire` took, to `settle` once. */
+class Admission {
+  constructor(limiter, handle) {
+    this.limiter = limiter;
+    this.handle = handle;
+    Object.freeze(this);
   }
 }
 

@@ -24,6 +24,14 @@ export interface CommonOptions {
   statusCode?: number;
   /** The body of a refusal: text, or an object sent as JSON (default `{ error: "rate limit exceeded" }`). */
   message?: string | object;
+  /** Give back the units of a request whose response failed (status 400 or more by default). */
+  skipFailedRequests?: boolean;
+  /** Give back the units of a request whose response succeeded (only failures count: failed logins). */
+  skipSuccessfulRequests?: boolean;
+  /** The units a failed request costs in place of its own (a penalty). */
+  penalty?: number;
+  /** A successful response clears its key (a good login forgets the failed ones). */
+  resetOnSuccess?: boolean;
   /** The module, for runtimes where the middleware cannot load it itself (Workers). */
   wasm?: WebAssembly.Module | BufferSource;
 }

@@ -56,8 +56,61 @@ export function settingsOf(options = {}) {
     skip: optionalFunction("skip", options.skip),
     handler: optionalFunction("handler", options.handler),
     cost: optionalFunction("cost", options.cost),
+    outcome: outcomeOf(options),
     wasm: options.wasm,
   };
+}
+
+/**
+ * How a response's outcome counts, or null when it does not (every admitted request
+ * keeps its cost): express-rate-limit's `skipFailedRequests`,
+ * `skipSuccessfulRequests` and `requestWasSuccessful`, and portero's `penalty` (the
+ * units a failed request costs), `resetOnSuccess` (a success clears the key: failed
+ * logins) and `settle` (the real cost, once the response is done: the tokens a model
+ * used, reported by the handler).
+ */
+function outcomeOf(options) {
+  const flag = (name) => {
+    const v = options[name] ?? false;
+    if (typeof v !== "boolean") fail(`${name} must be true or false, got ${shown(v)}`);
+    return v;
+  };
+  const outcome = {
+    skipFailed: flag("skipFailedRequests"),
+    skipSuccessful: flag("skipSuccessfulRequests"),
+    resetOnSuccess: flag("resetOnSuccess"),
+    wasSuccessful: optionalFunction("requestWasSuccessful", options.requestWasSuccessful),
+    settle: optionalFunction("settle", options.settle),
+    penalty: options.penalty === undefined ? null : checkedWhole("penalty", options.penalty),
+  };
+  const counts = outcome.skipFailed || outcome.skipSuccessful || outcome.resetOnSuccess || outcome.settle !== null || outcome.penalty !== null;
+  return counts ? outcome : null;
+}
+
+function checkedWhole(name, v) {
+  if (!(typeof v === "number" && Number.isSafeInteger(v) && v >= 0)) fail(`${name} must be a whole number of at least 0, got ${shown(v)}`);
+  return v;
+}
+
+/**
+ * Settles, once a response is done, an admission `acquired` took for `key` at its
+ * estimate `cost`: `success` whether the response counts as successful, `reported`
+ * the real cost the user's `settle` answered (undefined: none). What goes back goes
+ * by portero's refund rule — never more than a limiter that never saw the request.
+ */
+export function settleOutcome(limiter, outcome, key, admission, cost, success, reported) {
+  if (admission === null) return;
+  const now = Date.now();
+  if (success && outcome.resetOnSuccess) {
+    limiter.reset(key);
+    return;
+  }
+  let real;
+  if (reported !== undefined) real = checkedCost(reported);
+  else if (success) real = outcome.skipSuccessful ? 0 : cost;
+  else if (outcome.penalty !== null) real = outcome.penalty;
+  else real = outcome.skipFailed ? 0 : cost;
+  if (real !== cost) limiter.settle(admission, real, now);
 }
 
 /**

@@ -25,7 +25,9 @@ use portero::{
 };
 use wasm_bindgen::prelude::*;
 
+mod held;
 mod single;
+use held::Held;
 use single::Single;
 
 /// The largest integer a JavaScript number holds exactly.
@@ -433,6 +435,7 @@ fn args(now_ms: f64, cost: f64) -> Option<(u64, u64)> {
 #[wasm_bindgen]
 pub struct Keyed {
     inner: KeyedLimiter<str, AnyAlgorithm, ManualClock>,
+    held: Held,
 }
 
 impl Keyed {
@@ -503,7 +506,58 @@ impl Keyed {
                 })?;
         Ok(Self {
             inner: table.overflow(overflow),
+            held: Held::default(),
         })
+    }
+
+    /// `check`, holding what an admission took so that [`settle`](Self::settle) can
+    /// move it to its real cost later: the admission's handle (a whole number), or −1
+    /// when refused (nothing taken). The decision in the decision buffer, whole. Of
+    /// the admissions held, the last 65,536 can be settled; an older one keeps its
+    /// units.
+    pub fn acquire(&self, key: &str, now_ms: f64, cost: f64) -> f64 {
+        let Some((now, cost)) = args(now_ms, cost) else {
+            return -1.0;
+        };
+        let f = self.inner.fingerprint_of(key);
+        match self.inner.acquire_at(key, now, cost) {
+            Ok(acquired) => {
+                let admitted = self.answer(Ok(acquired.decision), true);
+                match acquired.admission {
+                    Some(admission) if admitted => self.held.hold(f, admission) as f64,
+                    // Admitted for no units: nothing to settle.
+                    _ if admitted => -2.0,
+                    _ => -1.0,
+                }
+            }
+            Err(e) => {
+                self.answer(Err(e), true);
+                -1.0
+            }
+        }
+    }
+
+    /// Moves the admission `handle` names to its real cost `real` at `nowMs`: units
+    /// not used go back by portero's refund rule, units above the estimate are
+    /// charged into debt. Returns whether the handle named a held admission (once
+    /// settled, or too old, it names none and nothing is done). A bad `real` or
+    /// `nowMs` settles nothing and is an Error.
+    pub fn settle(&self, handle: f64, real: f64, now_ms: f64) -> Result<bool, JsError> {
+        let now = nanos(
+            "nowMs must be a time in milliseconds within portero's range",
+            now_ms,
+        )?;
+        let real = whole("real must be a whole number of units", real)?;
+        let Some(handle) = whole_of(handle) else {
+            return Ok(false);
+        };
+        let Some((key, admission)) = self.held.take(handle) else {
+            return Ok(false);
+        };
+        // A settlement the table cannot make (the key's word taken over since) keeps
+        // the units: never more than a table that saw the request.
+        let _ = self.inner.settle_fingerprint_at(key, admission, real, now);
+        Ok(true)
     }
 
     /// Checks `cost` units for `key` at `nowMs`; the decision in the decision buffer

@@ -459,3 +459,34 @@ test("the shared header cases: the same fields as portero-http writes", () => {
     assert.deepEqual(got, c.headers, c.name);
   }
 });
+
+test("keyed acquire and settle: back to the twin that never saw it, once, and checked", () => {
+  const k = new KeyedLimiter({ perSecond: 10, burst: 5 });
+  const twin = new KeyedLimiter({ perSecond: 10, burst: 5 });
+  const t0 = 1_700_000_000_000;
+  const { decision, admission } = k.acquire("ann", t0, 3);
+  assert.equal(decision.allowed, true);
+  assert.equal(decision.remaining, 2);
+  assert.equal(k.settle(admission, 0, t0), true);
+  assert.equal(k.settle(admission, 0, t0), false, "settles once");
+  // Given back whole at its own time: the limiter is its twin again.
+  for (let i = 0; i < 7; i++) assert.deepEqual(k.check("ann", t0 + i), twin.check("ann", t0 + i));
+  // A settlement above the estimate charges into debt.
+  const more = k.acquire("bob", t0, 1);
+  k.settle(more.admission, 5, t0);
+  assert.equal(k.check("bob", t0).allowed, false);
+  // A refusal holds nothing.
+  const none = k.acquire("bob", t0, 1);
+  assert.equal(none.decision.allowed, false);
+  assert.equal(none.admission, null);
+  // Bad input is an Error; another limiter's admission too.
+  const other = new KeyedLimiter({ perSecond: 10, burst: 5 });
+  const mine = k.acquire("cy", t0, 1).admission;
+  assert.throws(() => other.settle(mine, 0, t0), /this limiter's acquire/);
+  assert.throws(() => k.settle(mine, -1, t0), /real must be a whole number/);
+  assert.throws(() => k.settle(mine, 0.5, t0), /real must be a whole number/);
+  assert.throws(() => k.settle(mine, 0, NaN), /nowMs must be a time/);
+  assert.throws(() => k.settle(mine, 0, "now"), /now must be a number/);
+  assert.throws(() => k.settle({ handle: 0 }, 0, t0), /this limiter's acquire/);
+  assert.equal(k.settle(mine, 0, t0), true, "still settles after the errors");
+});

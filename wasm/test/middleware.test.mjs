@@ -156,3 +156,110 @@ test("hono: skip, handler, message, and the socket's address in Node's server", 
   assert.match(await r.text(), /^later: \d+$/);
   assert.ok(r.headers.get("retry-after"));
 });
+
+// Counting by outcome: failed logins. Only 401s count (skipSuccessfulRequests), a
+// good login clears the key (resetOnSuccess), and with `penalty` a failure costs more.
+function loginApp(options) {
+  const app = express();
+  app.use(rateLimit({ windowMs: 60_000, limit: 3, skipSuccessfulRequests: true, ...options }));
+  app.post("/login", (req, res) => (req.query.pw === "right" ? res.send("in") : res.status(401).send("no")));
+  return app;
+}
+
+/** Settled after the response: wait for the server's "finish" to have run. */
+const settled = () => new Promise((r) => setTimeout(r, 20));
+
+test("express: only failures count, a success gives its unit back", async () => {
+  await serving(loginApp({}), async (get) => {
+    // Ten good logins: none counts.
+    for (let i = 0; i < 10; i++) {
+      assert.equal((await get("/login?pw=right", { method: "POST" })).status, 200);
+      await settled();
+    }
+    // Three wrong ones count; the fourth attempt is refused.
+    for (let i = 0; i < 3; i++) {
+      assert.equal((await get("/login?pw=wrong", { method: "POST" })).status, 401);
+      await settled();
+    }
+    assert.equal((await get("/login?pw=right", { method: "POST" })).status, 429);
+  });
+});
+
+test("express: resetOnSuccess clears the failures; a penalty makes each cost more", async () => {
+  await serving(loginApp({ resetOnSuccess: true }), async (get) => {
+    for (let round = 0; round < 3; round++) {
+      for (let i = 0; i < 2; i++) {
+        assert.equal((await get("/login?pw=wrong", { method: "POST" })).status, 401);
+        await settled();
+      }
+      // Two failures, then a success: the key starts again.
+      assert.equal((await get("/login?pw=right", { method: "POST" })).status, 200);
+      await settled();
+    }
+  });
+  await serving(loginApp({ penalty: 3 }), async (get) => {
+    assert.equal((await get("/login?pw=wrong", { method: "POST" })).status, 401);
+    await settled();
+    // One failure cost 3 of 3: the next attempt is refused.
+    assert.equal((await get("/login?pw=right", { method: "POST" })).status, 429);
+  });
+});
+
+test("express: settle moves a request to the cost its handler reported", async () => {
+  const app = express();
+  app.use(
+    rateLimit({
+      windowMs: 60_000,
+      limit: 10,
+      cost: () => 5,
+      settle: (req, res) => res.locals.used,
+    }),
+  );
+  app.get("/", (req, res) => {
+    res.locals.used = Number(req.query.used);
+    res.send("done");
+  });
+  await serving(app, async (get) => {
+    // Estimated 5 each, used 1 each: six fit (each needs its estimate free: after six,
+    // 4 of 10 are) where two would without settling.
+    for (let i = 0; i < 6; i++) {
+      assert.equal((await get("/?used=1")).status, 200, `request ${i}`);
+      await settled();
+    }
+    assert.equal((await get("/?used=1")).status, 429);
+  });
+});
+
+test("hono: counting by outcome and settling a streamed body at its end", async () => {
+  const app = new Hono();
+  app.use("/login", rateLimiter({ limit: 2, skipSuccessfulRequests: true, keyGenerator: () => "k" }));
+  app.post("/login", (c) => (c.req.query("pw") === "right" ? c.text("in") : c.text("no", 401)));
+  for (let i = 0; i < 5; i++) assert.equal((await app.request("/login?pw=right", { method: "POST" })).status, 200);
+  for (let i = 0; i < 2; i++) assert.equal((await app.request("/login?pw=wrong", { method: "POST" })).status, 401);
+  assert.equal((await app.request("/login?pw=right", { method: "POST" })).status, 429);
+
+  const streamed = new Hono();
+  streamed.use(
+    rateLimiter({ limit: 10, keyGenerator: () => "s", cost: () => 5, settle: (c) => c.get("used") }),
+  );
+  streamed.get("/", (c) => {
+    let n = 0;
+    const body = new ReadableStream({
+      pull(controller) {
+        if (n++ < 3) controller.enqueue(new TextEncoder().encode("tok "));
+        else {
+          c.set("used", 1); // known once the stream is done
+          controller.close();
+        }
+      },
+    });
+    return c.body(body);
+  });
+  // As above: six fit at an estimate of 5 settled to 1, where two would not settled.
+  for (let i = 0; i < 6; i++) {
+    const r = await streamed.request("/");
+    assert.equal(r.status, 200, `request ${i}`);
+    assert.equal(await r.text(), "tok tok tok ");
+  }
+  assert.equal((await streamed.request("/")).status, 429);
+});
