@@ -4,7 +4,7 @@
 //!
 //! Invariant: a request is decided entirely on one configuration (a snapshot taken
 //! when it starts); a reload builds the new tree and its counters beside the old and
-//! swaps them in at once, carrying over the counters of every rule whose path and
+//! swaps them in at once, carrying over the counters of every rule whose place and
 //! allowance did not change, so a reload under load loses no count of those.
 
 use std::sync::{Arc, RwLock};
@@ -39,16 +39,27 @@ struct Snapshot {
 impl Gateway {
     /// A gateway for `tree`, each rule keeping at most `max_keys` descriptor values;
     /// `shadow` answers OK to everything (global shadow mode), counting as usual.
+    ///
+    /// # Panics
+    ///
+    /// When memory cannot hold the rules' tables: [`try_new`](Self::try_new) says so
+    /// instead.
     pub fn new(tree: Tree, max_keys: usize, shadow: bool) -> Self {
-        let limits = Limits::new(&tree, max_keys);
-        Self {
+        Self::try_new(tree, max_keys, shadow).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`new`](Self::new), or why memory cannot hold the rules' tables (each is
+    /// allocated whole when the configuration loads: about 31 bytes a key).
+    pub fn try_new(tree: Tree, max_keys: usize, shadow: bool) -> Result<Self, String> {
+        let limits = Limits::new(&tree, max_keys).map_err(|e| e.to_string())?;
+        Ok(Self {
             current: RwLock::new(Arc::new(Snapshot { tree, limits })),
             stats: Stats::default(),
             shadow,
             max_keys,
             shared: None,
             headers: HeaderStyle::default(),
-        }
+        })
     }
 
     /// Answers carry the headers of `style` for Envoy to add to its response.
@@ -71,13 +82,15 @@ impl Gateway {
     }
 
     /// Replaces the configuration with `tree`; returns how many of its rules kept
-    /// their counters (same path, same allowance).
-    pub fn reload(&self, tree: Tree) -> usize {
+    /// their counters (same place, same allowance), or why memory cannot hold the new
+    /// rules' tables (the configuration in use then stays).
+    pub fn reload(&self, tree: Tree) -> Result<usize, String> {
         let old = self.snapshot();
-        let (limits, kept) = Limits::carried(&tree, &old.tree, &old.limits, self.max_keys);
+        let (limits, kept) = Limits::carried(&tree, &old.tree, &old.limits, self.max_keys)
+            .map_err(|e| e.to_string())?;
         *self.current.write().unwrap_or_else(|e| e.into_inner()) =
             Arc::new(Snapshot { tree, limits });
-        kept
+        Ok(kept)
     }
 
     fn snapshot(&self) -> Arc<Snapshot> {

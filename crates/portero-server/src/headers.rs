@@ -4,7 +4,7 @@
 //!
 //! - `envoy`: envoyproxy/ratelimit's three (`LIMIT_RESPONSE_HEADERS_ENABLED`), from
 //!   the limited descriptor with the fewest requests remaining: its limit, its
-//!   remaining and the whole seconds until its window ends, under the names
+//!   remaining and the seconds until its window ends (rounded up), under the names
 //!   envoyproxy/ratelimit uses by default (`RateLimit-Limit`, `RateLimit-Remaining`,
 //!   `RateLimit-Reset`) or those its `LIMIT_*_HEADER` variables set;
 //! - `ietf`: the IETF `RateLimit-Policy` and `RateLimit` fields, one member per
@@ -70,7 +70,11 @@ fn envoy_headers(answer: &Answer, names: &[String; 3], out: &mut Vec<(String, St
         .min_by_key(|s| s.remaining);
     let Some(status) = tightest else { return };
     let Some(limit) = &status.limit else { return };
-    let reset = status.until_reset.map_or(0, |d| d.as_secs());
+    // Whole seconds, rounded up as the IETF `t` and `Retry-After` are: from 1 to the
+    // unit's length, never a 0 that says "now" while the window still refuses.
+    let reset = status
+        .until_reset
+        .map_or(0, |d| d.as_secs() + u64::from(d.subsec_nanos() > 0));
     out.push((names[0].clone(), limit.requests_per_unit.to_string()));
     out.push((names[1].clone(), status.remaining.to_string()));
     out.push((names[2].clone(), reset.to_string()));

@@ -50,9 +50,12 @@ impl Number {
     fn value(&self, field: &str) -> Result<u64, String> {
         match self {
             Self::Plain(n) => Ok(*n),
-            Self::Text(t) => t
+            // Digits only: Rust's parser also reads a leading `+`, which the
+            // protobuf's JSON does not write.
+            Self::Text(t) if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) => t
                 .parse()
-                .map_err(|_| format!("{field}: not a whole number: {t:?}")),
+                .map_err(|_| format!("{field}: beyond 2^64 - 1: {t:?}")),
+            Self::Text(t) => Err(format!("{field}: not a whole number: {t:?}")),
         }
     }
 }

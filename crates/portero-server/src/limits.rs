@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use portero::keyed::RandomState;
 use portero::{FixedWindow, KeyedLimiter, ManualClock, Overflow, Quota};
 
 use crate::config::tree::{Allowance, Tree};
@@ -46,25 +47,50 @@ pub struct Limits {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TooManyOverrides;
 
+/// A rule's table that memory cannot hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NoMemory {
+    /// The values each table was to hold.
+    pub max_keys: usize,
+}
+
+impl std::fmt::Display for NoMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "not enough memory for the rules' tables of {} keys each (about 31 bytes a key): lower --max-keys",
+            self.max_keys
+        )
+    }
+}
+
 impl Limits {
-    /// Stores for every rule of `tree`, each holding at most `max_keys` values.
-    pub fn new(tree: &Tree, max_keys: usize) -> Self {
+    /// Stores for every rule of `tree`, each holding at most `max_keys` values (each
+    /// table allocated whole now, about 31 bytes a value); an error, saying so, when
+    /// memory cannot hold them.
+    pub fn new(tree: &Tree, max_keys: usize) -> Result<Self, NoMemory> {
         let rules = tree
             .rules()
             .iter()
             .map(|rule| store_of(rule.allowance, max_keys))
-            .collect();
-        Self {
+            .collect::<Result<_, _>>()?;
+        Ok(Self {
             rules,
             overrides: Mutex::new(HashMap::new()),
             max_keys,
-        }
+        })
     }
 
     /// Stores for every rule of `tree`, carrying over from `old` (the stores of
-    /// `old_tree`) those of rules with the same path and allowance, and every
-    /// override; returns how many rules kept their store.
-    pub fn carried(tree: &Tree, old_tree: &Tree, old: &Limits, max_keys: usize) -> (Self, usize) {
+    /// `old_tree`) those of rules in the same place (their identity, not their path,
+    /// which two rules may share) with the same allowance, and every override;
+    /// returns how many rules kept their store.
+    pub fn carried(
+        tree: &Tree,
+        old_tree: &Tree,
+        old: &Limits,
+        max_keys: usize,
+    ) -> Result<(Self, usize), NoMemory> {
         let mut kept = 0;
         let rules = tree
             .rules()
@@ -73,16 +99,16 @@ impl Limits {
                 let same = old_tree
                     .rules()
                     .iter()
-                    .position(|o| o.path == rule.path && o.allowance == rule.allowance);
+                    .position(|o| o.identity == rule.identity && o.allowance == rule.allowance);
                 match same {
                     Some(i) => {
                         kept += 1;
-                        old.rules[i].clone()
+                        Ok(old.rules[i].clone())
                     }
                     None => store_of(rule.allowance, max_keys),
                 }
             })
-            .collect();
+            .collect::<Result<_, _>>()?;
         let overrides = old
             .overrides
             .lock()
@@ -93,7 +119,7 @@ impl Limits {
             overrides: Mutex::new(overrides),
             max_keys,
         };
-        (limits, kept)
+        Ok((limits, kept))
     }
 
     /// Rule `index`'s store.
@@ -103,7 +129,8 @@ impl Limits {
 
     /// The store of an override of `requests_per_unit` per `unit` at `now`. A full
     /// set of overrides makes room by dropping those whose every key is full again
-    /// (nothing counted left to lose); with none idle, the override cannot be kept.
+    /// (nothing counted left to lose); with none idle, or no memory for its table,
+    /// the override cannot be kept.
     pub fn overridden(
         &self,
         requests_per_unit: u32,
@@ -126,13 +153,13 @@ impl Limits {
         if kept.len() >= MOST_OVERRIDES {
             return Err(TooManyOverrides);
         }
-        let Store::Windows(windows) = store_of(
-            Allowance::Limited {
-                requests_per_unit,
-                unit,
-            },
-            self.max_keys,
-        ) else {
+        let limited = Allowance::Limited {
+            requests_per_unit,
+            unit,
+        };
+        let Store::Windows(windows) =
+            store_of(limited, self.max_keys).map_err(|_| TooManyOverrides)?
+        else {
             return Ok(Store::Refuse);
         };
         kept.insert((requests_per_unit, unit), windows.clone());
@@ -150,8 +177,8 @@ impl Clone for Store {
     }
 }
 
-fn store_of(allowance: Allowance, max_keys: usize) -> Store {
-    match allowance {
+fn store_of(allowance: Allowance, max_keys: usize) -> Result<Store, NoMemory> {
+    Ok(match allowance {
         Allowance::Unlimited => Store::Unlimited,
         Allowance::Limited {
             requests_per_unit: 0,
@@ -165,13 +192,20 @@ fn store_of(allowance: Allowance, max_keys: usize) -> Store {
                 Quota::from_nanos(u64::from(requests_per_unit), unit.seconds() * 1_000_000_000)
                     .and_then(FixedWindow::new);
             match window {
-                Ok(window) => Store::Windows(Arc::new(
-                    KeyedLimiter::with_clock(window, max_keys, ManualClock::new())
-                        .overflow(Overflow::EvictSoonestFull),
-                )),
-                // A u32 count per at most 365 days always makes a quota.
+                Ok(window) => {
+                    let table = KeyedLimiter::try_with_hasher(
+                        window,
+                        max_keys,
+                        ManualClock::new(),
+                        RandomState::new(),
+                    )
+                    .map_err(|_| NoMemory { max_keys })?;
+                    Store::Windows(Arc::new(table.overflow(Overflow::EvictSoonestFull)))
+                }
+                // The configuration refuses a limit no window can count (above a
+                // billion a second), and so does a request's own limit.
                 Err(_) => Store::Refuse,
             }
         }
-    }
+    })
 }

@@ -112,7 +112,13 @@ async fn main() {
             std::process::exit(2);
         }
     };
-    let mut gateway = Gateway::new(tree, args.max_keys.max(1), args.shadow).with_headers(style);
+    let mut gateway = match Gateway::try_new(tree, args.max_keys.max(1), args.shadow) {
+        Ok(gateway) => gateway.with_headers(style),
+        Err(e) => {
+            eprintln!("portero-server: {e}");
+            std::process::exit(2);
+        }
+    };
     if let Some(url) = &args.redis {
         let timeout = std::time::Duration::from_millis(args.redis_timeout_ms.max(1));
         match Shared::new(url, &args.redis_prefix, timeout, args.when_redis_down) {
@@ -186,10 +192,14 @@ async fn watch(paths: Vec<PathBuf>, every: std::time::Duration, gateway: Arc<Gat
         match config::load(&paths) {
             Ok(tree) => {
                 let rules = tree.rules().len();
-                let kept = gateway.reload(tree);
-                eprintln!(
-                    "portero-server: configuration reloaded: {rules} rules, {kept} kept their counters"
-                );
+                match gateway.reload(tree) {
+                    Ok(kept) => eprintln!(
+                        "portero-server: configuration reloaded: {rules} rules, {kept} kept their counters"
+                    ),
+                    Err(e) => eprintln!(
+                        "portero-server: configuration change refused, the previous one stays: {e}"
+                    ),
+                }
             }
             Err(e) => eprintln!(
                 "portero-server: configuration change refused, the previous one stays: {e}"

@@ -94,6 +94,11 @@ fn check_shape(request: &Request) -> Result<(), Refusal> {
             request.descriptors.len()
         )));
     }
+    for d in &request.descriptors {
+        if let Some(why) = d.limit.and_then(|(per_unit, unit)| unit.refuses(per_unit)) {
+            return Err(Refusal::Invalid(format!("a descriptor's limit: {why}")));
+        }
+    }
     if let Some(d) = request
         .descriptors
         .iter()

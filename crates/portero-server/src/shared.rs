@@ -10,7 +10,7 @@
 //! instance's memory ([`decide`](mod@crate::decide)). The first check after Redis is back
 //! is decided by Redis again.
 //!
-//! Keys: `prefix{length:r<length:path><values>}:fixed-window:aligned:<limit>:<µs>us`
+//! Keys: `prefix{length:r<length:identity><values>}:fixed-window:aligned:<limit>:<µs>us`
 //! for a rule, with `o` and the descriptor's entries for a limit a request sets, so
 //! two rules, a rule and an override, or one rule before and after its limit changed
 //! never share a key. Each key expires when its window ends.
@@ -231,8 +231,8 @@ fn outage_plan(mut plan: Plan, default: Outage) -> Plan {
 fn redis_key(tree: &Tree, c: &Counted) -> String {
     match c.source {
         Source::Rule(i) => {
-            let path = &tree.rule(i).path;
-            format!("r{}:{path}{}", path.len(), c.key)
+            let place = &tree.rule(i).identity;
+            format!("r{}:{place}{}", place.len(), c.key)
         }
         Source::Override(..) => format!("o{}", c.key),
     }

@@ -183,6 +183,11 @@ fn scenario(server: &Server) -> Vec<Value> {
         serde_json::from_str::<Value>(&body).unwrap()["statuses"][0]["currentLimit"]["unit"],
         "MINUTE"
     );
+    // A number written with a sign is not the protobuf's JSON.
+    let signed = r#"{"domain":"rl","descriptors":[{"entries":[{"key":"user","value":"gina"}],"hitsAddend":"+2"}]}"#;
+    let (status, body) = http(&server.http, "POST", "/json", signed);
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("not a whole number"), "{body}");
     let negative = r#"{"domain":"rl","descriptors":[{"entries":[{"key":"user","value":"gina"}],"isNegativeHits":true}]}"#;
     let (status, body) = http(&server.http, "POST", "/json", negative);
     assert_eq!(status, 400);
@@ -209,7 +214,7 @@ fn scenario(server: &Server) -> Vec<Value> {
         "{metrics}"
     );
     assert!(
-        metrics.contains("portero_ratelimit_decisions_total{result=\"malformed\"} 6"),
+        metrics.contains("portero_ratelimit_decisions_total{result=\"malformed\"} 7"),
         "{metrics}"
     );
     // Every answered decision's latency is in the histogram.

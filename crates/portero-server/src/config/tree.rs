@@ -38,8 +38,11 @@ pub enum Allowance {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rule {
     /// Its place, as envoyproxy/ratelimit names its statistics:
-    /// `domain.key_value.key…`.
+    /// `domain.key_value.key…` (two rules may share one: `a: b_c` and `a_b: c`).
     pub path: String,
+    /// Its place, length-prefixed: no two rules share one. What a reload carries a
+    /// rule's counters by, and what its Redis keys name.
+    pub identity: String,
     /// What it allows.
     pub allowance: Allowance,
     /// Its `name` (empty if none): what another rule's `replaces` names.
@@ -139,7 +142,8 @@ impl Tree {
             }
             let root = tree.node();
             tree.domains.insert(file.domain.clone(), root);
-            tree.load(root, &file.domain, &file.descriptors)
+            let identity = format!("{}:{}", file.domain.len(), file.domain);
+            tree.load(root, &file.domain, &identity, &file.descriptors)
                 .map_err(error)?;
         }
         Ok(tree)
@@ -230,11 +234,13 @@ impl Tree {
         self.nodes.len() - 1
     }
 
-    /// Loads `descriptors` under `parent`, whose path is `path`.
+    /// Loads `descriptors` under `parent`, whose path is `path` and identity
+    /// `identity`.
     fn load(
         &mut self,
         parent: usize,
         path: &str,
+        identity: &str,
         descriptors: &[DescriptorEntry],
     ) -> Result<(), String> {
         for d in descriptors {
@@ -247,6 +253,13 @@ impl Tree {
                 format!("{}_{}", d.key, d.value)
             };
             let full = format!("{path}.{composite}");
+            let own = format!(
+                "{identity}{}:{}{}:{}",
+                d.key.len(),
+                d.key,
+                d.value.len(),
+                d.value
+            );
             let taken = if d.value.is_empty() {
                 self.nodes[parent].any_value.contains_key(&d.key)
             } else {
@@ -268,7 +281,7 @@ impl Tree {
                 ));
             }
             let rule = match &d.rate_limit {
-                Some(limit) => Some(self.rule_of(&full, d, limit)?),
+                Some(limit) => Some(self.rule_of(&full, &own, d, limit)?),
                 None => None,
             };
             let node = self.node();
@@ -288,7 +301,7 @@ impl Tree {
             } else {
                 level.exact.insert((d.key.clone(), d.value.clone()), node);
             }
-            self.load(node, &full, &d.descriptors)?;
+            self.load(node, &full, &own, &d.descriptors)?;
         }
         Ok(())
     }
@@ -296,6 +309,7 @@ impl Tree {
     fn rule_of(
         &mut self,
         path: &str,
+        identity: &str,
         d: &DescriptorEntry,
         limit: &super::file::RateLimitEntry,
     ) -> Result<usize, String> {
@@ -307,10 +321,15 @@ impl Tree {
                 ))
             }
             (true, None) => Allowance::Unlimited,
-            (false, Some(unit)) => Allowance::Limited {
-                requests_per_unit: limit.requests_per_unit,
-                unit,
-            },
+            (false, Some(unit)) => {
+                if let Some(why) = unit.refuses(limit.requests_per_unit) {
+                    return Err(format!("'{path}': {why}"));
+                }
+                Allowance::Limited {
+                    requests_per_unit: limit.requests_per_unit,
+                    unit,
+                }
+            }
             (false, None) => {
                 return Err(format!(
                     "'{path}': invalid rate limit unit '{}'",
@@ -336,6 +355,7 @@ impl Tree {
         };
         self.rules.push(Rule {
             path: path.to_string(),
+            identity: identity.to_string(),
             allowance,
             name: limit.name.clone(),
             replaces: limit.replaces.iter().map(|r| r.name.clone()).collect(),

@@ -23,7 +23,23 @@ pub enum Unit {
     Year,
 }
 
+/// The most requests a second a window counts: portero's quotas admit at most one a
+/// nanosecond.
+pub const MOST_PER_SECOND: u64 = 1_000_000_000;
+
 impl Unit {
+    /// Why `requests_per_unit` per this unit cannot be counted, if it cannot (more
+    /// than [`MOST_PER_SECOND`]): the one check a file's rules and a request's own
+    /// limits pass.
+    pub fn refuses(self, requests_per_unit: u32) -> Option<String> {
+        (u64::from(requests_per_unit) > MOST_PER_SECOND * self.seconds()).then(|| {
+            format!(
+                "{requests_per_unit} requests a {} is more than 1,000,000,000 a second, beyond what portero counts",
+                self.name().to_ascii_lowercase()
+            )
+        })
+    }
+
     /// The unit a configuration names (`second`, `MINUTE`, …: any case).
     pub fn from_name(name: &str) -> Option<Self> {
         Some(match name.to_ascii_lowercase().as_str() {
