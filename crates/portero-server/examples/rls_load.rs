@@ -106,7 +106,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let length = Duration::from_secs(args.seconds);
     let tally = Arc::new(Mutex::new(Tally::default()));
     let start = Instant::now();
-    if args.rate == 0 {
+    if let Some(every) = 1_000_000_000u64.checked_div(args.rate) {
+        open_loop(
+            &args,
+            clients,
+            Duration::from_nanos(every),
+            start,
+            warm_up,
+            &tally,
+        )
+        .await?;
+    } else {
         let mut callers = Vec::new();
         for (c, mut client) in clients.into_iter().enumerate() {
             let (args, tally) = (args.clone(), tally.clone());
@@ -124,34 +134,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         for caller in callers {
             caller.await?;
-        }
-    } else {
-        let every = Duration::from_nanos(1_000_000_000 / args.rate);
-        let total = (args.rate * (args.seconds + 1)) as usize;
-        let mut calls = Vec::with_capacity(total);
-        for i in 0..total {
-            let due = start + every * i as u32;
-            // The timer wakes to the millisecond: sleep to within one, then yield
-            // (answers are read meanwhile) until the call is due.
-            if let Some(far) = due.checked_duration_since(Instant::now()) {
-                if far > Duration::from_millis(2) {
-                    tokio::time::sleep(far - Duration::from_millis(1)).await;
-                }
-            }
-            while Instant::now() < due {
-                tokio::task::yield_now().await;
-            }
-            let mut client = clients[i % clients.len()].clone();
-            let (args, tally) = (args.clone(), tally.clone());
-            calls.push(tokio::spawn(async move {
-                let answer = call(&mut client, request(&args, i as u64)).await;
-                if due >= start + warm_up {
-                    record(&mut *tally.lock().await, answer, due.elapsed());
-                }
-            }));
-        }
-        for c in calls {
-            c.await?;
         }
     }
     let mut tally = tally.lock().await;
@@ -177,5 +159,44 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         at(0.99),
         tally.latencies_us.last().copied().unwrap_or(0),
     );
+    Ok(())
+}
+
+/// Calls scheduled every `every` from `start`, whatever the answers take; each
+/// latency from its call's scheduled time.
+async fn open_loop(
+    args: &Arc<Args>,
+    clients: Vec<RateLimitServiceClient<Channel>>,
+    every: Duration,
+    start: Instant,
+    warm_up: Duration,
+    tally: &Arc<Mutex<Tally>>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let total = (args.rate * (args.seconds + 1)) as usize;
+    let mut calls = Vec::with_capacity(total);
+    for i in 0..total {
+        let due = start + every * i as u32;
+        // The timer wakes to the millisecond: sleep to within one, then yield
+        // (answers are read meanwhile) until the call is due.
+        if let Some(far) = due.checked_duration_since(Instant::now()) {
+            if far > Duration::from_millis(2) {
+                tokio::time::sleep(far - Duration::from_millis(1)).await;
+            }
+        }
+        while Instant::now() < due {
+            tokio::task::yield_now().await;
+        }
+        let mut client = clients[i % clients.len()].clone();
+        let (args, tally) = (args.clone(), tally.clone());
+        calls.push(tokio::spawn(async move {
+            let answer = call(&mut client, request(&args, i as u64)).await;
+            if due >= start + warm_up {
+                record(&mut *tally.lock().await, answer, due.elapsed());
+            }
+        }));
+    }
+    for c in calls {
+        c.await?;
+    }
     Ok(())
 }
