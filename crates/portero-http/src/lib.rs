@@ -90,8 +90,8 @@ pub use limit::{
     AllRoutes, Batch, BatchPending, Checked, Checking, CostFn, Held, InFlight, Limit, LimitFuture,
     LimitLayer, LimitService, NoRoutes, NoSlots, OutageAnswer, Penalty, PenaltyError, Pending,
     Plans, Prepare, Prepared, RefusalFn, RequestHead, ResponseHead, Route, Source, Store,
-    StoreError, StoreKey, Ticket, Usage, WhenNoKey, WhenUnavailable, IN_FLIGHT_RETRY_NANOS,
-    RATELIMIT_SOURCE,
+    StoreError, StoreKey, Ticket, Usage, WhenNoKey, WhenUnavailable, WhichPlan,
+    IN_FLIGHT_RETRY_NANOS, RATELIMIT_SOURCE,
 };
 pub use shed::{admission, LoadShedFuture, LoadShedLayer, LoadShedService};
 pub use throttle::{

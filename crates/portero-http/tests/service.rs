@@ -322,6 +322,67 @@ fn outcomes_are_counted_per_policy() {
     }
 }
 
+/// Plans named by their policy's name, made into the layer's limit with no policy
+/// made up for it: each client gets its plan's quota and fields, and is counted in the
+/// metrics under its plan's name; a name no plan has is the key function's fault (500).
+#[test]
+fn plans_by_name_are_counted_under_their_own_policy() {
+    use portero_http::Plans;
+    use tower::{Layer, Service};
+    let plan = |name: &str, per_minute| {
+        let q = Quota::per_minute(per_minute).unwrap();
+        (Policy::for_quota(name, &q).unwrap(), fresh_limiter(q))
+    };
+    let (free, pro) = (plan("free", 1), plan("pro", 3));
+    let plans = Plans::new().plan(free.0, free.1).plan(pro.0, pro.1);
+    let key = |req: &Request<Body>| {
+        let who = req.headers().get("x-client")?.to_str().ok()?.to_owned();
+        let plan = match who.as_str() {
+            "paying" => "pro",
+            "stranger" => "platinum",
+            _ => "free",
+        };
+        Some((plan, who))
+    };
+    let layer = LimitLayer::new(plans.limit(key));
+    let inner = tower::service_fn(|_: Request<Body>| async {
+        Ok::<_, std::convert::Infallible>(http::Response::new(Body::empty()))
+    });
+    let mut service = layer.layer(inner);
+    let recorder = Counters::default();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let mut statuses = Vec::new();
+    metrics::with_local_recorder(&recorder, || {
+        for who in [
+            "alice", "alice", "paying", "paying", "paying", "paying", "stranger",
+        ] {
+            let answer = runtime.block_on(service.call(request(Some(who)))).unwrap();
+            statuses.push((who, answer.status().as_u16()));
+        }
+    });
+    assert_eq!(
+        statuses,
+        [
+            ("alice", 200),
+            ("alice", 429),
+            ("paying", 200),
+            ("paying", 200),
+            ("paying", 200),
+            ("paying", 429),
+            ("stranger", 500),
+        ]
+    );
+    let key = |policy: &str, outcome: &str| {
+        recorder.get(&format!(
+            "portero_requests_total{{policy={policy},outcome={outcome},source=memory}}"
+        ))
+    };
+    assert_eq!((key("free", "admitted"), key("free", "rejected")), (1, 1));
+    assert_eq!((key("pro", "admitted"), key("pro", "rejected")), (3, 1));
+}
+
 /// A per-request cost (here the declared body length in kilobytes): all or nothing, and
 /// one huge request gets 413 without a Retry-After, costing nothing.
 #[tokio::test]

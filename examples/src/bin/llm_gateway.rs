@@ -140,8 +140,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let by_plan = |request: &http::Request<Body>| {
         let key = request.headers().get("x-api-key")?.to_str().ok()?;
         let plan = match key.split_once('_')?.0 {
-            "free" => 0,
-            "pro" => 1,
+            "free" => "free",
+            "pro" => "pro",
             _ => return None,
         };
         Some((plan, key.to_owned()))
@@ -152,8 +152,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .and_then(|v| v.to_str().ok()?.parse().ok())
             .unwrap_or(500)
     };
-    // The policy a plan's client sees is its plan's; this one names the limit in
-    // the metrics.
+    // A plan's client sees its plan's policy and is counted under it in the
+    // metrics; this one answers requests without a key (plan 0's bucket).
     let tokens = |route: &'static str| {
         Ok::<_, portero_http::PolicyError>(
             Limit::new(plans.clone(), Policy::new("tokens", 10_000, 60)?, by_plan)

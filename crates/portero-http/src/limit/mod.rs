@@ -29,7 +29,7 @@ pub use in_flight::{InFlight, NoSlots, IN_FLIGHT_RETRY_NANOS};
 pub use layer::LimitLayer;
 pub use options::{CostFn, OutageAnswer, RefusalFn, RequestHead, WhenNoKey, WhenUnavailable};
 pub use penalty::{Penalty, PenaltyError};
-pub use plans::Plans;
+pub use plans::{Plans, WhichPlan};
 pub use respond::RATELIMIT_SOURCE;
 pub use service::LimitService;
 pub use settle::Usage;

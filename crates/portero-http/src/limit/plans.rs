@@ -11,12 +11,16 @@ use std::sync::Arc;
 use portero::Decision;
 
 use super::store::{Checked, Checking, Store, StoreError, Ticket};
+use super::entry::Limit;
 use crate::headers::Policy;
 
-/// A store per plan, as one [`Store`] keyed by `(plan, key)`: the plan is the
-/// place of its store in the order [`plan`](Self::plan) added them (0, 1, 2, …),
-/// and the key function returns it with the key (from a lookup of the API key,
-/// a claim of a verified token — never a field the client sets).
+/// A store per plan, as one [`Store`] keyed by `(plan, key)`: the plan is named by
+/// its policy's name (`"pro"`), or by the place of its store in the order
+/// [`plan`](Self::plan) added them (0, 1, 2, …: [`WhichPlan`]), and the key function
+/// returns it with the key (from a lookup of the API key, a claim of a verified
+/// token — never a field the client sets). [`limit`](Self::limit) makes the layer's
+/// [`Limit`]: each plan's policy is its clients' policy, in their fields and in the
+/// metrics' `policy` label.
 ///
 /// A key that changes plan starts fresh in its new plan's store; what it used
 /// under the old plan stays there (and counts again if it comes back before that
@@ -39,10 +43,10 @@ use crate::headers::Policy;
 /// // The plan of an API key: a lookup the service owns (here, a prefix).
 /// let key = |req: &Request<()>| {
 ///     let api_key = req.headers().get("x-api-key")?.to_str().ok()?.to_owned();
-///     let plan = usize::from(api_key.starts_with("pro_"));
+///     let plan = if api_key.starts_with("pro_") { "pro" } else { "free" };
 ///     Some((plan, api_key))
 /// };
-/// let layer = LimitLayer::new(Limit::new(plans, Policy::new("plan", 60, 60)?, key));
+/// let layer = LimitLayer::new(plans.limit(key));
 /// # let _ = layer;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
@@ -78,13 +82,68 @@ impl<St> Plans<St> {
         self
     }
 
+    /// The layer's [`Limit`] over these plans, with the key function `key`: the
+    /// limit's own policy is the first plan's (requests without a key, when the layer
+    /// gives them a shared bucket, share plan 0's), so no policy is made up for it.
+    /// Without a plan yet, a policy of one request a second named `plans`.
+    pub fn limit<F>(self, key: F) -> Limit<Self, F> {
+        let first = self.plans.first().map(|(policy, _)| Policy::clone(policy));
+        let policy = first.unwrap_or_else(|| {
+            Policy::new("plans", 1, 1).expect("a token and a window of one second")
+        });
+        Limit::new(self, policy, key)
+    }
+
     fn of(&self, plan: usize) -> Result<&St, StoreError> {
         self.plans
             .get(plan)
             .map(|(_, store)| store)
             .ok_or_else(|| StoreError::Faulty(format!("no plan {plan} was added").into()))
     }
+
+    /// The place of the plan `which` names.
+    fn place<P: WhichPlan>(&self, which: &P) -> Result<usize, StoreError> {
+        which
+            .place_in(self.plans.iter().map(|(p, _)| p.name()))
+            .ok_or_else(|| {
+                StoreError::Faulty(format!("no plan {} was added", which.shown()).into())
+            })
+    }
 }
+
+/// How a key function names a request's plan: by its policy's name (`&'static str`,
+/// `String`, `Arc<str>`) or by its place in the order the plans were added (`usize`).
+pub trait WhichPlan {
+    /// The place of this plan among `names` (the plans' policy names, in order).
+    fn place_in<'a>(&self, names: impl Iterator<Item = &'a str>) -> Option<usize>;
+    /// This plan as an error message shows it.
+    fn shown(&self) -> String;
+}
+
+impl WhichPlan for usize {
+    fn place_in<'a>(&self, names: impl Iterator<Item = &'a str>) -> Option<usize> {
+        (*self < names.count()).then_some(*self)
+    }
+    fn shown(&self) -> String {
+        self.to_string()
+    }
+}
+
+/// Names compare as the policies spell them.
+macro_rules! plan_by_name {
+    ($($t:ty),*) => {$(
+        impl WhichPlan for $t {
+            fn place_in<'a>(&self, mut names: impl Iterator<Item = &'a str>) -> Option<usize> {
+                let name: &str = self;
+                names.position(|n| n == name)
+            }
+            fn shown(&self) -> String {
+                format!("{:?}", &**self)
+            }
+        }
+    )*};
+}
+plan_by_name!(&'static str, String, Arc<str>);
 
 /// `checked` as plan `plan`'s answer (its tickets go back to that plan's store).
 fn on_plan(mut checked: Checked, plan: u16) -> Checked {
@@ -107,31 +166,37 @@ fn marked(answer: Checking, plan: u16) -> Checking {
     }
 }
 
-impl<K, St: Store<K>> Store<(usize, K)> for Plans<St> {
-    fn check_key(&self, key: Option<(usize, K)>, cost: u64) -> Checking {
-        let (plan, key) = split(key);
-        match self.of(plan) {
-            Ok(store) => marked(store.check_key(key, cost), plan as u16),
+impl<P: WhichPlan, K, St: Store<K>> Store<(P, K)> for Plans<St> {
+    fn check_key(&self, key: Option<(P, K)>, cost: u64) -> Checking {
+        let found = self
+            .split(key)
+            .and_then(|(plan, key)| Ok((self.of(plan)?, plan, key)));
+        match found {
+            Ok((store, plan, key)) => marked(store.check_key(key, cost), plan as u16),
             Err(e) => Checking::Done(Err(e)),
         }
     }
 
-    fn standing(&self, key: Option<(usize, K)>) -> Checking {
-        let (plan, key) = split(key);
-        match self.of(plan) {
-            Ok(store) => marked(store.standing(key), plan as u16),
+    fn standing(&self, key: Option<(P, K)>) -> Checking {
+        let found = self
+            .split(key)
+            .and_then(|(plan, key)| Ok((self.of(plan)?, plan, key)));
+        match found {
+            Ok((store, plan, key)) => marked(store.standing(key), plan as u16),
             Err(e) => Checking::Done(Err(e)),
         }
     }
 
     fn ask_without_taking(
         &self,
-        key: Option<(usize, K)>,
+        key: Option<(P, K)>,
         cost: u64,
     ) -> Option<Result<Checked, StoreError>> {
-        let (plan, key) = split(key);
-        match self.of(plan) {
-            Ok(store) => store
+        let found = self
+            .split(key)
+            .and_then(|(plan, key)| Ok((self.of(plan)?, plan, key)));
+        match found {
+            Ok((store, plan, key)) => store
                 .ask_without_taking(key, cost)
                 .map(|answer| answer.map(|c| on_plan(c, plan as u16))),
             Err(e) => Some(Err(e)),
@@ -154,8 +219,11 @@ impl<K, St: Store<K>> Store<(usize, K)> for Plans<St> {
         self.of(usize::from(ticket.plan)).ok()?.forget(ticket)
     }
 
-    fn plan_of(&self, key: Option<&(usize, K)>) -> u16 {
-        key.map_or(0, |(plan, _)| u16::try_from(*plan).unwrap_or(u16::MAX))
+    fn plan_of(&self, key: Option<&(P, K)>) -> u16 {
+        key.map_or(0, |(plan, _)| {
+            self.place(plan)
+                .map_or(u16::MAX, |p| u16::try_from(p).unwrap_or(u16::MAX))
+        })
     }
 
     fn plan_policy(&self, plan: u16) -> Option<&Arc<Policy>> {
@@ -176,10 +244,15 @@ impl<K, St: Store<K>> Store<(usize, K)> for Plans<St> {
     }
 }
 
-/// The plan and the key (no key: plan 0's shared bucket).
-fn split<K>(key: Option<(usize, K)>) -> (usize, Option<K>) {
-    match key {
-        Some((plan, key)) => (plan, Some(key)),
-        None => (0, None),
+impl<St> Plans<St> {
+    /// The plan's place and the key (no key: plan 0's shared bucket).
+    fn split<P: WhichPlan, K>(
+        &self,
+        key: Option<(P, K)>,
+    ) -> Result<(usize, Option<K>), StoreError> {
+        match key {
+            Some((plan, key)) => Ok((self.place(&plan)?, Some(key))),
+            None => Ok((0, None)),
+        }
     }
 }

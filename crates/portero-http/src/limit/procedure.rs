@@ -169,6 +169,16 @@ impl<B> Procedure<B> {
         }
     }
 
+    /// The policy `applied` is counted under in the metrics: its plan's (a
+    /// [`Plans`](super::Plans) store), else its limit's — never a fallback's, which
+    /// the metrics' `source` label already tells.
+    fn counted_policy<'a>(&'a self, applied: &'a Applied) -> &'a Arc<Policy> {
+        let entry = &self.entries[applied.entry];
+        entry
+            .plan_policy(applied.plan)
+            .unwrap_or_else(|| entry.policy())
+    }
+
     /// The policy an applied decision advertises.
     pub(crate) fn policy_of<'a>(&'a self, applied: &'a Applied) -> &'a Arc<Policy> {
         let entry = &self.entries[applied.entry];
@@ -474,7 +484,11 @@ impl<B> Procedure<B> {
             return None;
         }
         if shadow {
-            observe::record(entry.policy(), Outcome::ShadowRejected, source);
+            observe::record(
+                self.counted_policy(&applied),
+                Outcome::ShadowRejected,
+                source,
+            );
             // Nothing was taken: no refund is due for it.
             run.applied.push(Applied {
                 ticket: None,
@@ -484,7 +498,7 @@ impl<B> Procedure<B> {
         }
         self.give_back(run);
         self.list_deferred(run, request);
-        observe::record(entry.policy(), Outcome::Rejected, source);
+        observe::record(self.counted_policy(&applied), Outcome::Rejected, source);
         run.applied.push(applied);
         Some(Refusal::Limited {
             refused_by: run.applied.as_slice().len() - 1,
@@ -534,7 +548,7 @@ impl<B> Procedure<B> {
         for applied in run.applied.as_slice() {
             if applied.decision.is_allowed() {
                 observe::record(
-                    self.entries[applied.entry].policy(),
+                    self.counted_policy(applied),
                     Outcome::Admitted,
                     applied.source,
                 );
