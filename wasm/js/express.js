@@ -6,7 +6,7 @@
 //   import { rateLimit } from "portero/express";
 //   app.use(rateLimit({ windowMs: 60_000, limit: 100 }));
 import { fail } from "./errors.js";
-import { checkedCost, checkedKey, fieldsOf, limiterOf, settingsOf, settleOutcome } from "./middleware.js";
+import { checkedCost, checkedKey, fieldsOf, inMemory, limiterOf, settingsOf, settleOutcome } from "./middleware.js";
 
 /**
  * The middleware. The key is `req.ip` (Express's client address, which honours its
@@ -14,6 +14,7 @@ import { checkedCost, checkedKey, fieldsOf, limiterOf, settingsOf, settleOutcome
  */
 export function rateLimit(options = {}) {
   const settings = settingsOf(options);
+  if (settings.shard !== null) fail("shard is for Workers (Hono): Express has no Durable Objects");
   let limiter = null;
   // The user's functions are awaited only when they answer a promise: a request
   // whose functions all answer at once is decided without a turn of the event loop.
@@ -36,7 +37,7 @@ export function rateLimit(options = {}) {
         res.set(fieldsOf(decision, settings));
         if (decision.allowed) {
           afterResponse(req, res, settings.outcome, (success, reported) =>
-            settleOutcome(limiter, settings.outcome, key, admission, cost, success, reported),
+            settleOutcome(inMemory(limiter), settings.outcome, key, admission, cost, success, reported),
           );
           return next();
         }

@@ -15,6 +15,15 @@ export interface Options extends CommonOptions {
   requestWasSuccessful?: (c: Context) => boolean;
   /** The request's real cost once the response's body was read to its end (undefined: its estimate). */
   settle?: (c: Context) => number | undefined;
+  /**
+   * Exact across isolates: the `PorteroShard` Durable Object namespace binding of a
+   * request (e.g. `(c) => c.env.LIMITER`), decided by `portero/durable`'s `EdgeLimiter`.
+   */
+  shard?: (c: Context) => unknown;
+  /** With `shard`: how many objects share the keys (default 16). */
+  shards?: number;
+  /** With `shard`: leases of `batch` units spent in the isolate for `lifetimeMs` (see `EdgeLimiter`). */
+  lease?: { batch: number; lifetimeMs: number; prefetch?: boolean };
 }
 
 /** The middleware. */

@@ -10,7 +10,7 @@
 //   import wasm from "portero/portero.wasm";
 //   app.use(rateLimiter({ wasm, windowMs: 60_000, limit: 100 }));
 import { fail } from "./errors.js";
-import { checkedCost, checkedKey, fieldsOf, limiterOf, settingsOf, settleOutcome } from "./middleware.js";
+import { checkedCost, checkedKey, fieldsOf, inMemory, limiterOf, settingsOf, settleOutcome } from "./middleware.js";
 
 /**
  * The middleware. The key is the client's address where the runtime tells it
@@ -20,8 +20,14 @@ import { checkedCost, checkedKey, fieldsOf, limiterOf, settingsOf, settleOutcome
 export function rateLimiter(options = {}) {
   const settings = settingsOf(options);
   let limiter = null;
+  // Through a shard: the Worker-side client, built at the first request (the binding
+  // lives in the request's environment), with how it settles.
+  let edge = null;
+  let memory = null;
   return async function porteroRateLimiter(c, next) {
     limiter ??= await limiterOf(settings);
+    memory ??= inMemory(limiter);
+    if (settings.shard !== null) edge ??= await edgeOf(settings, c);
     // The user's functions are awaited only when they answer a promise.
     if (settings.skip !== null) {
       let skip = settings.skip(c);
@@ -37,7 +43,11 @@ export function rateLimiter(options = {}) {
     const outcome = settings.outcome;
     let decision;
     let admission = null;
-    if (outcome === null) decision = limiter.check(key, Date.now(), cost);
+    if (edge !== null) {
+      decision = await edge.check(key, Date.now(), cost, executionOf(c));
+      // The shard's client settles a decision it admitted.
+      if (outcome !== null && decision.allowed) admission = decision;
+    } else if (outcome === null) decision = limiter.check(key, Date.now(), cost);
     else ({ decision, admission } = limiter.acquire(key, Date.now(), cost));
     const fields = fieldsOf(decision, settings);
     if (decision.allowed) {
@@ -47,7 +57,8 @@ export function rateLimiter(options = {}) {
       await next();
       if (!c.res.headers.has(FIRST)) withFields(c, fields);
       if (outcome !== null) {
-        const settle = (reported) => settleOutcome(limiter, outcome, key, admission, cost, succeeded(c, outcome), reported);
+        const counter = edge === null ? memory : throughShard(edge, c);
+        const settle = (reported) => settleOutcome(counter, outcome, key, admission, cost, succeeded(c, outcome), reported);
         afterResponse(c, outcome, settle);
       }
       return;
@@ -65,6 +76,43 @@ export function rateLimiter(options = {}) {
       ? c.text(body, settings.statusCode, fields)
       : c.json(body, settings.statusCode, fields);
   };
+}
+
+// The client of the `PorteroShard` objects, for the middleware's quota. Loaded only
+// here: its module imports the Workers runtime's own.
+async function edgeOf(settings, c) {
+  const { EdgeLimiter } = await import("./durable.js");
+  const { limit, periodMs, burst, algorithm, maxKeys } = settings.limiter;
+  const { namespace, shards, lease } = settings.shard;
+  return new EdgeLimiter({
+    namespace: namespace(c),
+    rule: { limit, periodMs, burst, algorithm },
+    shards,
+    lease,
+    localKeys: maxKeys,
+  });
+}
+
+// Settling through the shard's client, kept alive past the response where the
+// runtime lets it (`waitUntil`).
+function throughShard(edge, c) {
+  return {
+    settle: (decision, real) => {
+      const settled = edge.settle(decision, real).catch(() => {});
+      executionOf(c)?.waitUntil?.(settled);
+    },
+    reset: () => fail("resetOnSuccess needs the limiter in memory"),
+  };
+}
+
+// The request's execution context, where the runtime has one (Hono's getter throws
+// where it has not).
+function executionOf(c) {
+  try {
+    return c.executionCtx;
+  } catch {
+    return undefined;
+  }
 }
 
 function succeeded(c, outcome) {

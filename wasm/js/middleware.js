@@ -57,8 +57,25 @@ export function settingsOf(options = {}) {
     handler: optionalFunction("handler", options.handler),
     cost: optionalFunction("cost", options.cost),
     outcome: outcomeOf(options),
+    shard: shardOf(options),
     wasm: options.wasm,
   };
+}
+
+/**
+ * Where the limit lives when it must be exact across isolates (Hono on Workers):
+ * `shard(c)` returns the `PorteroShard` Durable Object namespace binding, with the
+ * shards (16) and leases (none) of `portero/durable`'s `EdgeLimiter`; null: the
+ * isolate's memory.
+ */
+function shardOf(options) {
+  const shard = optionalFunction("shard", options.shard);
+  if (shard === null) {
+    if (options.lease !== undefined || options.shards !== undefined) fail("lease and shards need the shard option (a PorteroShard namespace)");
+    return null;
+  }
+  if (options.resetOnSuccess === true) fail("resetOnSuccess needs the limiter in memory: a shard keeps no way to clear one key");
+  return { namespace: shard, shards: options.shards ?? 16, lease: options.lease };
 }
 
 /**
@@ -98,11 +115,10 @@ function checkedWhole(name, v) {
  * the real cost the user's `settle` answered (undefined: none). What goes back goes
  * by portero's refund rule — never more than a limiter that never saw the request.
  */
-export function settleOutcome(limiter, outcome, key, admission, cost, success, reported) {
+export function settleOutcome(counter, outcome, key, admission, cost, success, reported) {
   if (admission === null) return;
-  const now = Date.now();
   if (success && outcome.resetOnSuccess) {
-    limiter.reset(key);
+    counter.reset(key);
     return;
   }
   let real;
@@ -110,7 +126,15 @@ export function settleOutcome(limiter, outcome, key, admission, cost, success, r
   else if (success) real = outcome.skipSuccessful ? 0 : cost;
   else if (outcome.penalty !== null) real = outcome.penalty;
   else real = outcome.skipFailed ? 0 : cost;
-  if (real !== cost) limiter.settle(admission, real, now);
+  if (real !== cost) counter.settle(admission, real);
+}
+
+/** A limiter in memory as `settleOutcome` settles through it. */
+export function inMemory(limiter) {
+  return {
+    settle: (admission, real) => limiter.settle(admission, real, Date.now()),
+    reset: (key) => limiter.reset(key),
+  };
 }
 
 /**
