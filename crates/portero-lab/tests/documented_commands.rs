@@ -193,11 +193,13 @@ impl Known {
         bins.extend(stems("benches/src/bin"));
         bins.push("portero-lab".into());
         bins.push("portero-server".into());
+        let mut examples = stems("benches/examples");
+        examples.extend(stems("crates/portero-server/examples"));
         Self {
             xtask,
             packages,
             benches: stems("benches/benches"),
-            examples: stems("benches/examples"),
+            examples,
             bins,
             scripts,
         }
