@@ -45,8 +45,13 @@ struct Args {
     /// Count in Redis (`redis://host:port`) instead of this process's memory: every
     /// instance naming the same Redis shares every limit. The server starts while
     /// Redis is down, and connects when it is up.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "redis_cluster")]
     redis: Option<String>,
+    /// Count in a Redis Cluster, through any of its nodes (repeatable): a request's
+    /// counters are checked one call each, the others given back when one refuses.
+    /// The server does not start unless a node answers.
+    #[arg(long = "redis-cluster")]
+    redis_cluster: Vec<String>,
     /// The prefix of every Redis key the server writes.
     #[arg(long, default_value = "portero:")]
     redis_prefix: String,
@@ -119,15 +124,27 @@ async fn main() {
             std::process::exit(2);
         }
     };
-    if let Some(url) = &args.redis {
-        let timeout = std::time::Duration::from_millis(args.redis_timeout_ms.max(1));
-        match Shared::new(url, &args.redis_prefix, timeout, args.when_redis_down) {
-            Ok(shared) => gateway = gateway.with_redis(shared),
-            Err(e) => {
-                eprintln!("portero-server: {e}");
-                std::process::exit(2);
-            }
+    let timeout = std::time::Duration::from_millis(args.redis_timeout_ms.max(1));
+    let shared = if let Some(url) = &args.redis {
+        Some(Shared::new(
+            url,
+            &args.redis_prefix,
+            timeout,
+            args.when_redis_down,
+        ))
+    } else if !args.redis_cluster.is_empty() {
+        let nodes: Vec<&str> = args.redis_cluster.iter().map(String::as_str).collect();
+        Some(Shared::cluster(&nodes, &args.redis_prefix, timeout, args.when_redis_down).await)
+    } else {
+        None
+    };
+    match shared {
+        Some(Ok(shared)) => gateway = gateway.with_redis(shared),
+        Some(Err(e)) => {
+            eprintln!("portero-server: {e}");
+            std::process::exit(2);
         }
+        None => {}
     }
     let gateway = Arc::new(gateway);
     if args.reload_ms > 0 {

@@ -31,6 +31,8 @@ use crate::stats::Stats;
 pub struct Shared {
     limiter: RedisLimiter,
     when_down: Outage,
+    /// A Redis Cluster: one script runs on the keys of one slot only.
+    cluster: bool,
 }
 
 impl Shared {
@@ -51,7 +53,123 @@ impl Shared {
             .prefix(prefix)
             .map_err(|e| e.to_string())?
             .timeout(timeout);
-        Ok(Self { limiter, when_down })
+        Ok(Self {
+            limiter,
+            when_down,
+            cluster: false,
+        })
+    }
+
+    /// A Redis Cluster through any of its `nodes` (`redis://host:port` each): each
+    /// counter's key lives in its own slot, so a request's counters are checked one
+    /// call each and, when one refuses, the others' units are given back (by
+    /// portero's refund rule, settling each admission at 0) — all or none, as on one
+    /// server, at one round trip a counter. Fails if no node answers now.
+    pub async fn cluster(
+        nodes: &[&str],
+        prefix: &str,
+        timeout: Duration,
+        when_down: Outage,
+    ) -> Result<Self, String> {
+        let any =
+            RedisAlgorithm::aligned_window(1, Duration::from_secs(1)).map_err(|e| e.to_string())?;
+        let limiter = RedisLimiter::connect_cluster(nodes, any)
+            .await
+            .map_err(|e| format!("Redis Cluster at {nodes:?}: {e}"))?
+            .prefix(prefix)
+            .map_err(|e| e.to_string())?
+            .timeout(timeout);
+        Ok(Self {
+            limiter,
+            when_down,
+            cluster: true,
+        })
+    }
+
+    /// Every counter of `stacked` decided, all or none: in one script call, or on a
+    /// Cluster one call each with the admitted ones given back when one refuses.
+    /// `None`: Redis did not decide (away, too slow, erring) — nothing is left
+    /// charged that could be given back.
+    async fn check_all(
+        &self,
+        stacked: &[StackedLimit<'_>],
+        stats: &Stats,
+    ) -> Result<Option<Vec<portero::Decision>>, Refusal> {
+        if !self.cluster || stacked.len() < 2 {
+            return match self.limiter.check_all(stacked).await {
+                Ok(v) if v.served_by == ServedBy::Redis => Ok(Some(v.decisions)),
+                Ok(_) | Err(RedisCheckError::Redis(_) | RedisCheckError::LocalTableFull { .. }) => {
+                    stats.redis_unavailable();
+                    Ok(None)
+                }
+                Err(e) => Err(Refusal::Invalid(e.to_string())),
+            };
+        }
+        let mut decisions = Vec::with_capacity(stacked.len());
+        let mut taken = Vec::new();
+        let mut decided = true;
+        for limit in stacked {
+            match self
+                .limiter
+                .check_with(limit.key, limit.cost, &limit.algorithm)
+                .await
+            {
+                Ok(v) if v.served_by == ServedBy::Redis => {
+                    let refused = !v.decision.is_allowed();
+                    decisions.push(v.decision);
+                    if let Some(t) = v.taken {
+                        taken.push((decisions.len() - 1, t));
+                    }
+                    if refused {
+                        break;
+                    }
+                }
+                Ok(_) | Err(RedisCheckError::Redis(_) | RedisCheckError::LocalTableFull { .. }) => {
+                    stats.redis_unavailable();
+                    decided = false;
+                    break;
+                }
+                Err(e) => {
+                    self.give_back(taken, &mut decisions).await;
+                    return Err(Refusal::Invalid(e.to_string()));
+                }
+            }
+        }
+        let all =
+            decided && decisions.len() == stacked.len() && decisions.iter().all(|d| d.is_allowed());
+        if !all {
+            self.give_back(taken, &mut decisions).await;
+        }
+        if !decided {
+            return Ok(None);
+        }
+        // Those never asked (after the refusal) are read, for their standing (a check
+        // of no units takes nothing).
+        for limit in &stacked[decisions.len()..] {
+            let read = self
+                .limiter
+                .check_with(limit.key, 0, &limit.algorithm)
+                .await;
+            match read {
+                Ok(v) => decisions.push(v.decision),
+                Err(e) => return Err(Refusal::Invalid(e.to_string())),
+            }
+        }
+        Ok(Some(decisions))
+    }
+
+    /// Gives back what `taken` admitted (each settled at 0), each decision then how
+    /// its key stands.
+    async fn give_back(
+        &self,
+        taken: Vec<(usize, portero_redis::Taken)>,
+        decisions: &mut [portero::Decision],
+    ) {
+        for (i, t) in taken {
+            if let Ok(Some(after)) = self.limiter.settle(t, 0).await {
+                decisions[i] = after;
+            }
+        }
     }
 }
 
@@ -120,14 +238,12 @@ pub(crate) async fn decide_shared(
     let decisions = if stacked.is_empty() {
         Vec::new()
     } else {
-        match shared.limiter.check_all(&stacked).await {
-            Ok(v) if v.served_by == ServedBy::Redis => v.decisions,
-            Ok(_) | Err(RedisCheckError::Redis(_) | RedisCheckError::LocalTableFull { .. }) => {
-                stats.redis_unavailable();
+        match shared.check_all(&stacked, stats).await? {
+            Some(decisions) => decisions,
+            None => {
                 let plan = outage_plan(plan, shared.when_down);
                 return decide::decide_planned(limits, stats, request, plan, now, shadow);
             }
-            Err(e) => return Err(Refusal::Invalid(e.to_string())),
         }
     };
     let admitted = !refused_outright && decisions.iter().all(|d| d.is_allowed());
@@ -152,13 +268,10 @@ pub(crate) async fn decide_shared(
             Target::Counted(c) => {
                 let p = &counters[counter_of[i]];
                 let decision = &decisions[counter_of[i]];
-                // Refused outright, each counter was only read (for no units): its
-                // own cost tells whether it is one of those refusing.
-                let own_over = if refused_outright {
-                    p.cost > decision.remaining()
-                } else {
-                    !decision.is_allowed()
-                };
+                // A counter that was only read (refused outright, or on a Cluster
+                // after another refused) or given back reports how it stands for no
+                // units: its own cost tells whether it is one of those refusing.
+                let own_over = !decision.is_allowed() || p.cost > decision.remaining();
                 let over = !admitted && own_over;
                 decide::counted_status(
                     &c.limit,
