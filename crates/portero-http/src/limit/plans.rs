@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use portero::Decision;
 
-use super::store::{Checked, Checking, Store, StoreError, Ticket};
 use super::entry::Limit;
+use super::store::{Checked, Checking, Store, StoreError, Ticket};
 use crate::headers::Policy;
 
 /// A store per plan, as one [`Store`] keyed by `(plan, key)`: the plan is named by
