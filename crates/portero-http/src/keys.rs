@@ -36,6 +36,9 @@ pub enum KeyError {
     /// The key function panicked (a bug in it): the request is answered 500 instead of
     /// losing its connection.
     Panicked,
+    /// The cost function panicked (a bug in it): answered 500 the same way, nothing
+    /// charged.
+    CostPanicked,
 }
 
 impl fmt::Display for KeyError {
@@ -54,6 +57,10 @@ impl fmt::Display for KeyError {
             ),
             Self::Panicked => f.write_str(
                 "the key function panicked (see the panic message above); the request \
+                 was answered 500",
+            ),
+            Self::CostPanicked => f.write_str(
+                "the cost function panicked (see the panic message above); the request \
                  was answered 500",
             ),
         }

@@ -42,6 +42,54 @@ async fn a_panicking_key_function_is_a_500_and_the_next_request_is_served() {
     assert_eq!(r.status(), StatusCode::OK);
 }
 
+/// A cost function that panics, the layer's or one limit's: 500, nothing charged, the
+/// next request served (it used to unwind through the service: no answer at all).
+#[tokio::test]
+async fn a_panicking_cost_function_is_a_500_and_charges_nothing() {
+    let q = Quota::per_minute(3).unwrap();
+    let table = Arc::new(KeyedLimiter::with_clock(
+        Gcra::new(q),
+        10,
+        ManualClock::new(),
+    ));
+    let key = |_: &Request<()>| Some("k".to_string());
+    let cost = |_: &http::Method, _: &http::Uri, fields: &http::HeaderMap| -> u64 {
+        let tokens = fields
+            .get("x-tokens")
+            .expect("every request states its tokens");
+        tokens.to_str().unwrap().parse().unwrap()
+    };
+    let inner = service_fn(|_: Request<()>| async {
+        Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+    });
+    let request = |tokens: Option<&str>| {
+        let mut r = Request::builder();
+        if let Some(t) = tokens {
+            r = r.header("x-tokens", t);
+        }
+        r.body(()).unwrap()
+    };
+    let layered = LimitLayer::new(Limit::new(
+        table.clone(),
+        Policy::for_quota("api", &q).unwrap(),
+        key,
+    ))
+    .cost(cost)
+    .layer(inner);
+    let own = LimitLayer::new(
+        Limit::new(table.clone(), Policy::for_quota("api", &q).unwrap(), key).cost(cost),
+    )
+    .layer(inner);
+    for service in [layered.clone().boxed_clone(), own.boxed_clone()] {
+        let r = service.clone().oneshot(request(None)).await.unwrap();
+        assert_eq!(r.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(r.into_body(), LIMIT_FAILED_BODY);
+    }
+    // Nothing was charged: the key still admits its three.
+    let r = layered.clone().oneshot(request(Some("3"))).await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+}
+
 #[test]
 fn usage_fields_are_plain_decimals_only() {
     let extensions = http::Extensions::new();

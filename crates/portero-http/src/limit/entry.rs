@@ -331,7 +331,7 @@ pub(crate) trait Entry<B>: Send + Sync {
         no_key: crate::limit::options::WhenNoKey,
     ) -> Option<Checking>;
     /// What `request` costs in this limit: its own cost, or the layer's `cost`.
-    fn cost_of(&self, request: &Request<B>, cost: u64) -> u64;
+    fn cost_of(&self, request: &Request<B>, cost: u64) -> Result<u64, KeyError>;
     /// Whether this limit has a cost of its own.
     fn has_own_cost(&self) -> bool;
     fn batch(&self) -> Option<&dyn Batch>;
@@ -369,8 +369,12 @@ where
         cost: u64,
         no_key: crate::limit::options::WhenNoKey,
     ) -> Step {
+        let cost = match self.cost_of(request, cost) {
+            Ok(cost) => cost,
+            Err(e) => return Step::KeyFailed(e),
+        };
         match self.key_of(request, no_key) {
-            Ok(key) => Step::Checked(self.store.check_key(key, self.cost_of(request, cost))),
+            Ok(key) => Step::Checked(self.store.check_key(key, cost)),
             Err(keyless) => keyless.into(),
         }
     }
@@ -381,10 +385,14 @@ where
         cost: u64,
         no_key: crate::limit::options::WhenNoKey,
     ) -> Option<Step> {
+        let cost = match self.cost_of(request, cost) {
+            Ok(cost) => cost,
+            Err(e) => return Some(Step::KeyFailed(e)),
+        };
         match self.key_of(request, no_key) {
             Ok(key) => self
                 .store
-                .ask_without_taking(key, self.cost_of(request, cost))
+                .ask_without_taking(key, cost)
                 .map(|answer| Step::Checked(Checking::Done(answer))),
             Err(keyless) => Some(keyless.into()),
         }
@@ -401,11 +409,11 @@ where
     }
 
     #[inline]
-    fn cost_of(&self, request: &Request<B>, cost: u64) -> u64 {
+    fn cost_of(&self, request: &Request<B>, cost: u64) -> Result<u64, KeyError> {
         match &self.cost {
             // A request is never free: a cost function's 0 is one unit.
-            Some(own) => own.of(request).max(1),
-            None => cost,
+            Some(own) => own.of(request).map(|c| c.max(1)),
+            None => Ok(cost),
         }
     }
 
@@ -419,7 +427,10 @@ where
         cost: u64,
         no_key: crate::limit::options::WhenNoKey,
     ) -> Prep {
-        let cost = self.cost_of(request, cost);
+        let cost = match self.cost_of(request, cost) {
+            Ok(cost) => cost,
+            Err(e) => return Prep::Decided(Step::KeyFailed(e)),
+        };
         match self.key_of(request, no_key) {
             Ok(key) => match self.store.prepare(key, cost) {
                 Prepare::Ready(prepared) => Prep::Prepared(prepared),

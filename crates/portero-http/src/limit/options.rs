@@ -186,11 +186,17 @@ impl Charge {
         Self(Some(Arc::new(cost)))
     }
 
-    /// The units `request` costs.
+    /// The units `request` costs; a cost function of the caller's that panics is a
+    /// bug of theirs, answered like a key that cannot be told (500), never a dropped
+    /// connection.
     #[inline]
-    pub(crate) fn of<B>(&self, request: &Request<B>) -> u64 {
-        self.0
-            .as_ref()
-            .map_or(1, |cost| cost(&RequestHead::of(request)))
+    pub(crate) fn of<B>(&self, request: &Request<B>) -> Result<u64, crate::keys::KeyError> {
+        match self.0.as_ref() {
+            None => Ok(1),
+            Some(cost) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                cost(&RequestHead::of(request))
+            }))
+            .map_err(|_| crate::keys::KeyError::CostPanicked),
+        }
     }
 }

@@ -104,6 +104,8 @@ pub(crate) struct Run {
     /// The entries a batch on its way answers for, in its order.
     pub(super) batch: Vec<usize>,
     pub(super) cost: u64,
+    /// The layer's cost function panicked: answered 500 before any limit is asked.
+    cost_failed: Option<KeyError>,
     /// The limits applied so far, in the checked order.
     pub(crate) applied: AppliedList,
     /// Whether the local limits were asked (once, at the start).
@@ -158,11 +160,16 @@ impl AppliedList {
 impl<B> Procedure<B> {
     /// Starts a request's run.
     pub(crate) fn start(&self, request: &Request<B>) -> Run {
+        let (cost, cost_failed) = match self.cost.of(request) {
+            // A request is never free: a cost function's 0 is one unit.
+            Ok(cost) => (cost.max(1), None),
+            Err(e) => (1, Some(e)),
+        };
         Run {
             next: 0,
             batch: Vec::new(),
-            // A request is never free: a cost function's 0 is one unit.
-            cost: self.cost.of(request).max(1),
+            cost,
+            cost_failed,
             applied: AppliedList::None,
             asked: false,
             deferred: 0,
@@ -192,6 +199,13 @@ impl<B> Procedure<B> {
     /// Checks limits from where `run` stands until one is remote, one refuses, or
     /// all admitted.
     pub(crate) fn drive(&self, run: &mut Run, request: &Request<B>) -> Flow {
+        if let Some(e) = run.cost_failed.take() {
+            // A layer that only watches goes on at one unit, the failure counted.
+            if !self.shadow {
+                return Flow::Refused(Refusal::KeyFailed(e));
+            }
+            observe::failed_in_shadow("cost", &e);
+        }
         // A cost of one fits every limit; a larger one is first held against every
         // applicable limit's capacity, so that no limit's "later" hides a "never".
         if run.next == 0 && (run.cost > 1 || self.limit_costs) {
@@ -328,7 +342,8 @@ impl<B> Procedure<B> {
         }
         let entry = self.entries.iter().find(|e| {
             !e.is_shadow()
-                && e.capacity().is_some_and(|c| e.cost_of(request, cost) > c)
+                && e.capacity()
+                    .is_some_and(|c| e.cost_of(request, cost).is_ok_and(|own| own > c))
                 && e.applies(request)
                 && !e.lets_through(request, self.when_no_key)
         })?;
