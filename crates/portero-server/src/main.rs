@@ -103,6 +103,9 @@ fn outage(name: &str) -> Result<Outage, String> {
 #[tokio::main]
 async fn main() {
     let args = Args::parse();
+    // What the files held before they were read: a change made from here on (even
+    // while the server starts, before the watcher's first look) is a change.
+    let loaded = config::stamp(&args.config);
     let tree = match config::load(&args.config) {
         Ok(tree) => tree,
         Err(e) => {
@@ -152,6 +155,7 @@ async fn main() {
             args.config.clone(),
             std::time::Duration::from_millis(args.reload_ms),
             gateway.clone(),
+            loaded,
         ));
     }
     if let Err(e) = serve(&args, gateway).await {
@@ -189,9 +193,14 @@ async fn serve(args: &Args, gateway: Arc<Gateway>) -> std::io::Result<()> {
     h
 }
 
-/// Reads `paths` again every `every`, and reloads what changed (said on stderr).
-async fn watch(paths: Vec<PathBuf>, every: std::time::Duration, gateway: Arc<Gateway>) {
-    let mut seen = config::stamp(&paths);
+/// Reads `paths` again every `every`, and reloads what changed since they held `seen`
+/// (their stamp when the configuration in use was read; said on stderr).
+async fn watch(
+    paths: Vec<PathBuf>,
+    every: std::time::Duration,
+    gateway: Arc<Gateway>,
+    mut seen: u64,
+) {
     loop {
         tokio::time::sleep(every).await;
         let now = config::stamp(&paths);
