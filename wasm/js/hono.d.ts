@@ -26,6 +26,6 @@ export interface Options extends CommonOptions {
   lease?: { batch: number; lifetimeMs: number; prefetch?: boolean };
 }
 
-/** The middleware. */
+/** The middleware. The handler reads the decision as `c.get("rateLimit")`. */
 export function rateLimiter(options?: Options): (c: Context, next: () => Promise<void>) => Promise<Response | void>;
 export default rateLimiter;

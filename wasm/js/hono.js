@@ -50,6 +50,9 @@ export function rateLimiter(options = {}) {
     } else if (outcome === null) decision = limiter.check(key, Date.now(), cost);
     else ({ decision, admission } = limiter.acquire(key, Date.now(), cost));
     const fields = fieldsOf(decision, settings);
+    // The handler may read the decision (`c.get("rateLimit")`): what remains, who
+    // decided (`servedBy` through a shard).
+    c.set("rateLimit", decision);
     if (decision.allowed) {
       // Set before the handler, so a response it makes through the context carries
       // them as it is built; a response it made itself gets them after.

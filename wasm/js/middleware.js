@@ -147,7 +147,10 @@ export async function limiterOf(settings) {
     if (settings.wasm !== undefined) {
       initSync(settings.wasm);
     } else if (typeof process !== "undefined" && process.versions?.node !== undefined) {
-      const { readFileSync } = await import("node:fs");
+      // Named through a variable, so that a bundler making a Worker of this module
+      // (which never takes this branch) does not try to bundle Node's fs.
+      const fs = "node:fs";
+      const { readFileSync } = process.getBuiltinModule?.(fs) ?? (await import(fs));
       initSync(readFileSync(new URL("../pkg/portero_wasm_bg.wasm", import.meta.url)));
     } else {
       fail('instantiate the module first (initSync(wasm) with `import wasm from "portero/portero.wasm"`), or pass it as the `wasm` option');

@@ -122,6 +122,9 @@ before(async () => {
   mkdirSync(app);
   writeFileSync(join(app, "package.json"), JSON.stringify({ name: "portero-user", private: true, type: "module" }));
   await run("npm", ["install", "--offline", "--no-audit", "--no-fund", join(tmp, packed.filename)]);
+  // The Cloudflare example is a Hono app: the user installs Hono beside the package
+  // (the version this package tests against, from npm's cache).
+  await run("npm", ["install", "--offline", "--no-audit", "--no-fund", `hono@${pinned.hono}`]);
   assert.ok(!lstatSync(join(app, "node_modules", "portero")).isSymbolicLink(), "portero is installed, not linked");
   for (const f of readdirSync(here)) if (f !== "run.mjs") cpSync(join(here, f), join(app, f));
   // The example goes where the README says: the project's root, beside node_modules.
