@@ -6,7 +6,17 @@
 //   import { rateLimit } from "portero/express";
 //   app.use(rateLimit({ windowMs: 60_000, limit: 100 }));
 import { fail } from "./errors.js";
-import { checkedCost, checkedKey, fieldsOf, inMemory, limiterOf, settingsOf, settleOutcome } from "./middleware.js";
+import {
+  UNAVAILABLE_MESSAGE,
+  checkedCost,
+  checkedKey,
+  decideInRedis,
+  fieldsOf,
+  inMemory,
+  limiterOf,
+  settingsOf,
+  settleOutcome,
+} from "./middleware.js";
 
 /**
  * The middleware. The key is `req.ip` (Express's client address, which honours its
@@ -32,6 +42,16 @@ export function rateLimit(options = {}) {
       if (cost instanceof Promise) cost = await cost;
       key = checkedKey(key);
       cost = checkedCost(cost);
+      if (settings.redis !== null) {
+        const decision = await decideInRedis(settings.redis, key, cost);
+        if (decision === null) return next(); // Redis away, failing open
+        if (decision.unavailable) {
+          res.status(503).set({ "Retry-After": "1", "Cache-Control": "no-store" });
+          return res.json(UNAVAILABLE_MESSAGE);
+        }
+        res.set(fieldsOf(decision, settings));
+        return decision.allowed ? next() : refuse(req, res, next, decision, settings);
+      }
       if (settings.outcome !== null) {
         const { decision, admission } = limiter.acquire(key, Date.now(), cost);
         res.set(fieldsOf(decision, settings));

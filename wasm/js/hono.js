@@ -10,7 +10,17 @@
 //   import wasm from "portero/portero.wasm";
 //   app.use(rateLimiter({ wasm, windowMs: 60_000, limit: 100 }));
 import { fail } from "./errors.js";
-import { checkedCost, checkedKey, fieldsOf, inMemory, limiterOf, settingsOf, settleOutcome } from "./middleware.js";
+import {
+  UNAVAILABLE_MESSAGE,
+  checkedCost,
+  checkedKey,
+  decideInRedis,
+  fieldsOf,
+  inMemory,
+  limiterOf,
+  settingsOf,
+  settleOutcome,
+} from "./middleware.js";
 
 /**
  * The middleware. The key is the client's address where the runtime tells it
@@ -43,7 +53,11 @@ export function rateLimiter(options = {}) {
     const outcome = settings.outcome;
     let decision;
     let admission = null;
-    if (edge !== null) {
+    if (settings.redis !== null) {
+      decision = await decideInRedis(settings.redis, key, cost);
+      if (decision === null) return next(); // Redis away, failing open
+      if (decision.unavailable) return c.json(UNAVAILABLE_MESSAGE, 503, { "Retry-After": "1", "Cache-Control": "no-store" });
+    } else if (edge !== null) {
       decision = await edge.check(key, Date.now(), cost, executionOf(c));
       // The shard's client settles a decision it admitted.
       if (outcome !== null && decision.allowed) admission = decision;

@@ -32,6 +32,19 @@ export interface CommonOptions {
   penalty?: number;
   /** A successful response clears its key (a good login forgets the failed ones). */
   resetOnSuccess?: boolean;
+  /**
+   * One limit for several Node processes, in Redis, through your client:
+   * `sendCommand: (...args) => client.sendCommand(args)` (node-redis) or
+   * `(command, ...args) => client.call(command, ...args)` (ioredis). portero-redis's own
+   * script and keys: Rust and Node instances with the same quota and prefix share it.
+   * GCRA only; `whenDown` "closed" (503, the default) or "open" after `timeoutMs` (50).
+   */
+  redis?: {
+    sendCommand: (...args: string[]) => Promise<unknown>;
+    prefix?: string;
+    timeoutMs?: number;
+    whenDown?: "open" | "closed";
+  };
   /** The module, for runtimes where the middleware cannot load it itself (Workers). */
   wasm?: WebAssembly.Module | BufferSource;
 }

@@ -7,6 +7,7 @@
 // at most `maxKeys` keys (default 100,000) that a flood of keys cannot grow.
 import { KeyedLimiter, initSync, isReady, rateLimitFields } from "./index.js";
 import { fail, shown } from "./errors.js";
+import { redisOf } from "./redis.js";
 
 /** The body of a 429 unless `message` says otherwise. */
 export const DEFAULT_MESSAGE = { error: "rate limit exceeded" };
@@ -38,7 +39,7 @@ export function settingsOf(options = {}) {
   if (!(Number.isInteger(statusCode) && statusCode >= 400 && statusCode <= 599)) {
     fail(`statusCode must be an error status (400-599), got ${shown(statusCode)}`);
   }
-  return {
+  const settings = {
     limiter: {
       limit,
       periodMs: windowMs,
@@ -58,8 +59,29 @@ export function settingsOf(options = {}) {
     cost: optionalFunction("cost", options.cost),
     outcome: outcomeOf(options),
     shard: shardOf(options),
+    redis: null,
     wasm: options.wasm,
   };
+  if (options.redis !== undefined) {
+    if (settings.shard !== null) fail("redis and shard are two places for one limit: choose one");
+    if (settings.outcome !== null) fail("counting by outcome needs the limiter in memory or a shard: not yet through Redis");
+    settings.redis = redisOf(options.redis, settings.limiter);
+  }
+  return settings;
+}
+
+/** The body of a response when the limit could not be checked (Redis away, failing closed). */
+export const UNAVAILABLE_MESSAGE = { error: "rate limit unavailable" };
+
+/**
+ * Decides `cost` units of `key` in Redis: the decision, or — Redis away or too slow —
+ * `{ unavailable: true }` when failing closed and null when failing open.
+ */
+export async function decideInRedis(redis, key, cost) {
+  if (cost > redis.capacity) fail(`cost ${cost} is above the limit's capacity ${redis.capacity}`);
+  const decision = await redis.check(key, cost);
+  if (decision !== null) return decision;
+  return redis.whenDown === "open" ? null : { unavailable: true };
 }
 
 /**

@@ -1,0 +1,138 @@
+// The middleware over Redis, for several Node processes: a real redis-server (loopback,
+// a free port, stopped by its own process id) and a real client from npm (node-redis),
+// two Express apps and a Hono app as three processes would run them. The script is
+// portero-redis's own, and the keys are those a Rust RedisLimiter of the same quota and
+// prefix writes, so Rust and Node instances share one limit.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+
+import express from "express";
+import { Hono } from "hono";
+import { createClient } from "redis";
+
+import { rateLimit } from "../js/express.js";
+import { rateLimiter } from "../js/hono.js";
+import { freePort } from "./support/workerd.mjs";
+
+let server;
+let port;
+let client;
+
+async function startRedis() {
+  const child = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], {
+    stdio: "ignore",
+  });
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const probe = createClient({ url: `redis://127.0.0.1:${port}`, socket: { reconnectStrategy: false } });
+    probe.on("error", () => {});
+    try {
+      await probe.connect();
+      await probe.quit();
+      return child;
+    } catch {
+      if (Date.now() > deadline || child.exitCode !== null) throw new Error("redis-server did not start (is it installed? cargo xtask setup)");
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+}
+
+function stopRedis(child) {
+  if (child && child.exitCode === null) {
+    const exited = new Promise((r) => child.once("exit", r));
+    process.kill(child.pid, "SIGKILL");
+    return exited;
+  }
+}
+
+before(async () => {
+  port = await freePort();
+  server = await startRedis();
+  client = createClient({ url: `redis://127.0.0.1:${port}` });
+  client.on("error", () => {}); // the outage test stops the server under it
+  await client.connect();
+});
+
+after(async () => {
+  await client?.disconnect().catch(() => {});
+  await stopRedis(server);
+});
+
+const sendCommand = (...args) => client.sendCommand(args);
+
+async function serving(app, run) {
+  const s = await new Promise((ready) => {
+    const srv = app.listen(0, "127.0.0.1", () => ready(srv));
+  });
+  try {
+    await run((path) => fetch(`http://127.0.0.1:${s.address().port}${path}`));
+  } finally {
+    await new Promise((done) => s.close(done));
+  }
+}
+
+function expressApp(options) {
+  const app = express();
+  app.use(rateLimit({ windowMs: 60_000, limit: 5, keyGenerator: () => "alice", redis: { sendCommand }, ...options }));
+  app.get("/", (req, res) => res.send("ok"));
+  return app;
+}
+
+test("two processes' middleware share one limit in Redis, under the keys a Rust RedisLimiter writes", async () => {
+  await serving(expressApp(), async (one) => {
+    await serving(expressApp(), async (two) => {
+      const statuses = [];
+      for (let i = 0; i < 8; i++) {
+        const r = await (i % 2 === 0 ? one : two)("/");
+        statuses.push(r.status);
+        if (r.status === 200) assert.match(r.headers.get("ratelimit"), /^"default";r=\d;t=\d+$/);
+        else {
+          // GCRA at 5 a minute: the next unit in 12 s.
+          assert.equal(r.headers.get("retry-after"), "12");
+          assert.deepEqual(await r.json(), { error: "rate limit exceeded" });
+        }
+      }
+      assert.deepEqual(statuses, [200, 200, 200, 200, 200, 429, 429, 429]);
+    });
+  });
+  // RedisLimiter::connect(…, RedisAlgorithm::gcra(Quota::per_minute(5)?)?) with the
+  // prefix "portero:" checks "alice" under this key.
+  assert.deepEqual(await client.keys("portero:*"), ["portero:{5:alice}:gcra:12000000us:5"]);
+});
+
+test("a Hono app on the same Redis shares the limit of the same key", async () => {
+  const app = new Hono();
+  app.use(rateLimiter({ windowMs: 60_000, limit: 5, keyGenerator: () => "alice", redis: { sendCommand } }));
+  app.get("/", (c) => c.text("ok"));
+  // alice spent her five above.
+  assert.equal((await app.request("/")).status, 429);
+  const bob = new Hono();
+  bob.use(rateLimiter({ windowMs: 60_000, limit: 5, keyGenerator: () => "bob", redis: { sendCommand } }));
+  bob.get("/", (c) => c.text("ok"));
+  assert.equal((await bob.request("/")).status, 200);
+});
+
+test("bad options are errors when the middleware is made", () => {
+  assert.throws(() => rateLimit({ redis: {} }), /redis.sendCommand must be a function/);
+  assert.throws(() => rateLimit({ redis: { sendCommand, prefix: "a{b" } }), /without \{ or \}/);
+  assert.throws(() => rateLimit({ redis: { sendCommand, whenDown: "maybe" } }), /"open" or "closed"/);
+  assert.throws(() => rateLimit({ redis: { sendCommand }, algorithm: "fixed-window" }), /runs gcra/);
+  assert.throws(() => rateLimit({ redis: { sendCommand }, skipFailedRequests: true }), /not yet through Redis/);
+});
+
+test("Redis away: failing closed answers 503, failing open lets requests by", async () => {
+  const closed = expressApp({ keyGenerator: () => "carol" });
+  const open = expressApp({ keyGenerator: () => "dan", redis: { sendCommand, whenDown: "open", timeoutMs: 100 } });
+  await stopRedis(server);
+  await serving(closed, async (get) => {
+    const r = await get("/");
+    assert.equal(r.status, 503);
+    assert.equal(r.headers.get("retry-after"), "1");
+    assert.deepEqual(await r.json(), { error: "rate limit unavailable" });
+  });
+  await serving(open, async (get) => {
+    assert.equal((await get("/")).status, 200);
+  });
+  server = await startRedis();
+});
