@@ -336,3 +336,59 @@ async fn a_good_login_clears_the_failures_in_redis() {
     assert_eq!(remaining(&response), 10_000, "the field after clearing");
     assert_eq!(left(&logins, "gu").await, 10_000);
 }
+
+/// A Redis limit behind portero-http's per-key cap on requests in flight (`InFlight`)
+/// settles and gives back as it does alone: the cap used to keep a second reference to
+/// the Redis admission, which a Redis ticket must own alone to settle, so every
+/// settlement and give-back through it was silently dropped (the units kept).
+#[tokio::test]
+async fn a_capped_redis_limit_settles_and_gives_back() {
+    use portero_http::InFlight;
+    let server = LocalRedis::start().expect("redis-server for this test");
+    let tokens = limiter(&server, "capped").await;
+    let limit = Limit::new(
+        InFlight::new(tokens.clone(), 4).unwrap(),
+        Policy::for_quota("tokens", &quota()).unwrap(),
+        api_key(),
+    )
+    .cost(|_, _, _| 500)
+    .settle(|head| head.units("x-usage-tokens"));
+    // A second limit that refuses `bo` outright: the Redis units must come back.
+    let none = portero::KeyedLimiter::new(portero::Gcra::new(Quota::per_day(1).unwrap()), 10);
+    let tight = Limit::new(
+        std::sync::Arc::new(none),
+        Policy::new("tight", 1, 86_400).unwrap(),
+        api_key(),
+    )
+    .route(|r: &Request<Body>| r.headers().get("x-tight").is_some());
+    let app = app(LimitLayer::new(limit).limit(tight));
+    let response = app
+        .clone()
+        .oneshot(request("/complete", "ann", ("x-use", "1938")))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(remaining(&response), 10_000 - 1_938, "settled at its usage");
+    assert_eq!(left(&tokens, "ann").await, 10_000 - 1_938);
+    // bo's first request takes the tight limit's one unit; the second is refused by
+    // it after Redis admitted: Redis gives the 500 back.
+    let first = app
+        .clone()
+        .oneshot(request("/complete", "bo", ("x-tight", "1")))
+        .await
+        .unwrap();
+    assert_eq!(first.status(), StatusCode::OK);
+    let before = left(&tokens, "bo").await;
+    let refused = app
+        .clone()
+        .oneshot(request("/complete", "bo", ("x-tight", "1")))
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        left(&tokens, "bo").await,
+        before,
+        "nothing kept by the refused request"
+    );
+}

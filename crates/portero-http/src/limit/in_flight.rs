@@ -148,7 +148,10 @@ impl Drop for Slot {
 
 /// What an admission's ticket holds here: the wrapped store's own, and the slot.
 struct Holding {
-    inner: Option<Held>,
+    // The wrapped store's own, moved back to it whole when the ticket is given back: a
+    // store that settles a ticket once by owning it alone (Redis's) must not find a
+    // second reference here.
+    inner: std::sync::Mutex<Option<Held>>,
     _slot: Slot,
 }
 
@@ -156,7 +159,7 @@ struct Holding {
 fn holding(answer: Result<Checked, StoreError>, slot: Slot) -> Result<Checked, StoreError> {
     let mut checked = answer?;
     if let Some(ticket) = checked.ticket.as_mut() {
-        let inner = ticket.held.take();
+        let inner = std::sync::Mutex::new(ticket.held.take());
         ticket.held = Some(Held(Arc::new(Holding { inner, _slot: slot })));
     }
     Ok(checked)
@@ -169,7 +172,9 @@ fn unwrapped(mut ticket: Ticket) -> (Ticket, Option<Arc<Holding>>) {
         .held
         .take()
         .and_then(|h| h.0.downcast::<Holding>().ok());
-    ticket.held = holding.as_ref().and_then(|h| h.inner.clone());
+    ticket.held = holding
+        .as_ref()
+        .and_then(|h| h.inner.lock().unwrap_or_else(|e| e.into_inner()).take());
     (ticket, holding)
 }
 
