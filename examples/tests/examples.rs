@@ -210,6 +210,36 @@ fn the_model_gateway_settles_costs_after_the_call_and_counts_failed_logins() {
     );
 }
 
+/// The model gateway with its token budget in Redis: two instances spend one budget,
+/// each call settled at its usage wherever it was admitted.
+#[test]
+fn two_model_gateways_over_redis_spend_one_budget() {
+    let redis = portero_redis::LocalRedis::start().expect("redis-server for this test");
+    let url = redis.url();
+    let env = [("REDIS_URL", url.as_str())];
+    let one = Running::start(env!("CARGO_BIN_EXE_llm_gateway"), &env);
+    let two = Running::start(env!("CARGO_BIN_EXE_llm_gateway"), &env);
+    let call = |app: &Running, tokens: &str| {
+        send(
+            &app.addr,
+            "POST",
+            "/v1/complete",
+            &[("x-api-key", "free_cy"), ("x-simulate-tokens", tokens)],
+        )
+    };
+    let (status, head) = call(&one, "4000");
+    assert_eq!(status, 200, "{head}");
+    assert!(about(remaining(&head, "free"), 6_000), "{head}");
+    // The other instance sees what the first used.
+    let (status, head) = call(&two, "4000");
+    assert_eq!(status, 200, "{head}");
+    assert!(about(remaining(&head, "free"), 2_000), "{head}");
+    // Admitted on its estimate (500), it used 4,000: the debt holds on both.
+    assert_eq!(call(&one, "4000").0, 200);
+    assert_eq!(call(&two, "10").0, 429);
+    assert_eq!(call(&one, "10").0, 429);
+}
+
 #[test]
 fn the_shared_limit_holds_across_two_instances_and_says_when_redis_is_away() {
     let mut redis = portero_redis::LocalRedis::start().expect("redis-server for this test");

@@ -2,7 +2,10 @@
 //! counts failures only:
 //!
 //! - **tokens per minute per API key, by plan**: `free_…` keys get 10,000 tokens a
-//!   minute, `pro_…` keys 100,000 (each key's fields name its own plan);
+//!   minute, `pro_…` keys 100,000 (each key's fields name its own plan, and the
+//!   metrics count it under its plan); at most 4 calls of one key in flight, so
+//!   estimates that turn out low cannot take more than 4 calls' error past the budget;
+//!   with `REDIS_URL` set, the budget is kept in Redis and shared by every instance;
 //! - **`POST /v1/complete`**: admitted on an estimate (the request's
 //!   `x-max-tokens`, 500 if absent), settled at the usage the model reports in the
 //!   response's `x-usage-tokens` — a call that used more goes into debt, and the
@@ -18,6 +21,8 @@
 //!
 //! ```sh
 //! cargo run -p portero-examples --bin llm_gateway   # listens on 127.0.0.1:3000
+//! # or two instances sharing the budget:
+//! # REDIS_URL=redis://127.0.0.1:6379 PORTERO_ADDR=127.0.0.1:3001 cargo run -p portero-examples --bin llm_gateway
 //! curl -i -X POST -H 'x-api-key: free_ann' -H 'x-simulate-tokens: 4000' http://127.0.0.1:3000/v1/complete
 //! curl -N -X POST -H 'x-api-key: pro_bo' http://127.0.0.1:3000/v1/stream
 //! curl -i -X POST -d 'user=ann&password=guess' http://127.0.0.1:3000/login
@@ -34,7 +39,11 @@ use axum::routing::post;
 use axum::{Extension, Router};
 use http::{HeaderMap, StatusCode};
 use portero::{Gcra, KeyedLimiter, KeyedLog, Quota};
-use portero_http::{Limit, LimitLayer, Plans, Policy, Usage};
+use portero_http::{InFlight, Limit, LimitLayer, Plans, Policy, Store, Usage};
+use portero_redis::{RedisAlgorithm, RedisLimiter};
+
+/// Calls of one API key in flight at once.
+const MOST_IN_FLIGHT: u32 = 4;
 
 /// The tokens the stand-in model uses for a request.
 fn simulated_tokens(fields: &HeaderMap) -> u64 {
@@ -126,15 +135,38 @@ async fn login(Extension(login): Extension<Login>) -> StatusCode {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let plan = |name: &str, tokens: u64| -> Result<_, Box<dyn std::error::Error>> {
-        let q = Quota::per_minute(tokens)?;
-        Ok((
-            Policy::for_quota(name, &q)?,
-            KeyedLimiter::new(Gcra::new(q), 100_000),
-        ))
-    };
-    let (free, pro) = (plan("free", 10_000)?, plan("pro", 100_000)?);
-    let plans = Arc::new(Plans::new().plan(free.0, free.1).plan(pro.0, pro.1));
+    let (free, pro) = (Quota::per_minute(10_000)?, Quota::per_minute(100_000)?);
+    let policies = (
+        Policy::for_quota("free", &free)?,
+        Policy::for_quota("pro", &pro)?,
+    );
+    // Each plan's store, capped at MOST_IN_FLIGHT calls of a key in flight: in this
+    // process's memory, or in Redis (one connection, a clone per plan's quota).
+    match std::env::var("REDIS_URL") {
+        Ok(url) => {
+            let redis = RedisLimiter::connect_lazy(&url, RedisAlgorithm::gcra(free)?)?;
+            let pro_redis = redis.clone().with_algorithm(RedisAlgorithm::gcra(pro)?);
+            let plans = Plans::new()
+                .plan(policies.0, InFlight::new(redis, MOST_IN_FLIGHT)?)
+                .plan(policies.1, InFlight::new(pro_redis, MOST_IN_FLIGHT)?);
+            serve(plans).await
+        }
+        Err(_) => {
+            let table = |q| InFlight::new(KeyedLimiter::new(Gcra::new(q), 100_000), MOST_IN_FLIGHT);
+            let plans = Plans::new()
+                .plan(policies.0, table(free)?)
+                .plan(policies.1, table(pro)?);
+            serve(plans).await
+        }
+    }
+}
+
+/// The gateway over `plans`, whatever store keeps them.
+async fn serve<St>(plans: Plans<St>) -> Result<(), Box<dyn std::error::Error>>
+where
+    St: Store<String> + Send + Sync + 'static,
+{
+    let plans = Arc::new(plans);
     // The plan of an API key: a lookup the service owns (here, the key's prefix).
     // A key of neither plan is refused (no key: `WhenNoKey`'s shared bucket).
     let by_plan = |request: &http::Request<Body>| {
