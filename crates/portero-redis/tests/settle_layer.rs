@@ -392,3 +392,48 @@ async fn a_capped_redis_limit_settles_and_gives_back() {
         "nothing kept by the refused request"
     );
 }
+
+/// Plans of mixed stores: one plan in this process's memory, another in Redis, as one
+/// `Plans` of shared stores (`Arc<dyn Store<K>>`), chosen by name.
+#[tokio::test]
+async fn plans_of_mixed_stores_each_count_where_they_live() {
+    use portero_http::Plans;
+    use std::sync::Arc;
+    let server = LocalRedis::start().expect("redis-server for this test");
+    let shared = limiter(&server, "mixed").await;
+    type Shared = Arc<dyn Store<HeaderValue> + Send + Sync>;
+    let local: Shared = Arc::new(portero::KeyedLimiter::new(portero::Gcra::new(quota()), 100));
+    let remote: Shared = Arc::new(shared.clone());
+    let plans = Plans::new()
+        .plan(Policy::for_quota("free", &quota()).unwrap(), local)
+        .plan(Policy::for_quota("pro", &quota()).unwrap(), remote);
+    let key = |r: &Request<Body>| {
+        let k = r.headers().get("x-api-key")?.clone();
+        let plan = if k.as_bytes().starts_with(b"pro") {
+            "pro"
+        } else {
+            "free"
+        };
+        Some((plan, k))
+    };
+    let limit = plans
+        .limit(key)
+        .cost(|_, _, _| 500)
+        .settle(|head| head.units("x-usage-tokens"));
+    let app = app(LimitLayer::new(limit));
+    for (who, plan) in [("pro-ann", "pro"), ("free-bo", "free")] {
+        let response = app
+            .clone()
+            .oneshot(request("/complete", who, ("x-use", "700")))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        assert!(response.headers()["ratelimit"]
+            .to_str()
+            .unwrap()
+            .starts_with(&format!("\"{plan}\";r=9300")));
+    }
+    // The pro key's units are in Redis; the free key's are not.
+    assert_eq!(left(&shared, "pro-ann").await, 9_300);
+    assert_eq!(left(&shared, "free-bo").await, 10_000);
+}
