@@ -13,9 +13,10 @@ import {
   decideInRedis,
   fieldsOf,
   inMemory,
-  limiterOf,
+  onceLimiterOf,
   settingsOf,
   settleOutcome,
+  successful,
 } from "./middleware.js";
 
 /**
@@ -30,7 +31,7 @@ export function rateLimit(options = {}) {
   // whose functions all answer at once is decided without a turn of the event loop.
   return async function porteroRateLimit(req, res, next) {
     try {
-      limiter ??= await limiterOf(settings);
+      limiter ??= await onceLimiterOf(settings);
       if (settings.skip !== null) {
         let skip = settings.skip(req, res);
         if (skip instanceof Promise) skip = await skip;
@@ -50,7 +51,7 @@ export function rateLimit(options = {}) {
           return res.json(UNAVAILABLE_MESSAGE);
         }
         res.set(fieldsOf(decision, settings));
-        return decision.allowed ? next() : refuse(req, res, next, decision, settings);
+        return decision.allowed ? next() : await refuse(req, res, next, decision, settings);
       }
       if (settings.outcome !== null) {
         const { decision, admission } = limiter.acquire(key, Date.now(), cost);
@@ -61,12 +62,13 @@ export function rateLimit(options = {}) {
           );
           return next();
         }
-        return refuse(req, res, next, decision, settings);
+        return await refuse(req, res, next, decision, settings);
       }
       const decision = limiter.check(key, Date.now(), cost);
       res.set(fieldsOf(decision, settings));
       if (decision.allowed) return next();
-      return refuse(req, res, next, decision, settings);
+      // Awaited: a custom handler that rejects is this request's error (next(e)).
+      return await refuse(req, res, next, decision, settings);
     } catch (e) {
       return next(e);
     }
@@ -80,16 +82,17 @@ function refuse(req, res, next, decision, settings) {
 }
 
 // Calls `done(success, reported)` once the response is done: sent whole ("finish"),
-// or cut off before ("close" first: a failure). A user's function that throws there
-// has no request left to fail: the estimate stands.
+// or cut off before ("close" first: a failure, and the user's `settle` not asked — a
+// response cut off keeps its estimate, as a Hono body cancelled does). A user's
+// function that throws there has no request left to fail: the estimate stands.
 function afterResponse(req, res, outcome, done) {
   let settled = false;
-  const once = (finished) => {
+  const once = async (finished) => {
     if (settled) return;
     settled = true;
     try {
-      const success = finished && (outcome.wasSuccessful === null ? res.statusCode < 400 : outcome.wasSuccessful(req, res) === true);
-      const reported = outcome.settle === null ? undefined : outcome.settle(req, res);
+      const success = finished && (await successful(outcome, res.statusCode, req, res));
+      const reported = finished && outcome.settle !== null ? outcome.settle(req, res) : undefined;
       done(success, reported);
     } catch {
       // The estimate stands.

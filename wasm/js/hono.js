@@ -17,9 +17,10 @@ import {
   decideInRedis,
   fieldsOf,
   inMemory,
-  limiterOf,
+  onceLimiterOf,
   settingsOf,
   settleOutcome,
+  successful,
 } from "./middleware.js";
 
 /**
@@ -33,11 +34,13 @@ export function rateLimiter(options = {}) {
   // Through a shard: the Worker-side client, built at the first request (the binding
   // lives in the request's environment), with how it settles.
   let edge = null;
+  let edgeMade = null;
   let memory = null;
   return async function porteroRateLimiter(c, next) {
-    limiter ??= await limiterOf(settings);
+    // Made once: requests that arrive together before they exist wait for the same.
+    limiter ??= await onceLimiterOf(settings);
     memory ??= inMemory(limiter);
-    if (settings.shard !== null) edge ??= await edgeOf(settings, c);
+    if (settings.shard !== null) edge ??= await (edgeMade ??= edgeOf(settings, c));
     // The user's functions are awaited only when they answer a promise.
     if (settings.skip !== null) {
       let skip = settings.skip(c);
@@ -75,8 +78,9 @@ export function rateLimiter(options = {}) {
       if (!c.res.headers.has(FIRST)) withFields(c, fields);
       if (outcome !== null) {
         const counter = edge === null ? memory : throughShard(edge, c);
-        const settle = (reported) => settleOutcome(counter, outcome, key, admission, cost, succeeded(c, outcome), reported);
-        afterResponse(c, outcome, settle);
+        afterResponse(c, outcome, (success, reported) =>
+          settleOutcome(counter, outcome, key, admission, cost, success, reported),
+        );
       }
       return;
     }
@@ -132,26 +136,53 @@ function executionOf(c) {
   }
 }
 
-function succeeded(c, outcome) {
-  return outcome.wasSuccessful === null ? c.res.status < 400 : outcome.wasSuccessful(c) === true;
-}
-
-// Calls `settle(reported)` once the response is done: at once, or — where the user's
-// `settle` reads what the handler reported while streaming — when the body has been
-// read to its end (a body the client cancels keeps the estimate). A user's function
-// that throws there has no request left to fail: the estimate stands.
-function afterResponse(c, outcome, settle) {
-  const report = () => {
+// Calls `done(success, reported)` once the response is done: at once for a response
+// without a body, else when its body has been read to its end — a body the client
+// cancels, or that fails, was cut off: a failure, and the user's `settle` not asked
+// (the estimate stands), as a response Express could not send whole. A user's
+// function that throws there has no request left to fail: the estimate stands.
+function afterResponse(c, outcome, done) {
+  const report = async (whole) => {
     try {
-      settle(outcome.settle === null ? undefined : outcome.settle(c));
+      const success = whole && (await successful(outcome, c.res.status, c));
+      done(success, whole && outcome.settle !== null ? outcome.settle(c) : undefined);
     } catch {
       // The estimate stands.
     }
   };
   const body = c.res.body;
-  if (outcome.settle === null || body === null) return report();
-  const counted = body.pipeThrough(new TransformStream({ flush: report }));
-  c.res = new Response(counted, c.res);
+  if (body === null) return report(true);
+  c.res = new Response(watched(body, report), c.res);
+}
+
+// `body`, telling `report` once whether it was read whole (true) or cut off (false).
+function watched(body, report) {
+  const reader = body.getReader();
+  let told = false;
+  const tell = (whole) => {
+    if (!told) {
+      told = true;
+      report(whole);
+    }
+  };
+  return new ReadableStream({
+    async pull(controller) {
+      try {
+        const { value, done } = await reader.read();
+        if (done) {
+          controller.close();
+          tell(true);
+        } else controller.enqueue(value);
+      } catch (e) {
+        tell(false);
+        controller.error(e);
+      }
+    },
+    cancel(reason) {
+      tell(false);
+      return reader.cancel(reason);
+    },
+  });
 }
 
 // A field every answer carries (the policy), to tell whether the response has them.

@@ -160,6 +160,25 @@ export function inMemory(limiter) {
 }
 
 /**
+ * The limiter of `settings`, made once: requests that arrive together before it
+ * exists all wait for the one being made (each making its own admitted every one of
+ * them, each on an empty limiter).
+ */
+export function onceLimiterOf(settings) {
+  settings.made ??= limiterOf(settings);
+  return settings.made;
+}
+
+/** Whether a response counts as successful: the user's test (awaited when it answers a
+ * promise, as express-rate-limit's may), or a status below 400. */
+export async function successful(outcome, status, ...args) {
+  if (outcome.wasSuccessful === null) return status < 400;
+  let ok = outcome.wasSuccessful(...args);
+  if (ok instanceof Promise) ok = await ok;
+  return ok === true;
+}
+
+/**
  * The limiter of `settings`, instantiating the module first if nobody did: from
  * `settings.wasm` (a compiled module, or its bytes), or in Node from the package's own
  * file. Elsewhere (Workers) without either it says what to pass.
@@ -181,8 +200,11 @@ export async function limiterOf(settings) {
   const limiter = new KeyedLimiter(settings.limiter);
   // The fields' format, its options checked now (a bad policy name, say), not at
   // every response: the same quota and window the limiter's `headers` advertise.
-  const { limit, periodMs } = settings.limiter;
-  settings.fields = rateLimitFields({ policy: settings.policy, quota: limit, windowSeconds: Math.ceil(periodMs / 1000) });
+  // Advertised as what it admits: the burst, per the time the burst refills in
+  // (`limit` per `windowMs` when the burst is the limit).
+  const { limit, periodMs, burst } = settings.limiter;
+  const refill = Math.ceil((burst * periodMs) / limit / 1000);
+  settings.fields = rateLimitFields({ policy: settings.policy, quota: burst, windowSeconds: Math.max(refill, 1) });
   return limiter;
 }
 

@@ -72,8 +72,11 @@ class RedisStore {
     } catch {
       return null;
     }
+    // The script's reply as it writes it: whole numbers, none negative. Anything else
+    // (a broken client or proxy) is not an answer, and the outage policy decides.
     const n = (i) => Number(reply?.[i]);
-    if (!Array.isArray(reply) || n(0) !== 1) return null;
+    const whole = (i) => Number.isSafeInteger(n(i)) && n(i) >= 0;
+    if (!Array.isArray(reply) || n(0) !== 1 || ![2, 3, 4, 5].every(whole)) return null;
     return {
       allowed: n(2) === 1,
       limit: this.#gcra.capacity,

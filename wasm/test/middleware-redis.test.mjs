@@ -121,6 +121,18 @@ test("bad options are errors when the middleware is made", () => {
   assert.throws(() => rateLimit({ redis: { sendCommand }, skipFailedRequests: true }), /not yet through Redis/);
 });
 
+test("a reply that is not the script's (a broken client or proxy) is no answer: the outage policy decides", async () => {
+  for (const reply of [[1, 0, 0, 0, NaN, NaN], ["1", "0", "1", "-5", "0", "0"], [1, 0, 1, 3.5, 0, 0], "OK", null]) {
+    const garbage = async (...args) => (args[0] === "SCRIPT" ? "sha" : reply);
+    const app = expressApp({ keyGenerator: () => "eve", redis: { sendCommand: garbage } });
+    await serving(app, async (get) => {
+      const r = await get("/");
+      assert.equal(r.status, 503, JSON.stringify(reply));
+      assert.equal(r.headers.get("ratelimit"), null);
+    });
+  }
+});
+
 test("Redis away: failing closed answers 503, failing open lets requests by", async () => {
   const closed = expressApp({ keyGenerator: () => "carol" });
   const open = expressApp({ keyGenerator: () => "dan", redis: { sendCommand, whenDown: "open", timeoutMs: 100 } });

@@ -230,13 +230,20 @@ test("express: settle moves a request to the cost its handler reported", async (
   });
 });
 
+/** A Hono app's answer to `path`, its body read whole (as a server sends it): its status. */
+async function statusOf(app, path, init) {
+  const r = await app.request(path, init);
+  await r.text();
+  return r.status;
+}
+
 test("hono: counting by outcome and settling a streamed body at its end", async () => {
   const app = new Hono();
   app.use("/login", rateLimiter({ limit: 2, skipSuccessfulRequests: true, keyGenerator: () => "k" }));
   app.post("/login", (c) => (c.req.query("pw") === "right" ? c.text("in") : c.text("no", 401)));
-  for (let i = 0; i < 5; i++) assert.equal((await app.request("/login?pw=right", { method: "POST" })).status, 200);
-  for (let i = 0; i < 2; i++) assert.equal((await app.request("/login?pw=wrong", { method: "POST" })).status, 401);
-  assert.equal((await app.request("/login?pw=right", { method: "POST" })).status, 429);
+  for (let i = 0; i < 5; i++) assert.equal(await statusOf(app, "/login?pw=right", { method: "POST" }), 200);
+  for (let i = 0; i < 2; i++) assert.equal(await statusOf(app, "/login?pw=wrong", { method: "POST" }), 401);
+  assert.equal(await statusOf(app, "/login?pw=right", { method: "POST" }), 429);
 
   const streamed = new Hono();
   streamed.use(
@@ -262,4 +269,109 @@ test("hono: counting by outcome and settling a streamed body at its end", async 
     assert.equal(await r.text(), "tok tok tok ");
   }
   assert.equal((await streamed.request("/")).status, 429);
+});
+
+// What an outside attack on the middleware found, each a test.
+
+test("requests that arrive together at start share one limiter (each made its own, all admitted)", async () => {
+  const app = new Hono();
+  app.use(rateLimiter({ limit: 3, keyGenerator: () => "k" }));
+  app.get("/", (c) => c.text("ok"));
+  const statuses = await Promise.all(Array.from({ length: 20 }, () => statusOf(app, "/")));
+  assert.equal(statuses.filter((s) => s === 200).length, 3, `${statuses}`);
+  const ex = express();
+  const mw = rateLimit({ limit: 3, keyGenerator: () => "k" });
+  ex.use(mw);
+  ex.get("/", (req, res) => res.send("ok"));
+  // The middleware called for 20 requests in one turn, as a pipelined connection does.
+  const results = await Promise.all(
+    Array.from({ length: 20 }, () => new Promise((done) => {
+      const res = { statusCode: 200, headers: {}, set(f) { Object.assign(this.headers, f); return this; }, status(s) { this.statusCode = s; return this; }, json() { done(this.statusCode); }, send() { done(this.statusCode); } };
+      mw({ ip: "1.2.3.4" }, res, () => done(200));
+    })),
+  );
+  assert.equal(results.filter((s) => s === 200).length, 3, `${results}`);
+});
+
+test("an async requestWasSuccessful is awaited (a promise counted every request as failed)", async () => {
+  for (const make of ["express", "hono"]) {
+    const options = { limit: 3, keyGenerator: () => "k", skipFailedRequests: true, requestWasSuccessful: async () => true };
+    const statuses = [];
+    if (make === "express") {
+      const app = express();
+      app.use(rateLimit(options));
+      app.get("/", (req, res) => res.send("ok"));
+      await serving(app, async (get) => {
+        for (let i = 0; i < 5; i++) {
+          const r = await get("/");
+          await r.text();
+          statuses.push(r.status);
+          await settled();
+        }
+      });
+    } else {
+      const app = new Hono();
+      app.use(rateLimiter(options));
+      app.get("/", (c) => c.text("ok"));
+      for (let i = 0; i < 5; i++) {
+        statuses.push(await statusOf(app, "/"));
+        await settled();
+      }
+    }
+    assert.deepEqual(statuses, [200, 200, 200, 429, 429], make);
+  }
+});
+
+test("hono: a body the client cancels is a failure, and keeps settle's estimate", async () => {
+  const app = new Hono();
+  app.use(rateLimiter({ limit: 2, keyGenerator: () => "k", skipSuccessfulRequests: true }));
+  app.get("/", (c) => c.body(new ReadableStream({ pull(ctl) { ctl.enqueue(new TextEncoder().encode("x")); } })));
+  for (let i = 0; i < 2; i++) {
+    const r = await app.request("/");
+    assert.equal(r.status, 200);
+    await r.body.cancel(); // cut off: counts as failed
+  }
+  assert.equal((await app.request("/")).status, 429);
+});
+
+test("express: a response cut off keeps settle's estimate and counts as failed", async () => {
+  const app = express();
+  app.use(rateLimit({ limit: 2, keyGenerator: () => "k", settle: () => 0 }));
+  app.get("/", (req, res) => {
+    res.write("start");
+    setTimeout(() => res.end("end"), 200);
+  });
+  await serving(app, async (get) => {
+    for (let i = 0; i < 2; i++) {
+      const controller = new AbortController();
+      const r = await get("/", { signal: controller.signal });
+      assert.equal(r.status, 200);
+      controller.abort();
+      await new Promise((done) => setTimeout(done, 300));
+    }
+    // Both kept their estimate (settle's 0 not asked for a response cut off).
+    assert.equal((await get("/")).status, 429);
+  });
+});
+
+test("express: a custom handler that rejects is the request's error (500), not an unhandled rejection", async () => {
+  const app = express();
+  app.use(rateLimit({ limit: 1, keyGenerator: () => "k", handler: async () => { throw new Error("handler broke"); } }));
+  app.get("/", (req, res) => res.send("ok"));
+  app.use((err, req, res, next) => res.status(500).send(err.message));
+  await serving(app, async (get) => {
+    assert.equal((await get("/")).status, 200);
+    const r = await get("/");
+    assert.equal(r.status, 500);
+    assert.equal(await r.text(), "handler broke");
+  });
+});
+
+test("the fields advertise what is admitted: the burst per the time it refills in", async () => {
+  const app = new Hono();
+  app.use(rateLimiter({ limit: 5, burst: 10, windowMs: 60_000, keyGenerator: () => "k" }));
+  app.get("/", (c) => c.text("ok"));
+  const r = await app.request("/");
+  assert.equal(r.headers.get("ratelimit-policy"), '"default";q=10;w=120');
+  assert.match(r.headers.get("ratelimit"), /^"default";r=9;t=\d+$/);
 });
