@@ -114,7 +114,7 @@ descriptors:
     let stop = Arc::new(AtomicBool::new(false));
     let ask = r#"{"domain":"rl","descriptors":[{"entries":[{"key":"closed","value":"c"}]}]}"#;
     let workers = load(&server.http, ask, 2, &stop);
-    std::thread::sleep(Duration::from_millis(300));
+    std::thread::sleep(Duration::from_millis(800));
     let killed = Instant::now();
     redis.stop();
     std::thread::sleep(Duration::from_millis(500));
@@ -135,10 +135,11 @@ descriptors:
         other.is_empty(),
         "answers other than 200 and 429: {other:?}"
     );
-    // Sent well before the kill (one sent a moment before may reach Redis after).
+    // Sent well before the kill (one sent a moment before may reach Redis after it,
+    // and a loaded machine may hold a request a while).
     let before: Vec<u16> = answers
         .iter()
-        .filter(|(t, _)| *t + Duration::from_millis(50) < killed)
+        .filter(|(t, _)| *t + Duration::from_millis(300) < killed)
         .map(|a| a.1)
         .collect();
     assert!(
