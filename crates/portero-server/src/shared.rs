@@ -45,18 +45,27 @@ impl Shared {
         timeout: Duration,
         when_down: Outage,
     ) -> Result<Self, String> {
-        // Any quota: every check names its own rule's algorithm.
-        let any =
-            RedisAlgorithm::aligned_window(1, Duration::from_secs(1)).map_err(|e| e.to_string())?;
-        let limiter = RedisLimiter::connect_lazy(url, any)
-            .map_err(|e| format!("Redis at {url}: {e}"))?
+        let limiter = RedisLimiter::connect_lazy(url, any_quota()?)
+            .map_err(|e| format!("Redis at {url}: {e}"))?;
+        Self::of(limiter, prefix, timeout, when_down, false)
+    }
+
+    /// The store of `limiter`, its keys under `prefix`, waiting at most `timeout`.
+    fn of(
+        limiter: RedisLimiter,
+        prefix: &str,
+        timeout: Duration,
+        when_down: Outage,
+        cluster: bool,
+    ) -> Result<Self, String> {
+        let limiter = limiter
             .prefix(prefix)
             .map_err(|e| e.to_string())?
             .timeout(timeout);
         Ok(Self {
             limiter,
             when_down,
-            cluster: false,
+            cluster,
         })
     }
 
@@ -71,19 +80,10 @@ impl Shared {
         timeout: Duration,
         when_down: Outage,
     ) -> Result<Self, String> {
-        let any =
-            RedisAlgorithm::aligned_window(1, Duration::from_secs(1)).map_err(|e| e.to_string())?;
-        let limiter = RedisLimiter::connect_cluster(nodes, any)
+        let limiter = RedisLimiter::connect_cluster(nodes, any_quota()?)
             .await
-            .map_err(|e| format!("Redis Cluster at {nodes:?}: {e}"))?
-            .prefix(prefix)
-            .map_err(|e| e.to_string())?
-            .timeout(timeout);
-        Ok(Self {
-            limiter,
-            when_down,
-            cluster: true,
-        })
+            .map_err(|e| format!("Redis Cluster at {nodes:?}: {e}"))?;
+        Self::of(limiter, prefix, timeout, when_down, true)
     }
 
     /// Every counter of `stacked` decided, all or none: in one script call, or on a
@@ -171,6 +171,11 @@ impl Shared {
             }
         }
     }
+}
+
+/// The limiter's own quota, never used: every check names its own rule's algorithm.
+fn any_quota() -> Result<RedisAlgorithm, String> {
+    RedisAlgorithm::aligned_window(1, Duration::from_secs(1)).map_err(|e| e.to_string())
 }
 
 /// One counter of the stack: its Redis key, its algorithm, what it is asked for.

@@ -112,6 +112,25 @@ fn random_descriptor(rng: &mut StdRng) -> Descriptor {
     }
 }
 
+/// Sixty random requests of one to three descriptors (from `seed`) through `memory`
+/// and through `redis`: the same codes, limits and remaining at every step, and Redis
+/// answered every one.
+async fn same_answers(seed: u64, memory: &Gateway, redis: &Gateway) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    for step in 0..60 {
+        let n = rng.random_range(1..=3);
+        let r = request((0..n).map(|_| random_descriptor(&mut rng)).collect());
+        let in_memory = memory.decide_at(&r, now_ns()).expect("decided");
+        let in_redis = redis.decide(&r).await.expect("decided");
+        assert_eq!(
+            (in_redis.code, shape(&in_redis)),
+            (in_memory.code, shape(&in_memory)),
+            "seed {seed} step {step}: {r:?}"
+        );
+    }
+    assert_eq!(redis.stats().redis_unavailable_total(), 0);
+}
+
 /// Random requests of one to three descriptors through a gateway in memory and one in
 /// Redis: the same codes, limits and remaining at every step.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -119,22 +138,9 @@ async fn redis_answers_as_memory_does() {
     let server = LocalRedis::start().expect("redis-server");
     clear_of_the_hour(Duration::from_secs(20));
     for seed in 0..6u64 {
-        let memory = Gateway::new(tree(), 1_000, false);
         let redis = Gateway::new(tree(), 1_000, false)
             .with_redis(shared(&server.url(), &format!("seed{seed}:")));
-        let mut rng = StdRng::seed_from_u64(seed);
-        for step in 0..60 {
-            let n = rng.random_range(1..=3);
-            let r = request((0..n).map(|_| random_descriptor(&mut rng)).collect());
-            let in_memory = memory.decide_at(&r, now_ns()).expect("decided");
-            let in_redis = redis.decide(&r).await.expect("decided");
-            assert_eq!(
-                (in_redis.code, shape(&in_redis)),
-                (in_memory.code, shape(&in_memory)),
-                "seed {seed} step {step}: {r:?}"
-            );
-        }
-        assert_eq!(redis.stats().redis_unavailable_total(), 0);
+        same_answers(seed, &Gateway::new(tree(), 1_000, false), &redis).await;
     }
 }
 
@@ -147,7 +153,6 @@ async fn a_cluster_answers_as_memory_does() {
     let nodes: Vec<&str> = urls.iter().map(String::as_str).collect();
     clear_of_the_hour(Duration::from_secs(20));
     for seed in 0..4u64 {
-        let memory = Gateway::new(tree(), 1_000, false);
         let shared = Shared::cluster(
             &nodes,
             &format!("c{seed}:"),
@@ -157,19 +162,7 @@ async fn a_cluster_answers_as_memory_does() {
         .await
         .expect("the cluster answers");
         let redis = Gateway::new(tree(), 1_000, false).with_redis(shared);
-        let mut rng = StdRng::seed_from_u64(seed);
-        for step in 0..60 {
-            let n = rng.random_range(1..=3);
-            let r = request((0..n).map(|_| random_descriptor(&mut rng)).collect());
-            let in_memory = memory.decide_at(&r, now_ns()).expect("decided");
-            let in_redis = redis.decide(&r).await.expect("decided");
-            assert_eq!(
-                (in_redis.code, shape(&in_redis)),
-                (in_memory.code, shape(&in_memory)),
-                "seed {seed} step {step}: {r:?}"
-            );
-        }
-        assert_eq!(redis.stats().redis_unavailable_total(), 0);
+        same_answers(seed, &Gateway::new(tree(), 1_000, false), &redis).await;
     }
 }
 
