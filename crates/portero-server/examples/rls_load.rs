@@ -38,13 +38,14 @@ struct Args {
     #[arg(long, default_value_t = 10_000)]
     values: u64,
     /// Calls per second offered (0: closed loop).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=10_000_000))]
     rate: u64,
     /// Callers in a closed loop; connections in either.
     #[arg(long, default_value_t = 32)]
     concurrency: usize,
     /// How long to load, after one second of warm-up.
-    #[arg(long, default_value_t = 10)]
+    /// From 1 to 86,400: every instant it schedules then stays far from overflowing.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     seconds: u64,
     /// A label for the line printed.
     #[arg(long, default_value = "service")]
@@ -175,7 +176,8 @@ async fn open_loop(
     let total = (args.rate * (args.seconds + 1)) as usize;
     let mut calls = Vec::with_capacity(total);
     for i in 0..total {
-        let due = start + every * i as u32;
+        // Within the ceilings on rate and seconds: at most a day past `start`.
+        let due = start + every * u32::try_from(i)?;
         // The timer wakes to the millisecond: sleep to within one, then yield
         // (answers are read meanwhile) until the call is due.
         if let Some(far) = due.checked_duration_since(Instant::now()) {

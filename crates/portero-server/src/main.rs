@@ -40,7 +40,8 @@ struct Args {
     /// How often the files are read again for changes, in milliseconds (0: never). A
     /// changed file that loads replaces the configuration, keeping the counters of
     /// unchanged rules; one that does not is refused, and the previous stays.
-    #[arg(long, default_value_t = 1_000)]
+    /// At most an hour: a longer interval is an error, not a timer that overflows.
+    #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(0..=3_600_000))]
     reload_ms: u64,
     /// Count in Redis (`redis://host:port`) instead of this process's memory: every
     /// instance naming the same Redis shares every limit. The server starts while
@@ -57,7 +58,8 @@ struct Args {
     redis_prefix: String,
     /// How long a check waits for Redis, in milliseconds, before the outage policies
     /// answer.
-    #[arg(long, default_value_t = 50)]
+    /// From 1 to 60,000.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=60_000))]
     redis_timeout_ms: u64,
     /// What a rule without its own `when_down` answers while Redis is away: `open`
     /// (admit), `closed` (refuse) or `local` (count in this instance's memory).
@@ -127,7 +129,7 @@ async fn main() {
             std::process::exit(2);
         }
     };
-    let timeout = std::time::Duration::from_millis(args.redis_timeout_ms.max(1));
+    let timeout = std::time::Duration::from_millis(args.redis_timeout_ms);
     let shared = if let Some(url) = &args.redis {
         Some(Shared::new(
             url,
