@@ -437,3 +437,57 @@ async fn plans_of_mixed_stores_each_count_where_they_live() {
     assert_eq!(left(&shared, "pro-ann").await, 9_300);
     assert_eq!(left(&shared, "free-bo").await, 10_000);
 }
+
+/// 200 requests at once, each on its own key of a Redis limit behind `InFlight`, then
+/// a local limit of 10 taken after Redis (it has room when asked): the 190 it refuses
+/// give their Redis units back, each on its own key — nothing kept through the cap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_at_once_through_a_capped_redis_limit_keep_nothing() {
+    use portero_http::InFlight;
+    let server = LocalRedis::start().expect("redis-server for this test");
+    let tokens = limiter(&server, "capped200").await;
+    let redis = Limit::new(
+        InFlight::new(tokens.clone(), 4).unwrap(),
+        Policy::for_quota("tokens", &quota()).unwrap(),
+        api_key(),
+    )
+    .cost(|_, _, _| 500)
+    .settle(|head| head.units("x-usage-tokens"));
+    let ten = Quota::per_day(10).unwrap();
+    let shared = portero::KeyedLimiter::new(portero::Gcra::new(ten), 10);
+    let local = Limit::new(
+        std::sync::Arc::new(shared),
+        Policy::for_quota("shared", &ten).unwrap(),
+        |_: &Request<Body>| Some(HeaderValue::from_static("all")),
+    );
+    let app = app(LimitLayer::new(redis).limit(local));
+    let calls: Vec<_> = (0..200)
+        .map(|i| {
+            let app = app.clone();
+            tokio::spawn(async move {
+                let key = format!("k{i}");
+                let r = app
+                    .oneshot(request("/complete", &key, ("x-use", "500")))
+                    .await
+                    .unwrap();
+                (key, r.status())
+            })
+        })
+        .collect();
+    let mut through = 0;
+    let mut keys = Vec::new();
+    for call in calls {
+        let (key, status) = call.await.unwrap();
+        through += usize::from(status == StatusCode::OK);
+        keys.push(key);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut used = 0;
+    for key in keys {
+        let key: &'static str = Box::leak(key.into_boxed_str());
+        used += 10_000 - left(&tokens, key).await;
+    }
+    println!("{through} of 200 through; {used} Redis units used (500 each admitted)");
+    assert_eq!(through, 10);
+    assert_eq!(used, 500 * 10, "the refused kept {} units", used - 5_000);
+}
