@@ -25,12 +25,14 @@ fn main() {
     let burst = NonZeroU32::new(u32::MAX).expect("non-zero");
     let governor =
         governor::RateLimiter::direct(governor::Quota::per_second(rate).allow_burst(burst));
-    let mut best = [f64::INFINITY; 4];
+    let forever = std::time::Duration::from_secs(3_600);
+    let mut best = [f64::INFINITY; 5];
     let names = [
         "portero check()",
         "portero until_ready().await",
         "governor until_ready().await",
         "governor check()",
+        "portero reserve(1).ready().await",
     ];
     rt.block_on(async {
         for _ in 0..5 {
@@ -54,6 +56,14 @@ fn main() {
                 black_box(governor.check().is_ok());
             }
             best[3] = best[3].min(t.elapsed().as_nanos() as f64 / f64::from(N));
+            let t = Instant::now();
+            for _ in 0..N {
+                match portero.reserve(1, forever) {
+                    Ok(turn) => turn.ready().await,
+                    Err(e) => panic!("{e}"),
+                }
+            }
+            best[4] = best[4].min(t.elapsed().as_nanos() as f64 / f64::from(N));
         }
     });
     for (name, ns) in names.iter().zip(best) {
@@ -62,5 +72,9 @@ fn main() {
     println!(
         "portero until_ready vs governor's: {:.2}x governor's speed",
         best[2] / best[1]
+    );
+    println!(
+        "portero reserve(1).ready() vs governor's until_ready: {:.2}x governor's speed",
+        best[2] / best[4]
     );
 }

@@ -62,6 +62,7 @@ impl Gcra {
     /// request as if it arrived at the first instant it conforms (saturating: a TAT
     /// near the top of the range only makes the wait longer; callers cap the wait
     /// before they write). The one formula of every GCRA wait, direct and keyed.
+    #[inline]
     pub(crate) fn booking(&self, tat: u64, now: u64, cost: u64) -> (u64, u64) {
         let increment = cost.saturating_mul(self.quota.interval_nanos());
         let span = self.quota.capacity_nanos();

@@ -214,6 +214,11 @@ impl<K: ?Sized, A: Algorithm + Copy, C: Clock> KeyedReservation<'_, K, A, C> {
         gave
     }
 
+    /// Marks the units used: nothing is given back.
+    fn mark_done(&mut self) {
+        self.done = true;
+    }
+
     fn give_back(&self) -> bool {
         let Some(admission) = self.admission.as_ref().filter(|_| !self.done) else {
             return false;

@@ -39,7 +39,7 @@
 //! waits; keyed GCRA waits book their key's turn (see `KeyedLimiter::until_key_ready`).
 
 // What every booked turn (a reservation, a keyed reservation) answers, defined once:
-// a type with `ready_at: u64` and `done: bool` (a turn not done is cancelled on drop).
+// a type with `ready_at: u64` and a `mark_done` (a turn not done is cancelled on drop).
 macro_rules! turn_accessors {
     () => {
         /// When the units may be used (ns on the limiter's clock).
@@ -54,8 +54,9 @@ macro_rules! turn_accessors {
 
         /// Uses the units (at or after [`ready_at`](Self::ready_at): the booking says
         /// when, the caller keeps to it).
+        #[inline]
         pub fn commit(mut self) {
-            self.done = true;
+            self.mark_done();
         }
     };
 }

@@ -95,14 +95,13 @@ impl core::error::Error for ReserveError {}
 #[derive(Debug)]
 #[must_use = "dropping a reservation cancels it"]
 pub struct Reservation<'a, C: Clock> {
-    limiter: Handle<'a, C>,
+    // The limiter to give back to; `None` once used or cancelled. (No flag beside it:
+    // the reservation moves into the future that awaits it, and copying a flag's byte
+    // store as part of a word stalls the store buffer, a fifth of an admitted wait.)
+    limiter: Option<Handle<'a, C>>,
     ready_at: u64,
     // What the booking took and wrote: a cancel gives it back as a refund would.
     pub(crate) admission: Admission,
-    // Whether the slot was ready at the booking's own `now` (read by the tokio wait).
-    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
-    ready_now: bool,
-    done: bool,
 }
 
 /// The limiter a reservation gives back to: borrowed, or shared (a reservation that
@@ -139,16 +138,15 @@ impl<C: Clock> RateLimiter<Gcra, C> {
         let note = self.refunds_note();
         let (ready_at, before, after) = self.book(now, cost, max_wait)?;
         Ok(Reservation {
-            limiter: Handle::Shared(self.clone()),
+            limiter: Some(Handle::Shared(self.clone())),
             ready_at,
             admission: Admission::of_word(now, cost, before, after, note.total)
                 .placed_if(self.refunds_placed(&note)),
-            ready_now: ready_at <= now,
-            done: false,
         })
     }
 
     /// Books `cost` units now, to be used when the reservation is ready.
+    #[inline]
     pub fn reserve(
         &self,
         cost: u64,
@@ -174,6 +172,7 @@ impl<C: Clock> RateLimiter<Gcra, C> {
     /// assert_eq!(slots, [0, 100_000_000, 200_000_000, 300_000_000, 400_000_000]);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    #[inline]
     pub fn reserve_at(
         &self,
         now: u64,
@@ -183,16 +182,15 @@ impl<C: Clock> RateLimiter<Gcra, C> {
         let note = self.refunds_note();
         let (ready_at, before, after) = self.book(now, cost, max_wait)?;
         Ok(Reservation {
-            limiter: Handle::Borrowed(self),
+            limiter: Some(Handle::Borrowed(self)),
             ready_at,
             admission: Admission::of_word(now, cost, before, after, note.total)
                 .placed_if(self.refunds_placed(&note)),
-            ready_now: ready_at <= now,
-            done: false,
         })
     }
 
     /// The booking's CAS: when it is ready, the TAT it found and the one it wrote.
+    #[inline]
     fn book(
         &self,
         now: u64,
@@ -216,11 +214,15 @@ impl<C: Clock> RateLimiter<Gcra, C> {
     }
 }
 
-/// `max_wait` in nanoseconds, capped at [`MAX_WAIT_NANOS`].
+/// `max_wait` in nanoseconds, capped at [`MAX_WAIT_NANOS`] (in `u64`: every wait
+/// reads it, and the 128-bit `as_nanos` costs a division).
+#[inline]
 pub(crate) fn wait_cap(max_wait: Duration) -> u64 {
-    u64::try_from(max_wait.as_nanos())
-        .unwrap_or(u64::MAX)
-        .min(MAX_WAIT_NANOS)
+    max_wait
+        .as_secs()
+        .checked_mul(1_000_000_000)
+        .and_then(|ns| ns.checked_add(u64::from(max_wait.subsec_nanos())))
+        .map_or(MAX_WAIT_NANOS, |ns| ns.min(MAX_WAIT_NANOS))
 }
 
 impl<'a, C: Clock> Reservation<'a, C> {
@@ -230,37 +232,58 @@ impl<'a, C: Clock> Reservation<'a, C> {
     /// returns whether anything was given back (nothing, when the whole slot already
     /// lies behind the limiter's time).
     pub fn cancel(mut self) -> bool {
-        self.done = true;
         self.give_back(None)
     }
 
     /// [`cancel`](Self::cancel) at `now` on the caller's axis (the axis it was booked
     /// on, no earlier than any check since).
     pub fn cancel_at(mut self, now: u64) -> bool {
-        self.done = true;
         self.give_back(Some(now))
     }
 
-    fn give_back(&self, now: Option<u64>) -> bool {
-        self.limiter
-            .refund_with(&self.admission, now)
-            .is_some_and(|(before, after)| after != before)
+    /// Gives back once: the reservation is done after it.
+    fn give_back(&mut self, now: Option<u64>) -> bool {
+        self.limiter.take().is_some_and(|limiter| {
+            limiter
+                .refund_with(&self.admission, now)
+                .is_some_and(|(before, after)| after != before)
+        })
+    }
+
+    /// Marks the units used: nothing is given back.
+    #[inline]
+    fn mark_done(&mut self) {
+        self.limiter = None;
     }
 
     /// Waits (tokio's timer) until the units may be used, then uses them. Dropped
     /// while waiting (a cancelled task), the reservation is cancelled.
     #[cfg(feature = "tokio")]
+    #[inline]
     pub fn ready(self) -> Ready<'a, C> {
         // Ready when booked (the common case under the rate): no second clock read and
         // no timer, so the future stays two words and a reservation.
-        let sleep = (!self.ready_now)
-            .then(|| self.wait_from(self.limiter.clock().now()))
-            .filter(|wait| !wait.is_zero())
-            .map(|wait| alloc::boxed::Box::pin(tokio::time::sleep(wait)));
+        // Ready at the booking's own `now`.
+        let sleep = if self.ready_at <= self.admission.at() {
+            None
+        } else {
+            self.sleep_until_ready()
+        };
         Ready {
-            reservation: Some(self),
+            reservation: self,
             sleep,
         }
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl<C: Clock> Reservation<'_, C> {
+    /// The timer of a slot still ahead (out of line: the ready path stays short).
+    #[cold]
+    fn sleep_until_ready(&self) -> Option<core::pin::Pin<alloc::boxed::Box<tokio::time::Sleep>>> {
+        let now = self.limiter.as_ref().map_or(0, |l| l.clock().now());
+        let wait = self.wait_from(now);
+        (!wait.is_zero()).then(|| alloc::boxed::Box::pin(tokio::time::sleep(wait)))
     }
 }
 
@@ -269,7 +292,9 @@ impl<'a, C: Clock> Reservation<'a, C> {
 #[derive(Debug)]
 #[must_use = "a future does nothing unless awaited"]
 pub struct Ready<'a, C: Clock> {
-    reservation: Option<Reservation<'a, C>>,
+    // Committed in place when ready (a move of the reservation costs more than the
+    // rest of an admitted wait); dropped before that, it cancels.
+    reservation: Reservation<'a, C>,
     // Only when the slot is still ahead: a timer is boxed, since a wait dwarfs it.
     sleep: Option<core::pin::Pin<alloc::boxed::Box<tokio::time::Sleep>>>,
 }
@@ -278,6 +303,7 @@ pub struct Ready<'a, C: Clock> {
 impl<C: Clock> core::future::Future for Ready<'_, C> {
     type Output = ();
 
+    #[inline]
     fn poll(
         mut self: core::pin::Pin<&mut Self>,
         cx: &mut core::task::Context<'_>,
@@ -287,18 +313,15 @@ impl<C: Clock> core::future::Future for Ready<'_, C> {
                 return core::task::Poll::Pending;
             }
         }
-        if let Some(r) = self.reservation.take() {
-            r.commit();
-        }
+        self.reservation.mark_done();
         core::task::Poll::Ready(())
     }
 }
 
 impl<C: Clock> Drop for Reservation<'_, C> {
+    #[inline]
     fn drop(&mut self) {
-        if !self.done {
-            self.give_back(None);
-        }
+        self.give_back(None);
     }
 }
 
