@@ -187,7 +187,11 @@ const SEEN_QUIET: u64 = 4;
 const SEEN_QUIET_PART: u64 = 5;
 /// What a noted total's high half is stored above, times four: the lowest bit says
 /// whether this is a part ([`Admission::part`]), the next whether its place is known.
+/// (A multiple of four, so a tag's two lowest bits are its flags.)
 const NOTED: u64 = 8;
+/// The bit of every tag but [`NO_WORD`] saying the admission is a part whose request
+/// stays: [`SEEN_PART`] is `SEEN | PART`, [`SEEN_QUIET_PART`] is `SEEN_QUIET | PART`.
+const PART: u64 = 1;
 /// The bit of a noted tag saying the admission's place is known.
 const PLACED: u64 = 2;
 /// How far other refunds moved a word when no ledger says: as far as can be.
@@ -280,8 +284,9 @@ impl Admission {
     /// The noted total of the word's ledger, if the admission noted one.
     pub(crate) const fn noted_total(&self) -> Option<u128> {
         match self.ledger {
+            // The flags below bit 2; the high half above (disjoint halves: `+`).
             (tag, low) if tag.get() >= NOTED => {
-                Some(((((tag.get() - NOTED) >> 2) as u128) << 64) | low as u128)
+                Some(((((tag.get() - NOTED) >> 2) as u128) << 64) + low as u128)
             }
             _ => None,
         }
@@ -296,7 +301,7 @@ impl Admission {
             (Some(noted), Some((before, after))) => Some((
                 noted + before as u128,
                 noted + after as u128,
-                (self.ledger.0.get() - NOTED) & PLACED != 0,
+                self.ledger.0.get() & PLACED != 0,
             )),
             _ => None,
         }
@@ -332,15 +337,11 @@ impl Admission {
     /// ```
     pub const fn part(self, units: u64) -> Self {
         let cost = if units < self.cost { units } else { self.cost };
-        let ledger = match self.ledger {
-            (tag, low) if tag.get() >= NOTED => tagged(tag.get() | 1, low),
-            (tag, low) if tag.get() == SEEN => tagged(SEEN_PART, low),
-            (tag, _) if tag.get() == SEEN_QUIET => tagged(SEEN_QUIET_PART, 0),
-            other => other,
-        };
+        // Every tag's part is the tag with `PART` set (`NO_WORD` has it already).
+        let (tag, low) = self.ledger;
         Self {
             cost,
-            ledger,
+            ledger: tagged(tag.get() | PART, low),
             ..self
         }
     }
@@ -364,7 +365,7 @@ impl Admission {
     /// Whether this is a [`part`](Self::part) of an admission whose request stays.
     pub const fn keeps_request(&self) -> bool {
         let tag = self.ledger.0.get();
-        tag == SEEN_PART || tag == SEEN_QUIET_PART || (tag >= NOTED && (tag - NOTED) & 1 == 1)
+        tag != NO_WORD && tag & PART == PART
     }
 
     /// Whether another refund may have moved the word back since this admission wrote
@@ -573,7 +574,8 @@ impl RefundLedger {
         use crate::sync::Ordering::Acquire;
         let high = self.high.load(Acquire);
         let low = self.low.load(Acquire);
-        ((high as u128) << 64) | low as u128
+        // Disjoint halves: `+` is `|`.
+        ((high as u128) << 64) + low as u128
     }
 
     /// What an admission notes before it writes (no lock): the total, and the turn.
@@ -731,11 +733,11 @@ pub(crate) fn schedule_refund(
     if state.saturating_sub(now) > span {
         return state;
     }
-    // The instant the admission's own debt ended; without the word, the earliest it
-    // can have been (no backlog ahead of it), which only gives back less.
-    let wrote = admission
-        .after()
-        .unwrap_or(admission.at.saturating_add(increment));
+    // The instant the admission's own debt ended (an admission the ledger speaks
+    // for has its word).
+    let Some(wrote) = admission.after() else {
+        return state;
+    };
     let still_ahead = wrote.saturating_sub(moved).saturating_sub(now);
     let ahead = increment.min(still_ahead);
     state.saturating_sub(ahead).max(state.min(now))
@@ -765,3 +767,6 @@ pub(crate) fn quota_refund(quota: &Quota, state: u64, admission: &Admission, now
     let increment = admission.cost().saturating_mul(quota.interval_nanos());
     schedule_refund(state, admission, now, increment, quota.capacity_nanos())
 }
+
+#[cfg(test)]
+mod tests;
