@@ -80,6 +80,7 @@ pub mod admission;
 pub mod clock;
 mod decision;
 mod quota;
+mod refund_ledger;
 mod refund_log;
 mod sync;
 #[cfg(feature = "tokio")]

@@ -5,11 +5,10 @@
 //! rule that only gives back less.
 
 use super::{
-    origin_of, quota_charge, quota_refund, schedule_refund, Admission, RefundLedger, Seen,
-    Settlement, ANY_ORIGIN, MAX_DEBT_NANOS, UNKNOWN,
+    origin_of, quota_charge, quota_refund, schedule_refund, Admission, Seen, Settlement,
+    ANY_ORIGIN, MAX_DEBT_NANOS, UNKNOWN,
 };
 use crate::quota::Quota;
-use crate::refund_log::RunLog;
 
 const TWO_64: u128 = 1 << 64;
 
@@ -49,11 +48,21 @@ fn a_noted_total_comes_back_whole_up_to_the_largest_the_tag_holds() {
 #[test]
 fn a_place_is_the_word_shifted_by_the_noted_total_and_known_only_when_placed() {
     let total = (3 << 64) + 40;
-    assert_eq!(noted(total).place(), Some((total + 1_000, total + 2_000, false)));
+    assert_eq!(
+        noted(total).place(),
+        Some((total + 1_000, total + 2_000, false))
+    );
     let placed = noted(total).placed_if(true);
     assert_eq!(placed.place(), Some((total + 1_000, total + 2_000, true)));
-    assert_eq!(placed.noted_total(), Some(total), "the flag leaves the total");
-    assert_eq!(noted(total).placed_if(false).place().map(|p| p.2), Some(false));
+    assert_eq!(
+        placed.noted_total(),
+        Some(total),
+        "the flag leaves the total"
+    );
+    assert_eq!(
+        noted(total).placed_if(false).place().map(|p| p.2),
+        Some(false)
+    );
     // Placed twice is still placed; a part keeps its place and is still a part.
     assert_eq!(placed.placed_if(true).place().map(|p| p.2), Some(true));
     let part = noted(total).part(4).placed_if(true);
@@ -106,7 +115,10 @@ fn settling_charges_the_excess_keeps_the_estimate_or_gives_back_the_difference()
     match noted(0).settled_at(0) {
         Settlement::GiveBack(a) => {
             assert_eq!(a.cost(), 10);
-            assert!(!a.keeps_request(), "a real cost of 0 is the whole admission");
+            assert!(
+                !a.keeps_request(),
+                "a real cost of 0 is the whole admission"
+            );
         }
         _ => panic!("0 gives back"),
     }
@@ -134,7 +146,10 @@ fn what_a_refund_reads_of_its_ledger() {
     assert_eq!(seen(&x, 12, 20).moved_since(), Some(0), "never below 0");
     assert!(seen(&x, 12, 20).others_given_back(), "moved, if not ahead");
     // The largest distance that fits, and beyond: unknown (nothing by the rule).
-    assert_eq!(seen(&x, 5 + u128::from(UNKNOWN) - 1, 0).moved_since(), Some(UNKNOWN - 1));
+    assert_eq!(
+        seen(&x, 5 + u128::from(UNKNOWN) - 1, 0).moved_since(),
+        Some(UNKNOWN - 1)
+    );
     assert_eq!(seen(&x, 5 + u128::from(UNKNOWN), 0).moved_since(), None);
     assert_eq!(seen(&x, 5 + TWO_64 + 5, 0).moved_since(), None);
     // A total below the noted one, or no ledger: unknown.
@@ -157,16 +172,33 @@ fn what_a_refund_reads_of_its_ledger() {
 fn an_undo_only_while_the_word_is_as_written_and_nothing_moved_it() {
     let refund_to = |r: u64| move |_: &Admission, _: u64| Some(r);
     let quiet = Some(Seen::total(5));
-    assert_eq!(noted(5).give_back_with(2_000, 150, quiet, refund_to(1_500)), Some((1_000, true)));
+    assert_eq!(
+        noted(5).give_back_with(2_000, 150, quiet, refund_to(1_500)),
+        Some((1_000, true))
+    );
     // The word moved on: the algorithm's refund.
-    assert_eq!(noted(5).give_back_with(2_001, 150, quiet, refund_to(1_500)), Some((1_500, false)));
+    assert_eq!(
+        noted(5).give_back_with(2_001, 150, quiet, refund_to(1_500)),
+        Some((1_500, false))
+    );
     // Another refund moved it (the same word can come back): no undo.
     let moved = Some(Seen::total(6));
-    assert_eq!(noted(5).give_back_with(2_000, 150, moved, refund_to(1_500)), Some((1_500, false)));
+    assert_eq!(
+        noted(5).give_back_with(2_000, 150, moved, refund_to(1_500)),
+        Some((1_500, false))
+    );
     // A part never undoes the whole.
-    assert_eq!(noted(5).part(3).give_back_with(2_000, 150, quiet, refund_to(1_500)), Some((1_500, false)));
+    assert_eq!(
+        noted(5)
+            .part(3)
+            .give_back_with(2_000, 150, quiet, refund_to(1_500)),
+        Some((1_500, false))
+    );
     // An algorithm that gives nothing back: nothing.
-    assert_eq!(noted(5).give_back_with(2_000, 150, quiet, |_, _| None), None);
+    assert_eq!(
+        noted(5).give_back_with(2_000, 150, quiet, |_, _| None),
+        None
+    );
     // The refund's time is never before the admission's.
     let mut told = None;
     noted(5).give_back_with(2_001, 40, quiet, |_, now| {
@@ -177,7 +209,11 @@ fn an_undo_only_while_the_word_is_as_written_and_nothing_moved_it() {
     // `undo` alone: the word it found, while the state is the one it wrote.
     assert_eq!(noted(0).undo(2_000), Some(1_000));
     assert_eq!(noted(0).undo(1_999), None);
-    assert_eq!(Admission::new(5, 9).undo(0), None, "no word: nothing to restore");
+    assert_eq!(
+        Admission::new(5, 9).undo(0),
+        None,
+        "no word: nothing to restore"
+    );
 }
 
 #[test]
@@ -186,7 +222,10 @@ fn words_are_known_only_for_admissions_that_wrote_one() {
     assert_eq!((bare.before(), bare.after()), (None, None));
     let log = Admission::of_log(5, 9, 77);
     assert_eq!((log.log_drops(), log.before(), log.cost()), (77, None, 9));
-    assert_eq!((noted(0).before(), noted(0).after()), (Some(1_000), Some(2_000)));
+    assert_eq!(
+        (noted(0).before(), noted(0).after()),
+        (Some(1_000), Some(2_000))
+    );
 }
 
 #[test]
@@ -199,70 +238,14 @@ fn origins_tell_words_apart_and_are_never_the_any_origin() {
     assert_ne!(origin_of(3, 1), origin_of(4, 1), "two ledgers");
     // The one tag that would mix to the any-origin is moved off it.
     let ledger = 11u64;
-    assert_eq!(origin_of(ledger, ledger.wrapping_mul(0x9E37_79B9_7F4A_7C15)), 1);
+    assert_eq!(
+        origin_of(ledger, ledger.wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+        1
+    );
     let stamped = noted(0).taken_from(origin_of(3, 1));
     assert!(stamped.is_stamped() && stamped.is_from(origin_of(3, 1)));
     assert!(!stamped.is_from(origin_of(3, 2)));
     assert!(!noted(0).is_stamped() && noted(0).is_from(origin_of(3, 2)));
-}
-
-#[test]
-fn the_ledger_adds_what_refunds_moved_carrying_into_its_high_half() {
-    let ledger = RefundLedger::new();
-    let before = ledger.note();
-    assert_eq!(before.total, 0);
-    assert!(ledger.placed(&before), "no refund since");
-    ledger.refunding(|total| {
-        assert_eq!(total, 0);
-        // A note taken while a refund runs is never placed.
-        let during = ledger.note();
-        assert!(!ledger.placed(&during));
-        ((), u64::MAX)
-    });
-    assert!(!ledger.placed(&before), "a refund ran");
-    ledger.refunding(|total| {
-        assert_eq!(total, u128::from(u64::MAX));
-        ((), 5)
-    });
-    assert_eq!(ledger.noted(), TWO_64 + 4);
-    let after = ledger.note();
-    ledger.refunding(|_| ((), 0));
-    assert_eq!(ledger.noted(), TWO_64 + 4, "nothing moved: nothing added");
-    assert!(!ledger.placed(&after), "still a turn taken");
-    let others = [RefundLedger::new(), RefundLedger::new()];
-    RefundLedger::all_back(&others, || {});
-    for l in &others {
-        assert_eq!(l.noted(), u128::from(u64::MAX));
-        assert_eq!(l.note().turn % 2, 0, "the turn is over");
-    }
-}
-
-#[test]
-fn a_refund_subtracts_only_what_was_given_back_behind_its_place() {
-    let ledger = RefundLedger::new();
-    let log: RunLog = RunLog::new();
-    let owner = 9;
-    // X holds [1000, 2000), Y after it [2000, 3000), both placed at a total of 0.
-    let x = Admission::of_word(0, 1, 1_000, 2_000, 0).placed_if(true);
-    let y = Admission::of_word(0, 1, 2_000, 3_000, 0).placed_if(true);
-    ledger.giving_back(&log, owner, &y, |seen| {
-        assert_eq!((seen.total, seen.behind), (0, 0), "nothing since Y");
-        ((), 600)
-    });
-    assert_eq!(log.behind(owner, 2_000), 600, "Y's give-back is logged at its place");
-    ledger.giving_back(&log, owner, &x, |seen| {
-        assert_eq!((seen.total, seen.behind), (600, 600), "Y lay behind X");
-        ((), 0)
-    });
-    // Not placed: nothing known to lie behind. Nothing given back: nothing logged.
-    let z = Admission::of_word(0, 1, 1_000, 2_000, 0);
-    ledger.giving_back(&log, owner, &z, |seen| {
-        assert_eq!((seen.total, seen.behind), (600, 0));
-        ((), 0)
-    });
-    assert_eq!(log.behind(owner, 0), 600);
-    // Another owner's log says nothing.
-    assert_eq!(log.behind(owner + 1, 0), 0);
 }
 
 #[test]
@@ -272,27 +255,64 @@ fn a_schedule_gives_back_what_still_lies_ahead_never_below_now() {
     let quiet = seen(&x(), 0, 0);
     assert_eq!(schedule_refund(300, &quiet, 50, 100, 1_000), 250);
     // Others gave back 30 ahead of it since: 30 less.
-    assert_eq!(schedule_refund(300, &seen(&x(), 30, 0), 50, 100, 1_000), 280);
+    assert_eq!(
+        schedule_refund(300, &seen(&x(), 30, 0), 50, 100, 1_000),
+        280
+    );
     // Never below now.
     assert_eq!(schedule_refund(60, &quiet, 50, 100, 1_000), 50);
-    assert_eq!(schedule_refund(40, &quiet, 50, 100, 1_000), 40, "already paid off");
+    assert_eq!(
+        schedule_refund(40, &quiet, 50, 100, 1_000),
+        40,
+        "already paid off"
+    );
     // At most the admission's own increment.
-    assert_eq!(schedule_refund(900, &seen(&Admission::of_word(0, 1, 0, 700, 0), 0, 0), 50, 100, 1_000), 800);
+    assert_eq!(
+        schedule_refund(
+            900,
+            &seen(&Admission::of_word(0, 1, 0, 700, 0), 0, 0),
+            50,
+            100,
+            1_000
+        ),
+        800
+    );
     // A booking's turn still ahead (more than the span past now): nothing.
     assert_eq!(schedule_refund(1_051, &quiet, 50, 100, 1_000), 1_051);
-    assert_eq!(schedule_refund(1_050, &quiet, 50, 100, 1_000), 1_000, "exactly the span");
+    assert_eq!(
+        schedule_refund(1_050, &quiet, 50, 100, 1_000),
+        1_000,
+        "exactly the span"
+    );
     // Unknown distance, or no word: nothing.
-    assert_eq!(schedule_refund(300, &x().seen_at(None), 50, 100, 1_000), 300);
-    assert_eq!(schedule_refund(300, &Admission::new(0, 1), 50, 100, 1_000), 300);
+    assert_eq!(
+        schedule_refund(300, &x().seen_at(None), 50, 100, 1_000),
+        300
+    );
+    assert_eq!(
+        schedule_refund(300, &Admission::new(0, 1), 50, 100, 1_000),
+        300
+    );
 }
 
 #[test]
 fn a_charge_moves_the_word_on_by_its_units_up_to_the_debt_cap() {
     let quota = Quota::per_second(100).unwrap(); // T = 10 ms
     let t = 10_000_000;
-    assert_eq!(quota_charge(&quota, 0, 5 * t, 2), 7 * t, "from now when paid off");
-    assert_eq!(quota_charge(&quota, 9 * t, 5 * t, 2), 11 * t, "from the word in debt");
-    assert_eq!(quota_charge(&quota, 0, 5 * t, u64::MAX), 5 * t + MAX_DEBT_NANOS);
+    assert_eq!(
+        quota_charge(&quota, 0, 5 * t, 2),
+        7 * t,
+        "from now when paid off"
+    );
+    assert_eq!(
+        quota_charge(&quota, 9 * t, 5 * t, 2),
+        11 * t,
+        "from the word in debt"
+    );
+    assert_eq!(
+        quota_charge(&quota, 0, 5 * t, u64::MAX),
+        5 * t + MAX_DEBT_NANOS
+    );
     let beyond = 5 * t + MAX_DEBT_NANOS + 1;
     assert_eq!(quota_charge(&quota, beyond, 5 * t, 1), beyond, "never back");
     // The refund of a schedule of this quota: cost·T, within the burst's span.

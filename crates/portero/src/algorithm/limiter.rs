@@ -2,11 +2,12 @@
 
 use crossbeam_utils::CachePadded;
 
-use crate::admission::{Acquired, Admission, Note, RefundLedger, Settlement};
+use crate::admission::{Acquired, Admission, Settlement};
 use crate::algorithm::charge::{saturates, standing, Charging};
 use crate::algorithm::Algorithm;
 use crate::clock::{Clock, DefaultClock};
 use crate::decision::{CheckError, Decision};
+use crate::refund_ledger::{Note, RefundLedger};
 use crate::refund_log::RunLog;
 use crate::word::AtomicWord;
 pub use crate::word::Transition;
@@ -177,7 +178,8 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
             return None;
         }
         self.refunds
-            .giving_back(&self.given_back, 1, admission, |seen| {
+            // One word, never swept.
+            .giving_back(&self.given_back, (1, |_| false), admission, |seen| {
                 let mut done = None;
                 let mut moved = 0;
                 self.state.update(|state| {

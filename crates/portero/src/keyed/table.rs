@@ -16,9 +16,10 @@ use alloc::vec::Vec;
 
 use super::locks::BucketLocks;
 use super::slot::{pack, unpack, Slot};
-use crate::admission::{Admission, RefundLedger};
+use crate::admission::Admission;
 use crate::algorithm::Algorithm;
 use crate::decision::{Decision, KeyedError};
+use crate::refund_ledger::RefundLedger;
 use crate::refund_log::RunLog;
 use crate::sync::{AtomicU64, AtomicUsize, Ordering, Prefetcher, SpinLock, COMPACT, LOOM};
 use crate::word::Transition;
@@ -240,10 +241,11 @@ impl Table {
         word.store(new, Ordering::Release);
     }
 
-    /// Writes `fresh` (a new key and its first state) over slot `i`, which held `w`,
-    /// and publishes its hint: the one way a key enters a slot.
-    fn claim(&self, i: usize, w: u128, fresh: u128) -> bool {
-        let claimed = self.replace(i, w, fresh);
+    /// Writes `fresh` (a new key and its first state) over slot `i`, which held `w`
+    /// (idle at `idle_at`, if it says), and publishes its hint: the one way a key
+    /// enters a slot.
+    fn claim(&self, i: usize, w: u128, fresh: u128, idle_at: Option<u64>) -> bool {
+        let claimed = self.replace(i, w, fresh, idle_at);
         if claimed {
             self.set_hint(i, unpack(fresh).0);
         }
@@ -254,16 +256,24 @@ impl Table {
     /// key, the swap runs under that key's ledger and tells it the word went back by
     /// everything: an admission of the key from before gives nothing back to the key
     /// when it returns as new (evicted, reclaimed or swept; a refund either lands
-    /// before, on the old word, or sees the mark).
-    fn replace(&self, i: usize, w: u128, next: u128) -> bool {
+    /// before, on the old word, or sees the mark). A key idle at `idle_at` (swept, or
+    /// reclaimed idle) is marked as a sweep, which its neighbours' refunds read past.
+    fn replace(&self, i: usize, w: u128, next: u128, idle_at: Option<u64>) -> bool {
         let held = unpack(w).0;
         if held == 0 {
             return self.slots[i].cas(w, next).is_ok();
         }
-        self.ledger(held).refunding(|_| {
-            let replaced = self.slots[i].cas(w, next).is_ok();
-            (replaced, if replaced { u64::MAX } else { 0 })
-        })
+        let swap = || self.slots[i].cas(w, next).is_ok();
+        match idle_at {
+            Some(now) => self.ledger(held).sweeping(now, || {
+                let replaced = swap();
+                (replaced, replaced)
+            }),
+            None => self.ledger(held).refunding(|_| {
+                let replaced = swap();
+                (replaced, if replaced { u64::MAX } else { 0 })
+            }),
+        }
     }
 
     /// The hot path: the key is present; one CAS over (fingerprint, state). `None` if
@@ -351,7 +361,7 @@ impl Table {
                 for b in [emptier, other] {
                     for i in b * BUCKET..(b + 1) * BUCKET {
                         // Only inserts fill empty slots, and we hold both buckets' locks.
-                        if self.claim(i, 0, fresh) {
+                        if self.claim(i, 0, fresh, None) {
                             return Ok(decision);
                         }
                     }
@@ -364,7 +374,7 @@ impl Table {
             for b in buckets {
                 for (i, w, reset) in self.held_in(a, b, now) {
                     if reset == 0 {
-                        if self.claim(i, w, fresh) {
+                        if self.claim(i, w, fresh, Some(now)) {
                             return Ok(decision);
                         }
                         raced = true;
@@ -375,7 +385,7 @@ impl Table {
             }
             match (self.overflow, soonest) {
                 (Overflow::EvictSoonestFull, Some((i, w, _))) => {
-                    if self.claim(i, w, fresh) {
+                    if self.claim(i, w, fresh, None) {
                         return Ok(decision);
                     }
                     // The key chosen was checked (or reset) meanwhile: choose again.
@@ -407,7 +417,7 @@ impl Table {
                 let Some((i, w, _)) = soonest else {
                     break; // an empty bucket too: the next
                 };
-                if self.replace(i, w, 0) {
+                if self.replace(i, w, 0, None) {
                     self.keys.fetch_sub(1, Ordering::Relaxed);
                     return true;
                 }
@@ -515,23 +525,28 @@ impl Table {
         let p = self.probe(tag);
         // The log by bits the buckets do not use: keys of one ledger spread over logs.
         let log = &self.logs[reduce(tag.rotate_left(24), self.logs.len())];
-        self.ledger(tag).giving_back(log, tag, admission, |seen| {
-            while let Some((i, w)) = self.find(p) {
-                let state = unpack(w).1;
-                let Some((next, undo)) = admission.give_back_ledgered(a, state, now(), Some(seen))
-                else {
-                    return (None, 0);
-                };
-                if next == state {
-                    return (Some((state, next)), 0);
+        // Its key was not among the keys a sweep since dropped when the word it wrote
+        // was not idle at the sweep's time.
+        let held_at = |t| admission.after().is_some_and(|w| !is_idle(a, w, t));
+        self.ledger(tag)
+            .giving_back(log, (tag, held_at), admission, |seen| {
+                while let Some((i, w)) = self.find(p) {
+                    let state = unpack(w).1;
+                    let Some((next, undo)) =
+                        admission.give_back_ledgered(a, state, now(), Some(seen))
+                    else {
+                        return (None, 0);
+                    };
+                    if next == state {
+                        return (Some((state, next)), 0);
+                    }
+                    if self.slots[i].cas(w, pack(tag, next)).is_ok() {
+                        let moved = if undo { 0 } else { state.abs_diff(next) };
+                        return (Some((state, next)), moved);
+                    }
                 }
-                if self.slots[i].cas(w, pack(tag, next)).is_ok() {
-                    let moved = if undo { 0 } else { state.abs_diff(next) };
-                    return (Some((state, next)), moved);
-                }
-            }
-            (None, 0)
-        })
+                (None, 0)
+            })
     }
 
     /// Drops every key whose state carries no information at `now`.
@@ -540,7 +555,7 @@ impl Table {
         for (i, slot) in self.slots.iter().enumerate() {
             let w = slot.load();
             let (tag, state) = unpack(w);
-            if tag != 0 && is_idle(a, state, now) && self.replace(i, w, 0) {
+            if tag != 0 && is_idle(a, state, now) && self.replace(i, w, 0, Some(now)) {
                 dropped += 1;
             }
         }
