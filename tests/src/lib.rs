@@ -3,6 +3,7 @@
 #![deny(missing_docs)]
 
 pub mod reference;
+pub mod twins;
 
 /// The README's examples, compiled and run as doc tests.
 #[doc = include_str!("../../README.md")]

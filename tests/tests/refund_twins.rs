@@ -17,6 +17,7 @@ use portero::{
     KeyedLimiter, KeyedLog, LeakyMeter, LeakyQueue, ManualClock, Period, Placement, Quota,
     RateLimiter, SlidingWindowCounter, TokenBucket,
 };
+use portero_tests::twins::{direct, keyed, log, small_quota as quota, Subject};
 use proptest::prelude::*;
 
 /// One step of a schedule.
@@ -35,75 +36,6 @@ fn ops(time_goes_back: bool) -> impl Strategy<Value = Vec<Op>> {
         1 => (0u64..40, any::<usize>()).prop_map(|(dt, which)| Op::Refund { dt, which }),
     ];
     prop::collection::vec(op, 1..50)
-}
-
-/// A limit under test: checked, refunded, peeked; its raw state where it has one.
-trait Subject {
-    fn acquire(&self, now: u64, cost: u64) -> Option<Acquired>;
-    fn refund(&self, admission: Admission, now: u64);
-    fn admits(&self, now: u64, cost: u64) -> bool;
-    fn state(&self) -> Option<u64>;
-    /// Whether a check dated before the latest time seen is read as that latest time
-    /// (the exact log): seeing a later request then moves the key's time, so the twin
-    /// is compared only at times no earlier than everything seen.
-    fn reads_back_as_latest(&self) -> bool {
-        false
-    }
-}
-
-struct Direct<A: Algorithm>(RateLimiter<A, ManualClock>);
-
-impl<A: Algorithm> Subject for Direct<A> {
-    fn acquire(&self, now: u64, cost: u64) -> Option<Acquired> {
-        self.0.acquire_at(now, cost).ok()
-    }
-    fn refund(&self, admission: Admission, now: u64) {
-        self.0.refund_at(admission, now);
-    }
-    fn admits(&self, now: u64, cost: u64) -> bool {
-        self.0.peek_at(now, cost).is_ok_and(|d| d.is_allowed())
-    }
-    fn state(&self) -> Option<u64> {
-        Some(self.0.raw_state())
-    }
-}
-
-struct Keyed<A: Algorithm + Copy>(KeyedLimiter<u64, A, ManualClock>);
-
-impl<A: Algorithm + Copy> Subject for Keyed<A> {
-    fn acquire(&self, now: u64, cost: u64) -> Option<Acquired> {
-        self.0.acquire_at(&7, now, cost).ok()
-    }
-    fn refund(&self, admission: Admission, now: u64) {
-        self.0
-            .refund_fingerprint_at(self.0.fingerprint_of(&7), admission, now);
-    }
-    fn admits(&self, now: u64, cost: u64) -> bool {
-        self.0.peek_at(&7, now, cost).is_ok_and(|d| d.is_allowed())
-    }
-    fn state(&self) -> Option<u64> {
-        self.0.state_of(&7)
-    }
-}
-
-struct Log(KeyedLog<u64, ManualClock>);
-
-impl Subject for Log {
-    fn acquire(&self, now: u64, cost: u64) -> Option<Acquired> {
-        self.0.acquire_at(&7, now, cost).ok()
-    }
-    fn refund(&self, admission: Admission, _now: u64) {
-        self.0.refund(&7, admission);
-    }
-    fn admits(&self, now: u64, cost: u64) -> bool {
-        self.0.peek_at(&7, now, cost).is_ok_and(|d| d.is_allowed())
-    }
-    fn state(&self) -> Option<u64> {
-        None
-    }
-    fn reads_back_as_latest(&self) -> bool {
-        true
-    }
 }
 
 /// How a store's refunds must compare with the twin.
@@ -236,34 +168,6 @@ fn twins<S: Subject>(
     Ok(())
 }
 
-/// A quota of up to 4 per period, burst up to 4: small, so schedules fill it.
-fn quota() -> impl Strategy<Value = (Quota, u64)> {
-    (1u64..=4, 1u64..=4, 7u64..=200).prop_map(|(limit, burst, period)| {
-        let q = Quota::from_nanos(limit, period * 1_000)
-            .unwrap()
-            .with_burst(burst)
-            .unwrap();
-        // Schedule steps of a fraction of the emission interval.
-        (q, (q.interval_nanos() / 5).max(1))
-    })
-}
-
-fn direct<A: Algorithm + Copy>(a: A) -> impl Fn() -> Direct<A> {
-    move || Direct(RateLimiter::with_algorithm_and_clock(a, ManualClock::new()))
-}
-
-fn keyed<A: Algorithm + Copy>(a: A) -> impl Fn() -> Keyed<A> {
-    move || {
-        Keyed(KeyedLimiter::with_hasher(
-            a,
-            4,
-            ManualClock::new(),
-            RandomState::with_seeds(1, 2, 3, 4),
-        ))
-    }
-}
-
-/// Every refundable one-word algorithm, directly and in a keyed table.
 fn both<A: Algorithm + Copy>(a: A, ops: &[Op], step: u64, rule: Rule) -> Result<(), TestCaseError> {
     let capacity = a.capacity().min(4);
     twins(direct(a), ops, step, capacity, rule)?;
@@ -308,8 +212,7 @@ proptest! {
     fn the_exact_log_never_gives_back_more(
         (q, step) in quota(), ops in any::<bool>().prop_flat_map(ops),
     ) {
-        let make = || Log(KeyedLog::with_hasher(q, 4, ManualClock::new(), RandomState::with_seeds(1, 2, 3, 4)).unwrap());
-        twins(make, &ops, step, q.limit().min(4), Rule::Exact)?;
+        twins(log(q), &ops, step, q.limit().min(4), Rule::Exact)?;
     }
 }
 

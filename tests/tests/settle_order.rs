@@ -9,10 +9,8 @@
 //! places, `refund_log`) do not count. With the ledger's total alone, sixteen
 //! admissions of 10 settled at 3 in reverse kept 42 of 112 units.
 
-use portero::{
-    Admission, Algorithm, Gcra, KeyedLimiter, LeakyMeter, ManualClock, Quota, RateLimiter,
-    TokenBucket,
-};
+use portero::{Admission, Algorithm, Gcra, LeakyMeter, Quota, TokenBucket};
+use portero_tests::twins::{direct, keyed, Subject};
 
 /// A small deterministic generator (splitmix64): the orders and costs drawn.
 struct Draw(u64);
@@ -45,92 +43,34 @@ fn quota() -> Quota {
 
 const T: u64 = 1_000_000;
 
-/// A limit under test: a one-word limiter, or key 7 of a keyed table.
-enum Subject<A: Algorithm + Copy> {
-    Direct(Box<RateLimiter<A, ManualClock>>),
-    Keyed(KeyedLimiter<u64, A, ManualClock>),
+/// A one-word limiter of `a`, or key 7 of a keyed table.
+fn subject<A: Algorithm + Copy + 'static>(a: A, in_table: bool) -> Box<dyn Subject> {
+    if in_table {
+        Box::new(keyed(a)())
+    } else {
+        Box::new(direct(a)())
+    }
 }
 
-impl<A: Algorithm + Copy> Subject<A> {
-    fn new(algorithm: A, keyed: bool) -> Self {
-        if keyed {
-            Self::Keyed(KeyedLimiter::with_clock(
-                algorithm,
-                100,
-                ManualClock::starting_at(0),
-            ))
-        } else {
-            Self::Direct(Box::new(RateLimiter::with_algorithm_and_clock(
-                algorithm,
-                ManualClock::starting_at(0),
-            )))
-        }
-    }
-
-    fn acquire(&self, now: u64, cost: u64) -> Admission {
-        let taken = match self {
-            Self::Direct(l) => l.acquire_at(now, cost).map_err(|e| e.to_string()),
-            Self::Keyed(l) => l.acquire_at(&7, now, cost).map_err(|e| e.to_string()),
-        };
-        let taken = taken.expect("in range");
-        assert!(taken.decision.is_allowed(), "{cost} at {now}");
-        taken.admission.expect("units taken")
-    }
-
-    fn settle(&self, admission: Admission, real: u64, now: u64) {
-        match self {
-            Self::Direct(l) => {
-                l.settle_at(admission, real, now).expect("settles");
-            }
-            Self::Keyed(l) => {
-                let key = l.fingerprint_of(&7);
-                l.settle_fingerprint_at(key, admission, real, now)
-                    .expect("settles");
-            }
-        }
-    }
-
-    /// The largest cost admitted at `now` (peeking).
-    fn admissible(&self, now: u64) -> u64 {
-        match self {
-            Self::Direct(l) => l.peek_at(now, 1).map(|d| d.remaining()),
-            Self::Keyed(l) => l.peek_at(&7, now, 1).map(|d| d.remaining()),
-        }
-        .unwrap_or(0)
-    }
+/// `cost` units at `now`, which must be admitted.
+fn take(s: &dyn Subject, now: u64, cost: u64) -> Admission {
+    let taken = s.acquire(now, cost).expect("in range");
+    assert!(taken.decision.is_allowed(), "{cost} at {now}");
+    taken.admission.expect("units taken")
 }
 
 /// Runs `case` for each schedule, one word and keyed.
-fn for_each(mut case: impl FnMut(&str, bool, &mut dyn FnMut() -> Box<dyn Twin>)) {
-    for keyed in [false, true] {
-        case("gcra", keyed, &mut || {
-            Box::new(Subject::new(Gcra::new(quota()), keyed))
+fn for_each(mut case: impl FnMut(&str, bool, &mut dyn FnMut() -> Box<dyn Subject>)) {
+    for in_table in [false, true] {
+        case("gcra", in_table, &mut || {
+            subject(Gcra::new(quota()), in_table)
         });
-        case("token bucket", keyed, &mut || {
-            Box::new(Subject::new(TokenBucket::new(quota()), keyed))
+        case("token bucket", in_table, &mut || {
+            subject(TokenBucket::new(quota()), in_table)
         });
-        case("leaky meter", keyed, &mut || {
-            Box::new(Subject::new(LeakyMeter::new(quota()), keyed))
+        case("leaky meter", in_table, &mut || {
+            subject(LeakyMeter::new(quota()), in_table)
         });
-    }
-}
-
-/// What the tests ask of a subject, whatever its algorithm.
-trait Twin {
-    fn acquire(&self, now: u64, cost: u64) -> Admission;
-    fn settle(&self, admission: Admission, real: u64, now: u64);
-    fn admissible(&self, now: u64) -> u64;
-}
-
-impl<A: Algorithm + Copy> Twin for Subject<A> {
-    fn acquire(&self, now: u64, cost: u64) -> Admission {
-        Subject::acquire(self, now, cost)
-    }
-    fn settle(&self, admission: Admission, real: u64, now: u64) {
-        Subject::settle(self, admission, real, now)
-    }
-    fn admissible(&self, now: u64) -> u64 {
-        Subject::admissible(self, now)
     }
 }
 
@@ -141,9 +81,9 @@ fn with_no_time_passing_settlements_in_any_order_leave_exactly_the_twin() {
         for order in ["reverse", "forward", "random", "random", "random"] {
             let (a, b) = (make(), make());
             let now = 10 * T;
-            let mut taken: Vec<Admission> = (0..16).map(|_| a.acquire(now, 10)).collect();
+            let mut taken: Vec<Admission> = (0..16).map(|_| take(&*a, now, 10)).collect();
             for _ in 0..16 {
-                b.settle(b.acquire(now, 10), 3, now);
+                b.settle(take(&*b, now, 10), 3, now);
             }
             match order {
                 "reverse" => taken.reverse(),
@@ -155,8 +95,8 @@ fn with_no_time_passing_settlements_in_any_order_leave_exactly_the_twin() {
             }
             for later in [0, 5 * T, 100 * T] {
                 assert_eq!(
-                    a.admissible(now + later),
-                    b.admissible(now + later),
+                    a.remaining(now + later),
+                    b.remaining(now + later),
                     "{name} (keyed {keyed}), {order}: A and its twin at +{later} ns"
                 );
             }
@@ -182,8 +122,8 @@ fn with_time_passing_and_64_in_flight_at_least_99_percent_comes_back() {
                 now += T / 2;
                 if admitted < 64 && (flight.is_empty() || draw.below(2) == 0) {
                     let real = draw.below(8);
-                    flight.push((a.acquire(now, 8), real));
-                    b.settle(b.acquire(now, 8), real, now);
+                    flight.push((take(&*a, now, 8), real));
+                    b.settle(take(&*b, now, 8), real, now);
                     back += 8 - real;
                     admitted += 1;
                 } else {
@@ -192,7 +132,7 @@ fn with_time_passing_and_64_in_flight_at_least_99_percent_comes_back() {
                     a.settle(one, real, now);
                 }
             }
-            let (mine, theirs) = (a.admissible(now), b.admissible(now));
+            let (mine, theirs) = (a.remaining(now), b.remaining(now));
             assert!(mine <= theirs, "{name} (keyed {keyed}): never looser");
             kept += theirs - mine;
         }

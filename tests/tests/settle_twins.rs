@@ -13,15 +13,12 @@
 //! refund, whose twin never saw the request: `refund_twins.rs`.) A word its caller
 //! keeps ([`KeptWord`], the edge's Durable Object) is held to the same bounds.
 
-use std::cell::RefCell;
-
-use portero::algorithm::kept::KeptWord;
-use portero::keyed::RandomState;
 use portero::{
     Admission, Algorithm, AlgorithmName, AnyAlgorithm, CalendarQuota, FixedWindow, Gcra,
-    KeyedLimiter, KeyedLog, LeakyMeter, LeakyQueue, ManualClock, Period, Placement, Quota,
-    RateLimiter, SlidingWindowCounter, TokenBucket,
+    KeyedLimiter, LeakyMeter, LeakyQueue, ManualClock, Period, Placement, Quota, RateLimiter,
+    SlidingWindowCounter, TokenBucket,
 };
+use portero_tests::twins::{direct, kept, keyed, log, small_quota as quota, Subject};
 use proptest::prelude::*;
 
 /// One step of a schedule.
@@ -54,133 +51,6 @@ fn ops_going_back() -> impl Strategy<Value = Vec<Op>> {
     prop::collection::vec(op, 1..50)
 }
 
-/// A limit under test: admitted on an estimate, settled, charged, peeked.
-trait Subject {
-    fn acquire(&self, now: u64, cost: u64) -> Option<Admission>;
-    fn settle(&self, admission: Admission, real: u64, now: u64);
-    fn charge(&self, now: u64, units: u64);
-    fn admits(&self, now: u64, cost: u64) -> bool;
-    fn state(&self) -> Option<u64>;
-
-    /// The twin's take: `units` at `now` whether or not they fit, as a request of
-    /// that cost arriving then (one unit checked, opening a window as a request
-    /// does, and the rest charged; all charged when even one is refused).
-    fn take(&self, now: u64, units: u64) {
-        match self.acquire(now, 1) {
-            Some(one) => self.settle(one, units, now),
-            None => self.charge(now, units),
-        }
-    }
-}
-
-struct Direct<A: Algorithm>(RateLimiter<A, ManualClock>);
-
-impl<A: Algorithm> Subject for Direct<A> {
-    fn acquire(&self, now: u64, cost: u64) -> Option<Admission> {
-        self.0.acquire_at(now, cost).ok()?.admission
-    }
-    fn settle(&self, admission: Admission, real: u64, now: u64) {
-        self.0.settle_at(admission, real, now).expect("settles");
-    }
-    fn charge(&self, now: u64, units: u64) {
-        self.0.charge_at(now, units).expect("charges");
-    }
-    fn admits(&self, now: u64, cost: u64) -> bool {
-        self.0.peek_at(now, cost).is_ok_and(|d| d.is_allowed())
-    }
-    fn state(&self) -> Option<u64> {
-        Some(self.0.raw_state())
-    }
-}
-
-struct Keyed<A: Algorithm + Copy>(KeyedLimiter<u64, A, ManualClock>);
-
-impl<A: Algorithm + Copy> Subject for Keyed<A> {
-    fn acquire(&self, now: u64, cost: u64) -> Option<Admission> {
-        self.0.acquire_at(&7, now, cost).ok()?.admission
-    }
-    fn settle(&self, admission: Admission, real: u64, now: u64) {
-        let key = self.0.fingerprint_of(&7);
-        self.0
-            .settle_fingerprint_at(key, admission, real, now)
-            .expect("settles");
-    }
-    fn charge(&self, now: u64, units: u64) {
-        let key = self.0.fingerprint_of(&7);
-        self.0
-            .charge_fingerprint_at(key, now, units)
-            .expect("charges");
-    }
-    fn admits(&self, now: u64, cost: u64) -> bool {
-        self.0.peek_at(&7, now, cost).is_ok_and(|d| d.is_allowed())
-    }
-    fn state(&self) -> Option<u64> {
-        self.0.state_of(&7)
-    }
-}
-
-struct Log(KeyedLog<u64, ManualClock>);
-
-impl Subject for Log {
-    fn acquire(&self, now: u64, cost: u64) -> Option<Admission> {
-        self.0.acquire_at(&7, now, cost).ok()?.admission
-    }
-    fn settle(&self, admission: Admission, real: u64, now: u64) {
-        let key = self.0.fingerprint_of(&7);
-        self.0
-            .settle_fingerprint_at(key, admission, real, now)
-            .expect("settles");
-    }
-    fn charge(&self, now: u64, units: u64) {
-        let key = self.0.fingerprint_of(&7);
-        self.0
-            .charge_fingerprint_at(key, now, units)
-            .expect("charges");
-    }
-    fn admits(&self, now: u64, cost: u64) -> bool {
-        self.0.peek_at(&7, now, cost).is_ok_and(|d| d.is_allowed())
-    }
-    fn state(&self) -> Option<u64> {
-        None
-    }
-}
-
-/// A word kept by its caller ([`KeptWord`]), its admissions stored as their fields
-/// and rebuilt ([`Admission::of_word`]), as a Durable Object keeps them.
-struct Kept<A: Algorithm>(A, RefCell<KeptWord>);
-
-impl<A: Algorithm> Subject for Kept<A> {
-    fn acquire(&self, now: u64, cost: u64) -> Option<Admission> {
-        let mut word = self.1.borrow_mut();
-        let noted = word.ledger;
-        let (_, admission) = word.check(&self.0, now, cost).ok()?;
-        let a = admission?;
-        Some(match (a.before(), a.after()) {
-            (Some(before), Some(after)) => {
-                Admission::of_word(a.at(), a.cost(), before, after, noted)
-            }
-            _ => a,
-        })
-    }
-    fn settle(&self, admission: Admission, real: u64, now: u64) {
-        let mut word = self.1.borrow_mut();
-        word.settle(&self.0, admission, real, now).expect("settles");
-    }
-    fn charge(&self, now: u64, units: u64) {
-        let mut word = self.1.borrow_mut();
-        word.state = self.0.charge(word.state, now, units).expect("charges");
-    }
-    fn admits(&self, now: u64, cost: u64) -> bool {
-        let state = self.1.borrow().state;
-        self.0
-            .decide(state, now, cost)
-            .is_ok_and(|t| t.decision.is_allowed())
-    }
-    fn state(&self) -> Option<u64> {
-        Some(self.1.borrow().state)
-    }
-}
-
 /// Runs `ops` on A and its twin B; checks the bound whenever no settlement above
 /// its estimate is outstanding (probes at every time from now to a few periods on,
 /// every cost up to `capacity`).
@@ -201,7 +71,7 @@ fn twins<S: Subject>(
             Op::Check { dt, cost, real } => {
                 at += dt * step;
                 now = now.max(at);
-                if let Some(admission) = a.acquire(at, cost) {
+                if let Some(admission) = a.admission(at, cost) {
                     b.take(at, real);
                     outstanding.push((admission, real));
                 }
@@ -241,7 +111,7 @@ fn quiet<S: Subject>(make: impl Fn() -> S, ops: &[Op], step: u64) -> Result<(), 
     for op in ops {
         if let Op::Check { dt, cost, real } = *op {
             now += dt * step;
-            if let Some(admission) = a.acquire(now, cost) {
+            if let Some(admission) = a.admission(now, cost) {
                 a.settle(admission, real, now);
                 b.take(now, real);
             }
@@ -249,36 +119,6 @@ fn quiet<S: Subject>(make: impl Fn() -> S, ops: &[Op], step: u64) -> Result<(), 
         }
     }
     Ok(())
-}
-
-/// A quota of up to 4 per period, burst up to 4: small, so schedules fill it.
-fn quota() -> impl Strategy<Value = (Quota, u64)> {
-    (1u64..=4, 1u64..=4, 7u64..=200).prop_map(|(limit, burst, period)| {
-        let q = Quota::from_nanos(limit, period * 1_000)
-            .unwrap()
-            .with_burst(burst)
-            .unwrap();
-        (q, (q.interval_nanos() / 5).max(1))
-    })
-}
-
-fn direct<A: Algorithm + Copy>(a: A) -> impl Fn() -> Direct<A> {
-    move || Direct(RateLimiter::with_algorithm_and_clock(a, ManualClock::new()))
-}
-
-fn keyed<A: Algorithm + Copy>(a: A) -> impl Fn() -> Keyed<A> {
-    move || {
-        Keyed(KeyedLimiter::with_hasher(
-            a,
-            4,
-            ManualClock::new(),
-            RandomState::with_seeds(1, 2, 3, 4),
-        ))
-    }
-}
-
-fn kept<A: Algorithm + Copy>(a: A) -> impl Fn() -> Kept<A> {
-    move || Kept(a, RefCell::new(KeptWord::new(&a)))
 }
 
 fn both<A: Algorithm + Copy>(a: A, ops: &[Op], step: u64) -> Result<(), TestCaseError> {
@@ -347,7 +187,7 @@ proptest! {
     fn the_exact_log_settles_like_a_twin_charged_the_real_cost(
         (q, step) in quota(), ops in ops(),
     ) {
-        let log = || Log(KeyedLog::with_clock(q, 4, ManualClock::new()).unwrap());
+        let log = log(q);
         twins(log, &ops, step, q.limit().min(4))?;
     }
 }

@@ -15,10 +15,7 @@ mod support {
     #[allow(dead_code)] // each test binary uses the helpers it needs
     pub mod local;
 }
-use support::local::{answering, start_redis};
-
-/// A realistic start: microseconds since 1970 in late 2026.
-const START_US: u64 = 1_795_000_000_000_000;
+use support::local::{answering, start_redis, START_US};
 
 /// The core's side: decide `cost` at `now` ns (peek: consume nothing).
 type Model = Box<dyn Fn(u64, u64, bool) -> portero::Decision>;

@@ -9,6 +9,7 @@ use portero_redis::{
 };
 
 mod support {
+    #[allow(dead_code)] // each test binary uses the helpers it needs
     pub mod local;
 }
 use support::local::{admits, answering, query, start_redis, ANSWER};

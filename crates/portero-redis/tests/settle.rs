@@ -10,6 +10,7 @@ use portero::Quota;
 use portero_redis::{RedisAlgorithm, RedisLimiter};
 
 mod support {
+    #[allow(dead_code)] // each test binary uses the helpers it needs
     pub mod local;
 }
 use support::local::*;

@@ -16,10 +16,8 @@ mod support {
     #[allow(dead_code)] // each test binary uses the helpers it needs
     pub mod local;
 }
-use support::local::{answering, start_redis};
+use support::local::{answering, start_redis, would_admit as admits, START_US};
 
-/// Late 2026, in µs.
-const START_US: u64 = 1_795_000_000_000_000;
 /// GCRA at 100 per second (T = 10 ms), a burst of 200.
 const T_US: u64 = 10_000;
 
@@ -31,14 +29,6 @@ async fn take(limiter: &RedisLimiter, key: &str, cost: u64, now: u64) -> Taken {
     let (decision, taken) = limiter.check_taken_at(key, cost, now).await.unwrap();
     assert!(decision.is_allowed(), "{key}: {cost} at {now}");
     taken.expect("an admission of units")
-}
-
-async fn admits(limiter: &RedisLimiter, key: &str, cost: u64, now: u64) -> bool {
-    limiter
-        .decide_at(key, cost, true, now)
-        .await
-        .unwrap()
-        .is_allowed()
 }
 
 /// The largest cost `key` admits at `now` (peeking).

@@ -17,10 +17,7 @@ mod support {
     #[allow(dead_code)] // each test binary uses the helpers it needs
     pub mod local;
 }
-use support::local::{answering, start_redis};
-
-/// Late 2026, in µs.
-const START_US: u64 = 1_795_000_000_000_000;
+use support::local::{answering, start_redis, would_admit as admits, START_US};
 
 fn algorithms() -> Vec<(&'static str, RedisAlgorithm, u64)> {
     let window = Duration::from_millis(500);
@@ -60,14 +57,6 @@ async fn take(limiter: &RedisLimiter, key: &str, real: u64, now: u64) {
             limiter.debit_at(key, real, now).await.unwrap();
         }
     }
-}
-
-async fn admits(limiter: &RedisLimiter, key: &str, cost: u64, now: u64) -> bool {
-    limiter
-        .decide_at(key, cost, true, now)
-        .await
-        .unwrap()
-        .is_allowed()
 }
 
 #[tokio::test]

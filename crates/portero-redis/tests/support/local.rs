@@ -30,6 +30,19 @@ pub async fn admits(limiter: &RedisLimiter, key: &str, cost: u64) -> bool {
         .is_allowed()
 }
 
+/// Late 2026, in µs: the instant the tests that give the time start at.
+pub const START_US: u64 = 1_795_000_000_000_000;
+
+/// Whether `key` would admit `cost` units at `now` (µs), taking nothing: how the twin
+/// tests compare a key with its twin.
+pub async fn would_admit(limiter: &RedisLimiter, key: &str, cost: u64, now: u64) -> bool {
+    limiter
+        .decide_at(key, cost, true, now)
+        .await
+        .unwrap()
+        .is_allowed()
+}
+
 /// A command sent straight to the server, to look at what the scripts stored.
 pub async fn query<T: redis::FromRedisValue>(server: &LocalRedis, command: &[&str]) -> T {
     let client = redis::Client::open(server.url()).unwrap();
