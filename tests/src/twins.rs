@@ -9,7 +9,7 @@
 
 use std::cell::RefCell;
 
-use portero::algorithm::kept::KeptWord;
+use portero::algorithm::kept::{KeptPlaces, KeptWord};
 use portero::keyed::RandomState;
 use portero::{
     Acquired, Admission, Algorithm, KeyedLimiter, KeyedLog, ManualClock, Quota, RateLimiter,
@@ -67,8 +67,9 @@ pub struct Keyed<A: Algorithm + Copy>(pub KeyedLimiter<u64, A, ManualClock>);
 /// Key 7 of an exact log.
 pub struct Log(pub KeyedLog<u64, ManualClock>);
 
-/// A word its caller keeps, with its refund ledger (the edge's Durable Object).
-pub struct Kept<A: Algorithm>(pub A, pub RefCell<KeptWord>);
+/// A word its caller keeps, with its refund ledger and its log of places (the edge's
+/// Durable Object).
+pub struct Kept<A: Algorithm>(pub A, pub RefCell<(KeptWord, KeptPlaces)>);
 
 /// A quota of up to 4 per period, burst up to 4 (small, so schedules fill it), and a
 /// step for schedules: a fifth of its emission interval.
@@ -115,7 +116,7 @@ pub fn log(quota: Quota) -> impl Fn() -> Log {
 
 /// Fresh kept words of `a`.
 pub fn kept<A: Algorithm + Copy>(a: A) -> impl Fn() -> Kept<A> {
-    move || Kept(a, RefCell::new(KeptWord::new(&a)))
+    move || Kept(a, RefCell::new((KeptWord::new(&a), KeptPlaces::new())))
 }
 
 impl<A: Algorithm> Subject for Direct<A> {
@@ -198,7 +199,7 @@ impl Subject for Log {
 
 impl<A: Algorithm> Subject for Kept<A> {
     fn acquire(&self, now: u64, cost: u64) -> Option<Acquired> {
-        let mut word = self.1.borrow_mut();
+        let (word, _) = &mut *self.1.borrow_mut();
         let noted = word.ledger;
         let (decision, admission) = word.check(&self.0, now, cost).ok()?;
         // The store rebuilds what it stored: the word's two states and its ledger.
@@ -217,26 +218,27 @@ impl<A: Algorithm> Subject for Kept<A> {
         self.settle(admission, 0, now);
     }
     fn settle(&self, admission: Admission, real: u64, now: u64) {
-        let mut word = self.1.borrow_mut();
-        word.settle(&self.0, admission, real, now).expect("settles");
+        let (word, places) = &mut *self.1.borrow_mut();
+        word.settle_placed(places, &self.0, admission, real, now)
+            .expect("settles");
     }
     fn charge(&self, now: u64, units: u64) {
-        let mut word = self.1.borrow_mut();
+        let (word, _) = &mut *self.1.borrow_mut();
         word.state = self.0.charge(word.state, now, units).expect("charges");
     }
     fn admits(&self, now: u64, cost: u64) -> bool {
-        let state = self.1.borrow().state;
+        let state = self.1.borrow().0.state;
         self.0
             .decide(state, now, cost)
             .is_ok_and(|t| t.decision.is_allowed())
     }
     fn remaining(&self, now: u64) -> u64 {
-        let state = self.1.borrow().state;
+        let state = self.1.borrow().0.state;
         self.0
             .decide(state, now, 1)
             .map_or(0, |t| t.decision.remaining())
     }
     fn state(&self) -> Option<u64> {
-        Some(self.1.borrow().state)
+        Some(self.1.borrow().0.state)
     }
 }

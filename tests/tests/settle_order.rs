@@ -10,7 +10,7 @@
 //! admissions of 10 settled at 3 in reverse kept 42 of 112 units.
 
 use portero::{Admission, Algorithm, Gcra, LeakyMeter, Quota, TokenBucket};
-use portero_tests::twins::{direct, keyed, Subject};
+use portero_tests::twins::{direct, kept, keyed, Subject};
 
 /// A small deterministic generator (splitmix64): the orders and costs drawn.
 struct Draw(u64);
@@ -43,12 +43,23 @@ fn quota() -> Quota {
 
 const T: u64 = 1_000_000;
 
-/// A one-word limiter of `a`, or key 7 of a keyed table.
-fn subject<A: Algorithm + Copy + 'static>(a: A, in_table: bool) -> Box<dyn Subject> {
-    if in_table {
-        Box::new(keyed(a)())
-    } else {
-        Box::new(direct(a)())
+/// Where a subject keeps its word.
+#[derive(Debug, Clone, Copy)]
+enum Store {
+    /// A limiter's own word.
+    Word,
+    /// Key 7 of a keyed table.
+    Table,
+    /// A word its caller keeps, with its log of places (the edge's Durable Object).
+    Kept,
+}
+
+/// A subject of `a` in `store`.
+fn subject<A: Algorithm + Copy + 'static>(a: A, store: Store) -> Box<dyn Subject> {
+    match store {
+        Store::Word => Box::new(direct(a)()),
+        Store::Table => Box::new(keyed(a)()),
+        Store::Kept => Box::new(kept(a)()),
     }
 }
 
@@ -59,17 +70,15 @@ fn take(s: &dyn Subject, now: u64, cost: u64) -> Admission {
     taken.admission.expect("units taken")
 }
 
-/// Runs `case` for each schedule, one word and keyed.
-fn for_each(mut case: impl FnMut(&str, bool, &mut dyn FnMut() -> Box<dyn Subject>)) {
-    for in_table in [false, true] {
-        case("gcra", in_table, &mut || {
-            subject(Gcra::new(quota()), in_table)
+/// Runs `case` for each schedule in each store.
+fn for_each(mut case: impl FnMut(&str, Store, &mut dyn FnMut() -> Box<dyn Subject>)) {
+    for store in [Store::Word, Store::Table, Store::Kept] {
+        case("gcra", store, &mut || subject(Gcra::new(quota()), store));
+        case("token bucket", store, &mut || {
+            subject(TokenBucket::new(quota()), store)
         });
-        case("token bucket", in_table, &mut || {
-            subject(TokenBucket::new(quota()), in_table)
-        });
-        case("leaky meter", in_table, &mut || {
-            subject(LeakyMeter::new(quota()), in_table)
+        case("leaky meter", store, &mut || {
+            subject(LeakyMeter::new(quota()), store)
         });
     }
 }
@@ -77,7 +86,7 @@ fn for_each(mut case: impl FnMut(&str, bool, &mut dyn FnMut() -> Box<dyn Subject
 #[test]
 fn with_no_time_passing_settlements_in_any_order_leave_exactly_the_twin() {
     let mut draw = Draw(54);
-    for_each(|name, keyed, make| {
+    for_each(|name, store, make| {
         for order in ["reverse", "forward", "random", "random", "random"] {
             let (a, b) = (make(), make());
             let now = 10 * T;
@@ -97,7 +106,7 @@ fn with_no_time_passing_settlements_in_any_order_leave_exactly_the_twin() {
                 assert_eq!(
                     a.remaining(now + later),
                     b.remaining(now + later),
-                    "{name} (keyed {keyed}), {order}: A and its twin at +{later} ns"
+                    "{name} ({store:?}), {order}: A and its twin at +{later} ns"
                 );
             }
         }
@@ -111,7 +120,7 @@ fn with_no_time_passing_settlements_in_any_order_leave_exactly_the_twin() {
 #[test]
 fn with_time_passing_and_64_in_flight_at_least_99_percent_comes_back() {
     let mut draw = Draw(64);
-    for_each(|name, keyed, make| {
+    for_each(|name, store, make| {
         let (mut kept, mut back) = (0u64, 0u64);
         for _ in 0..50 {
             let (a, b) = (make(), make());
@@ -133,16 +142,14 @@ fn with_time_passing_and_64_in_flight_at_least_99_percent_comes_back() {
                 }
             }
             let (mine, theirs) = (a.remaining(now), b.remaining(now));
-            assert!(mine <= theirs, "{name} (keyed {keyed}): never looser");
+            assert!(mine <= theirs, "{name} ({store:?}): never looser");
             kept += theirs - mine;
         }
         let share = 100.0 * (back - kept) as f64 / back as f64;
-        println!(
-            "{name} (keyed {keyed}): {kept} of {back} give-back units kept, {share:.2} % back"
-        );
+        println!("{name} ({store:?}): {kept} of {back} give-back units kept, {share:.2} % back");
         assert!(
             kept * 100 <= back,
-            "{name} (keyed {keyed}): {kept} of {back} kept"
+            "{name} ({store:?}): {kept} of {back} kept"
         );
     });
 }

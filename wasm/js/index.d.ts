@@ -143,10 +143,17 @@ export declare class Rule {
   headers(decision: Decision, policy?: string): Headers;
 }
 
-/** A key's state and its refund ledger (start at `{ state: rule.initialState, ledger: 0n }`). */
+/**
+ * A key's state, its refund ledger and where its settlements gave back from (start at
+ * `{ state: rule.initialState, ledger: 0n, places: "" }`; keep all three together).
+ * Without `places`, settlements give back by the ledger alone: out of order, some
+ * units stay kept.
+ */
 export interface KeptWord {
   state: bigint;
   ledger: bigint;
+  /** portero's text: `start:end:given` runs in lowercase hex, comma-separated. */
+  places?: string;
 }
 
 /** An admission as recorded when it was admitted: its time (ms), units, the states it found and left, the ledger then. */

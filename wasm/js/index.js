@@ -10,6 +10,7 @@ import initAsync, {
   decisionLayout,
   lastState,
   lastLedger,
+  lastPlaces,
   lastFingerprintLow,
   maxKeys as rawMaxKeys,
   algorithmNames,
@@ -157,6 +158,36 @@ function badNow(now) {
 function badCost(cost) {
   if (!isNumber(cost)) fail(`cost must be a number, got ${shown(cost)}`);
   fail(`cost must be a whole number from 0 to 2^53 - 1, got ${cost}`);
+}
+
+// A key's log of places as the module takes it (`KeptPlaces::to_words`: five words a
+// run, the start's and end's high and low halves and what it gave back) from portero's
+// text (`start:end:given` runs in lowercase hex, comma-separated). Text that is not a
+// log's (a damaged record) is read as none, as the module reads words that are not:
+// a settlement then gives back less, never more.
+const HEX128 = /^[0-9a-f]{1,32}$/;
+const HEX64 = /^[0-9a-f]{1,16}$/;
+const LOW = (1n << 64n) - 1n;
+function placesWords(text) {
+  const words = [];
+  for (const run of text === "" ? [] : text.split(",")) {
+    const parts = run.split(":");
+    if (parts.length !== 3 || !HEX128.test(parts[0]) || !HEX128.test(parts[1]) || !HEX64.test(parts[2])) {
+      return new BigUint64Array(0);
+    }
+    const [start, end, given] = parts.map((p) => BigInt(`0x${p}`));
+    words.push(start >> 64n, start & LOW, end >> 64n, end & LOW, given);
+  }
+  return BigUint64Array.from(words);
+}
+function placesText(words) {
+  const runs = [];
+  for (let i = 0; i + 5 <= words.length; i += 5) {
+    const start = (words[i] << 64n) | words[i + 1];
+    const end = (words[i + 2] << 64n) | words[i + 3];
+    runs.push(`${start.toString(16)}:${end.toString(16)}:${words[i + 4].toString(16)}`);
+  }
+  return runs.join(",");
 }
 
 // A state word, or a ledger, as the wasm module takes it: a BigInt of 64 bits.
@@ -610,17 +641,22 @@ export class Rule {
   }
   /**
    * Settles at its real cost `real` (a whole number of units), at `now` (ms), an
-   * admission of this rule on a key whose word is `{ state, ledger }` (BigInts; a key's
-   * ledger starts at 0n): units not used go back by portero's refund rule, units above
-   * the estimate are charged into debt. `admission` is `{ at, cost, before, after,
-   * noted }` as recorded when it was admitted (`at` its time in ms, `before` and
-   * `after` the states it found and left, `noted` the ledger then), or `null` to
-   * charge `real` units at `now`. Returns `[decision, { state, ledger }]`: how the key
-   * stands for one unit, and the word to keep.
+   * admission of this rule on a key whose word is `{ state, ledger, places }` (BigInts,
+   * and a string; a key's ledger starts at 0n, its places at ""): units not used go
+   * back by portero's refund rule, units above the estimate are charged into debt.
+   * `admission` is `{ at, cost, before, after, noted }` as recorded when it was
+   * admitted (`at` its time in ms, `before` and `after` the states it found and left,
+   * `noted` the ledger then), or `null` to charge `real` units at `now`. Returns
+   * `[decision, { state, ledger, places }]`: how the key stands for one unit, and the
+   * word to keep. With its places kept, settlements in any order give back what a
+   * twin charged the real costs from the start would have (exactly, when no time
+   * passed); without them (`places` left out), by the ledger alone, which keeps some.
    */
   settle(word, admission, real, now) {
     const state = word64("word.state", word?.state);
     const ledger = word64("word.ledger", word?.ledger);
+    const places = word?.places ?? "";
+    if (typeof places !== "string") fail(`word.places must be a string, got ${shown(places)}`);
     checkArgs(now, real);
     let a = { at: now, cost: 0, before: state, after: state, noted: ledger };
     if (admission !== null) {
@@ -631,10 +667,10 @@ export class Rule {
       if (!(Number.isSafeInteger(cost) && cost >= 0)) fail(`admission.cost must be a whole number of units, got ${shown(cost)}`);
       a = { at, cost, before: word64("admission.before", admission.before), after: word64("admission.after", admission.after), noted: word64("admission.noted", admission.noted) };
     }
-    const allowed = this.#raw.settle(state, ledger, a.at, a.cost, a.before, a.after, a.noted, real, now);
+    const allowed = this.#raw.settle(state, ledger, placesWords(places), a.at, a.cost, a.before, a.after, a.noted, real, now);
     // Not allowed: a key in debt, or an error (thrown).
     if (!allowed) refusal(now, real);
-    return [new Decision(allowed, decision()), { state: lastState(), ledger: lastLedger() }];
+    return [new Decision(allowed, decision()), { state: lastState(), ledger: lastLedger(), places: placesText(lastPlaces()) }];
   }
   /** `rateLimitHeaders` with this rule's quota. */
   headers(decision, policy = "default") {

@@ -8,7 +8,7 @@ import { Rule } from "./index.js";
 import { fail, shown } from "./errors.js";
 import { keyOf, settingsOf, pairsOf, SWEEP_MS } from "./keys.js";
 
-const STATE = "k:"; // k:<rule id>:<key> -> "state/ledger/generation" (decimal; an earlier version wrote the state alone)
+const STATE = "k:"; // k:<rule id>:<key> -> "state/ledger/generation/places" (decimal; earlier versions wrote fewer fields)
 const GENERATION = "g:"; // the last generation given to a word (decimal)
 const RULE = "r:"; // r:<rule id> -> { rule, shards } (JSON)
 const HAND = 8; // keys a new key at a full shard looks at for an idle one
@@ -19,6 +19,7 @@ const TABLE_FULL = Object.freeze({ allowed: false, tableFull: true, limit: 0, re
 export class PorteroShard extends DurableObject {
   #states = new Map(); // "<rule id>:<key>" -> BigInt state
   #ledgers = new Map(); // slot -> its refund ledger (a BigInt), only once not 0
+  #places = new Map(); // slot -> where its settlements gave back from (portero's text), only once not empty
   #generations = new Map(); // slot -> which word it is: a word dropped and made again is another
   #generation = 0; // the last generation given (kept in storage: never given twice)
   #latest = 0; // the latest time this object decided at: its clock never goes back
@@ -41,9 +42,10 @@ export class PorteroShard extends DurableObject {
         const slot = k.slice(STATE.length);
         // A state without its rule could never be judged idle: not loaded.
         if (!this.#rules.has(ruleOf(slot))) continue;
-        const [state, ledger = "0", generation = "0"] = String(v).split("/");
+        const [state, ledger = "0", generation = "0", places = ""] = String(v).split("/");
         this.#states.set(slot, BigInt(state));
         if (ledger !== "0") this.#ledgers.set(slot, BigInt(ledger));
+        if (places !== "") this.#places.set(slot, places);
         this.#generations.set(slot, Number(generation));
         this.#generation = Math.max(this.#generation, Number(generation));
       }
@@ -155,7 +157,7 @@ export class PorteroShard extends DurableObject {
     const [id, rule] = this.#rule(options.rule, shards);
     const now = this.#now();
     const pending = new Map();
-    const ledgers = new Map();
+    const ledgers = new Map(); // slot -> [ledger, places] after this batch's settlements
     const born = new Map();
     let added = 0;
     const decided = settlements.map((settlement) => {
@@ -185,21 +187,24 @@ export class PorteroShard extends DurableObject {
       if (state === undefined && this.#states.size + added >= maxKeys && !this.#reclaim(now, pending)) {
         return [slot, { ...TABLE_FULL }];
       }
-      const word = { state: state ?? rule.initialState, ledger: ledgers.get(slot) ?? this.#ledgers.get(slot) ?? 0n };
+      const [ledger, places] = ledgers.get(slot) ?? [this.#ledgers.get(slot) ?? 0n, this.#places.get(slot) ?? ""];
+      const word = { state: state ?? rule.initialState, ledger, places };
       const [decision, after] = rule.settle(word, settled, units, now);
-      if (after.state !== word.state || after.ledger !== word.ledger) {
+      if (after.state !== word.state || after.ledger !== word.ledger || after.places !== word.places) {
         if (state === undefined) {
           added += 1;
           born.set(slot, ++this.#generation);
         }
         pending.set(slot, after.state);
-        ledgers.set(slot, after.ledger);
+        ledgers.set(slot, [after.ledger, after.places]);
       }
       return [slot, decision];
     });
-    for (const [slot, ledger] of ledgers) {
+    for (const [slot, [ledger, places]] of ledgers) {
       if (ledger === 0n) this.#ledgers.delete(slot);
       else this.#ledgers.set(slot, ledger);
+      if (places === "") this.#places.delete(slot);
+      else this.#places.set(slot, places);
     }
     await this.#keep(pending, born, durability, sweepMs, now);
     // How a key no longer held stands: full (it was dropped idle, or never charged).
@@ -223,7 +228,8 @@ export class PorteroShard extends DurableObject {
     for (const [slot, next] of pending) {
       this.#states.set(slot, next);
       const ledger = this.#ledgers.get(slot) ?? 0n;
-      changed[STATE + slot] = `${next}/${ledger}/${this.#generations.get(slot) ?? 0}`;
+      const places = this.#places.get(slot) ?? "";
+      changed[STATE + slot] = `${next}/${ledger}/${this.#generations.get(slot) ?? 0}/${places}`;
     }
     if (pending.size > 0) {
       for (const part of chunks(Object.entries(changed))) {
@@ -259,6 +265,7 @@ export class PorteroShard extends DurableObject {
       if (!pending.has(slot) && this.#idle(slot, this.#states.get(slot), now)) {
         this.#states.delete(slot);
         this.#ledgers.delete(slot);
+        this.#places.delete(slot);
         this.#generations.delete(slot);
         this.ctx.storage.delete(STATE + slot);
         return true;
@@ -279,6 +286,7 @@ export class PorteroShard extends DurableObject {
     for (const slot of gone) {
       this.#states.delete(slot);
       this.#ledgers.delete(slot);
+      this.#places.delete(slot);
       this.#generations.delete(slot);
     }
     // A rule's record (and the shard count it holds its keys under) goes with its last key.

@@ -18,6 +18,7 @@
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
+use portero::algorithm::kept::KeptPlaces;
 use portero::keyed::RandomState;
 use portero::{
     AlgorithmName, AnyAlgorithm, AnyAlgorithmError, CheckError, Decision, Fingerprint, KeyedError,
@@ -381,14 +382,17 @@ impl Rule {
     /// Settles at its real cost `real`, at `nowMs`, an admission of this rule that took
     /// `cost` units at `atMs` and turned the word `before` into `after` while its
     /// ledger stood at `noted`, on a key whose word is now `state` with ledger
-    /// `ledger` (a cost of 0: `real` units charged at `nowMs`, past the limit). The
-    /// state and ledger to keep in `lastState` and `lastLedger` (unchanged on an
-    /// error); how the key stands for one unit in the decision buffer.
+    /// `ledger` and log of places `places` (a cost of 0: `real` units charged at
+    /// `nowMs`, past the limit). The state, ledger and places to keep in `lastState`,
+    /// `lastLedger` and `lastPlaces` (unchanged on an error); how the key stands for
+    /// one unit in the decision buffer. Places that are not a log's (a damaged
+    /// record) are read as none: a settlement then gives back less, never more.
     #[allow(clippy::too_many_arguments)]
     pub fn settle(
         &self,
         state: u64,
         ledger: u64,
+        places: &[u64],
         at_ms: f64,
         cost: f64,
         before: u64,
@@ -399,6 +403,7 @@ impl Rule {
     ) -> bool {
         LAST_STATE.store(state, Ordering::Relaxed);
         LAST_LEDGER.store(ledger, Ordering::Relaxed);
+        LAST_PLACES.with(|last| places.clone_into(&mut last.borrow_mut()));
         let (Some((now, real)), Some((at, cost))) = (args(now_ms, real), args(at_ms, cost)) else {
             return false;
         };
@@ -407,7 +412,9 @@ impl Rule {
             state,
             ledger: ledger.into(),
         };
-        let settled = word.settle(&self.inner, admission, real, now);
+        let mut kept = KeptPlaces::from_words(places).unwrap_or_default();
+        let settled = word.settle_placed(&mut kept, &self.inner, admission, real, now);
+        LAST_PLACES.with(|last| *last.borrow_mut() = kept.to_words().collect());
         LAST_STATE.store(word.state, Ordering::Relaxed);
         LAST_LEDGER.store(
             u64::try_from(word.ledger).unwrap_or(u64::MAX),
@@ -415,6 +422,19 @@ impl Rule {
         );
         answer(settled, true)
     }
+}
+
+std::thread_local! {
+    /// The log of places after the last `Rule.settle`.
+    static LAST_PLACES: core::cell::RefCell<Vec<u64>> = const { core::cell::RefCell::new(Vec::new()) };
+}
+
+/// The log of places after the last `Rule.settle` (a `BigUint64Array`, five words a
+/// run: `KeptPlaces::to_words`): what to store beside the state and ledger (its input
+/// if nothing was given back).
+#[wasm_bindgen(js_name = lastPlaces)]
+pub fn last_places() -> Vec<u64> {
+    LAST_PLACES.with(|last| last.borrow().clone())
 }
 
 /// A check's `now` and `cost` in portero's units, or `None` with the refusal that

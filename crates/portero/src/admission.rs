@@ -511,6 +511,7 @@ pub(crate) struct Seen {
 
 impl Seen {
     /// The total alone (nothing known to lie behind).
+    #[cfg(test)]
     pub(crate) const fn total(total: u128) -> Self {
         Self { total, behind: 0 }
     }

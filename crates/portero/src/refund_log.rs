@@ -30,7 +30,7 @@ use crate::sync::{AtomicU64, Ordering::Relaxed, SpinLock, LOOM};
 /// tractable): enough for 64 refunds in flight landing in any order to lose little.
 pub(crate) const WORD_RUNS: usize = if LOOM { 2 } else { 16 };
 /// The most runs any log keeps (what a log's merge works in).
-const MOST_RUNS: usize = 16;
+pub(crate) const MOST_RUNS: usize = 16;
 
 /// One run's fields, in atomics read and written under the log's lock (plain values
 /// would need `unsafe`; the lock orders them).
@@ -42,11 +42,50 @@ struct Run {
 }
 
 /// A run's values: `[start, end)` and what refunds there gave back.
-#[derive(Debug, Clone, Copy, Default)]
-struct Span {
-    start: u128,
-    end: u128,
-    given: u64,
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Span {
+    pub(crate) start: u128,
+    pub(crate) end: u128,
+    pub(crate) given: u64,
+}
+
+/// What refunds of the places in `spans` starting at or after `place` gave back.
+pub(crate) fn behind_in(spans: &[Span], place: u128) -> u128 {
+    spans
+        .iter()
+        .filter(|run| run.start >= place)
+        .map(|run| u128::from(run.given))
+        .sum()
+}
+
+/// Records in `all[..*n]` (sorted runs, at most `runs` of them; `all` holds one
+/// more, the new run before any merge) the place `[start, end)` that gave back
+/// `given`: joined to the runs it touches, the two closest runs merged while there
+/// are more than `runs`.
+pub(crate) fn record_in(
+    all: &mut [Span],
+    n: &mut usize,
+    runs: usize,
+    (start, end, given): (u128, u128, u64),
+) {
+    let runs = runs.clamp(1, all.len() - 1);
+    *n = (*n).min(runs);
+    let at = all[..*n].iter().take_while(|s| s.start < start).count();
+    all.copy_within(at..*n, at + 1);
+    all[at] = Span { start, end, given };
+    *n += 1;
+    if at + 1 < *n && all[at + 1].start == end {
+        join(all, n, at);
+    }
+    if at > 0 && all[at - 1].end == start {
+        join(all, n, at - 1);
+    }
+    while *n > runs {
+        let closest = (0..*n - 1)
+            .min_by_key(|&i| all[i + 1].start.saturating_sub(all[i].end))
+            .unwrap_or(0);
+        join(all, n, closest);
+    }
 }
 
 /// The log (see the [module docs](self)).
@@ -78,15 +117,8 @@ impl<const RUNS: usize> RunLog<RUNS> {
     /// give-backs behind an admission that ended at `place`.
     pub(crate) fn behind(&self, owner: u64, place: u128) -> u128 {
         let _turn = self.lock.lock();
-        if self.owner.load(Relaxed) != owner {
-            return 0;
-        }
-        let n = (self.len.load(Relaxed) as usize).min(RUNS);
-        self.runs[..n]
-            .iter()
-            .filter(|run| wide(&run.start) >= place)
-            .map(|run| u128::from(run.given.load(Relaxed)))
-            .sum()
+        let (n, spans) = self.read(owner);
+        behind_in(&spans[..n], place)
     }
 
     /// Notes that a refund of `owner`'s place `[start, end)` gave back `given`: joined
@@ -94,26 +126,9 @@ impl<const RUNS: usize> RunLog<RUNS> {
     pub(crate) fn record(&self, owner: u64, start: u128, end: u128, given: u64) {
         let _turn = self.lock.lock();
         let (mut n, spans) = self.read(owner);
-        // One more than the log holds: the new run before any merge.
         let mut all = [Span::default(); MOST_RUNS + 1];
-        let all = &mut all[..=RUNS.min(MOST_RUNS)];
         all[..n].copy_from_slice(&spans[..n]);
-        let at = all[..n].iter().take_while(|s| s.start < start).count();
-        all.copy_within(at..n, at + 1);
-        all[at] = Span { start, end, given };
-        n += 1;
-        if at + 1 < n && all[at + 1].start == end {
-            join(all, &mut n, at);
-        }
-        if at > 0 && all[at - 1].end == start {
-            join(all, &mut n, at - 1);
-        }
-        while n > RUNS {
-            let closest = (0..n - 1)
-                .min_by_key(|&i| all[i + 1].start.saturating_sub(all[i].end))
-                .unwrap_or(0);
-            join(all, &mut n, closest);
-        }
+        record_in(&mut all[..=RUNS], &mut n, RUNS, (start, end, given));
         self.write(owner, &all[..n]);
     }
 

@@ -10,8 +10,9 @@
 //! than a twin charged the real cost at the start (the rule's bound), since no other
 //! update can land between its reading of the ledger and its write.
 
-use crate::admission::{Admission, Settlement};
+use crate::admission::{Admission, Seen, Settlement};
 use crate::decision::{check_range, CheckError, Decision};
+use crate::refund_log::{behind_in, record_in, Span};
 
 use super::charge::{saturates, standing};
 use super::Algorithm;
@@ -89,6 +90,49 @@ impl KeptWord {
         real: u64,
         now: u64,
     ) -> Result<Decision, CheckError> {
+        self.settle_in(algorithm, admission, real, now, None)
+    }
+
+    /// [`settle`](Self::settle), with the places the word's settlements gave back
+    /// from (kept beside the word, and started afresh with it): settlements in any
+    /// order then give back what a twin would have, exactly when no time passed (see
+    /// [`KeptPlaces`]).
+    ///
+    /// ```
+    /// use portero::algorithm::kept::{KeptPlaces, KeptWord};
+    /// use portero::{Gcra, Quota};
+    ///
+    /// let tokens = Gcra::new(Quota::per_minute(1_000)?);
+    /// let (mut word, mut places) = (KeptWord::new(&tokens), KeptPlaces::new());
+    /// let first = word.check(&tokens, 0, 100)?.1.unwrap();
+    /// let second = word.check(&tokens, 0, 100)?.1.unwrap();
+    /// // Settled at 10 each, the later first: 180 back, as if each had cost 10.
+    /// word.settle_placed(&mut places, &tokens, second, 10, 0)?;
+    /// let after = word.settle_placed(&mut places, &tokens, first, 10, 0)?;
+    /// assert_eq!(after.remaining(), 1_000 - 20);
+    /// // Kept as text beside the word, read back the same.
+    /// assert_eq!(places.to_string().parse::<KeptPlaces>()?, places);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn settle_placed<A: Algorithm + ?Sized>(
+        &mut self,
+        places: &mut KeptPlaces,
+        algorithm: &A,
+        admission: Admission,
+        real: u64,
+        now: u64,
+    ) -> Result<Decision, CheckError> {
+        self.settle_in(algorithm, admission, real, now, Some(places))
+    }
+
+    fn settle_in<A: Algorithm + ?Sized>(
+        &mut self,
+        algorithm: &A,
+        admission: Admission,
+        real: u64,
+        now: u64,
+        places: Option<&mut KeptPlaces>,
+    ) -> Result<Decision, CheckError> {
         check_range(now, 0, 0)?;
         let now = now.max(admission.at());
         match admission.settled_at(real) {
@@ -104,18 +148,28 @@ impl KeptWord {
                 }
             }
             Settlement::GiveBack(back) => {
-                let given = back.give_back_ledgered(
-                    algorithm,
-                    self.state,
-                    now,
-                    Some(crate::admission::Seen::total(self.ledger)),
-                );
+                // One update at a time: nothing ran between the admission's note of
+                // the ledger and its write, so its place is known.
+                let back = back.placed_if(places.is_some());
+                let place = back.place();
+                let behind = match (&places, place) {
+                    (Some(p), Some((_, end, true))) if back.noted_total() != Some(self.ledger) => {
+                        behind_in(p.spans(), end)
+                    }
+                    _ => 0,
+                };
+                let seen = Seen {
+                    total: self.ledger,
+                    behind,
+                };
+                let given = back.give_back_ledgered(algorithm, self.state, now, Some(seen));
                 if let Some((next, exact)) = given {
                     // An exact undo returns the word to one it held since the
                     // admission: nothing a later settlement must count.
-                    if !exact {
-                        let moved = u128::from(self.state.abs_diff(next));
-                        self.ledger = self.ledger.saturating_add(moved);
+                    let moved = if exact { 0 } else { self.state.abs_diff(next) };
+                    self.ledger = self.ledger.saturating_add(u128::from(moved));
+                    if let (Some(p), Some((start, end, _)), true) = (places, place, moved > 0) {
+                        p.record(start, end, moved);
                     }
                     self.state = next;
                 }
@@ -123,5 +177,221 @@ impl KeptWord {
             Settlement::Kept => {}
         }
         standing(algorithm, self.state, now)
+    }
+}
+
+/// Where a kept word's settlements gave back from: the log of places beside its
+/// ledger (see [`refund_log`](crate::refund_log): an admission holds the place
+/// `[before + R, after + R)` among its word's admissions; a settlement subtracts
+/// what was given back from places at or after its own end, which moved the word but
+/// not its slot). At most 64 runs (a kept word's log lives in its store, not in a
+/// table's memory: four times a limiter's, so that 64 settlements in flight landing
+/// in any order seldom fill it): a full log merges its closest runs downward, which
+/// only makes a settlement give back less. Kept as text beside the word
+/// (`start:end:given` runs, comma-separated, in lowercase hexadecimal — which an edge
+/// module formats without 128-bit division; empty when nothing was given back), and
+/// started afresh with the word.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeptPlaces {
+    // One more than a log holds: the new run before any merge. Unused runs stay
+    // zero, so that two logs of the same runs are equal.
+    runs: [Span; KEPT_RUNS + 1],
+    len: usize,
+}
+
+/// The most runs a [`KeptPlaces`] keeps.
+const KEPT_RUNS: usize = 64;
+
+impl Default for KeptPlaces {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl KeptPlaces {
+    /// No settlement has given anything back.
+    pub const fn new() -> Self {
+        Self {
+            runs: [Span {
+                start: 0,
+                end: 0,
+                given: 0,
+            }; KEPT_RUNS + 1],
+            len: 0,
+        }
+    }
+
+    /// Whether nothing was given back (nothing to keep).
+    pub const fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The log as words, five a run: its start's and its end's high and low halves,
+    /// and what it gave back (for a store that keeps numbers rather than text).
+    pub fn to_words(&self) -> impl Iterator<Item = u64> + '_ {
+        self.spans().iter().flat_map(|run| {
+            let (start, end) = (run.start, run.end);
+            [
+                (start >> 64) as u64,
+                start as u64,
+                (end >> 64) as u64,
+                end as u64,
+                run.given,
+            ]
+        })
+    }
+
+    /// The log [`to_words`](Self::to_words) wrote.
+    pub fn from_words(words: &[u64]) -> Result<Self, KeptPlacesError> {
+        let mut places = Self::new();
+        if words.len() % 5 != 0 {
+            return Err(KeptPlacesError);
+        }
+        for run in words.chunks_exact(5) {
+            let wide = |high: u64, low: u64| (u128::from(high) << 64) | u128::from(low);
+            places.push(wide(run[0], run[1]), wide(run[2], run[3]), run[4])?;
+        }
+        Ok(places)
+    }
+
+    fn spans(&self) -> &[Span] {
+        &self.runs[..self.len]
+    }
+
+    /// Appends a run read from a store: after the last, not empty, room left.
+    fn push(&mut self, start: u128, end: u128, given: u64) -> Result<(), KeptPlacesError> {
+        let after_last = self.spans().last().is_none_or(|last| last.end <= start);
+        if self.len == KEPT_RUNS || start >= end || !after_last {
+            return Err(KeptPlacesError);
+        }
+        self.runs[self.len] = Span { start, end, given };
+        self.len += 1;
+        Ok(())
+    }
+
+    fn record(&mut self, start: u128, end: u128, given: u64) {
+        record_in(
+            &mut self.runs,
+            &mut self.len,
+            KEPT_RUNS,
+            (start, end, given),
+        );
+        for unused in &mut self.runs[self.len..] {
+            *unused = Span::default();
+        }
+    }
+}
+
+impl core::fmt::Display for KeptPlaces {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        for (i, run) in self.spans().iter().enumerate() {
+            let comma = if i > 0 { "," } else { "" };
+            write!(f, "{comma}{:x}:{:x}:{:x}", run.start, run.end, run.given)?;
+        }
+        Ok(())
+    }
+}
+
+/// Text that is not a [`KeptPlaces`]' (more than 64 runs, runs out of order or
+/// overlapping, a number that is not one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeptPlacesError;
+
+impl core::fmt::Display for KeptPlacesError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(
+            "not a log of places: up to 64 `start:end:given` runs in order, comma-separated",
+        )
+    }
+}
+
+impl core::error::Error for KeptPlacesError {}
+
+impl core::str::FromStr for KeptPlaces {
+    type Err = KeptPlacesError;
+
+    fn from_str(text: &str) -> Result<Self, KeptPlacesError> {
+        let mut places = Self::new();
+        if text.is_empty() {
+            return Ok(places);
+        }
+        for run in text.split(',') {
+            let mut parts = run.split(':');
+            let mut number = || parts.next().and_then(digits).ok_or(KeptPlacesError);
+            let (start, end, given) = (number()?, number()?, number()?);
+            let given = u64::try_from(given).map_err(|_| KeptPlacesError)?;
+            if parts.next().is_some() {
+                return Err(KeptPlacesError);
+            }
+            places.push(start, end, given)?;
+        }
+        Ok(places)
+    }
+}
+
+/// Lowercase hexadecimal digits as a number (no sign, no spaces, no prefix), if it
+/// fits.
+fn digits(text: &str) -> Option<u128> {
+    let hex = |b: u8| b.is_ascii_digit() || (b'a'..=b'f').contains(&b);
+    if text.is_empty() || !text.bytes().all(hex) {
+        return None;
+    }
+    u128::from_str_radix(text, 16).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{KeptPlaces, KeptPlacesError};
+
+    #[test]
+    fn places_read_back_as_written_and_refuse_what_no_log_writes() {
+        let mut places = KeptPlaces::new();
+        assert_eq!(places.to_string(), "");
+        assert_eq!("".parse(), Ok(places.clone()));
+        places.record(10, 20, 3);
+        places.record(40, 50, 4);
+        places.record(20, 30, 5); // joins the run before it
+        assert_eq!(places.to_string(), "a:1e:8,28:32:4");
+        assert_eq!(places.to_string().parse(), Ok(places.clone()));
+        let max = u128::MAX;
+        assert!(format!("0:{max:x}:{:x}", u64::MAX)
+            .parse::<KeptPlaces>()
+            .is_ok());
+        let too_many: Vec<String> = (0..65)
+            .map(|k| format!("{:x}:{:x}:1", 2 * k, 2 * k + 1))
+            .collect();
+        for bad in [
+            "1:2",
+            "1:2:3:4",
+            "2:1:3",
+            "1:1:3",
+            "5:9:1,1:3:1",
+            "1:5:1,4:9:1",
+            "+1:2:3",
+            " 1:2:3",
+            "1:2:-3",
+            "1:2:3,",
+            ",1:2:3",
+            "1:2:10000000000000000",
+            "1:100000000000000000000000000000000:3",
+            "1:A:3",
+            "1:0x5:3",
+            "1:g:3",
+            &too_many.join(","),
+        ] {
+            assert_eq!(bad.parse::<KeptPlaces>(), Err(KeptPlacesError), "{bad:?}");
+        }
+        assert!(too_many[..64].join(",").parse::<KeptPlaces>().is_ok());
+        // As words, the same log; words no log writes are refused as text is.
+        let words: Vec<u64> = places.to_words().collect();
+        assert_eq!(words, [0, 10, 0, 30, 8, 0, 40, 0, 50, 4]);
+        assert_eq!(KeptPlaces::from_words(&words), Ok(places));
+        for bad in [
+            &words[..4],
+            &[0, 5, 0, 5, 1][..],
+            &[0, 9, 0, 12, 1, 0, 1, 0, 3, 1][..],
+        ] {
+            assert_eq!(KeptPlaces::from_words(bad), Err(KeptPlacesError), "{bad:?}");
+        }
     }
 }
