@@ -154,6 +154,13 @@ fn refund(c: &mut Criterion) {
     let mut g = c.benchmark_group("refund");
     let direct = RateLimiter::gcra(open_quota()).with_clock(ManualClock::new());
     let mut t = 0u64;
+    // A check beside them: what giving back costs on top of taking.
+    g.bench_function("portero_gcra_check", |b| {
+        b.iter(|| {
+            t += 1;
+            black_box(direct.check_at(black_box(t), 1).ok())
+        })
+    });
     g.bench_function("portero_gcra_acquire", |b| {
         b.iter(|| {
             t += 1;
@@ -165,6 +172,14 @@ fn refund(c: &mut Criterion) {
             t += 1;
             let taken = direct.acquire_at(black_box(t), 1).unwrap();
             black_box(direct.refund_at(taken.admission.unwrap(), t))
+        })
+    });
+    // Admitted on an estimate of 10, settled at 3: 7 units back by the refund rule.
+    g.bench_function("portero_gcra_acquire_settle", |b| {
+        b.iter(|| {
+            t += 1;
+            let taken = direct.acquire_at(black_box(t), 10).unwrap();
+            black_box(direct.settle_at(taken.admission.unwrap(), 3, t).ok())
         })
     });
     let keyed = portero::KeyedLimiter::with_clock(
@@ -183,6 +198,18 @@ fn refund(c: &mut Criterion) {
             t += 1;
             let taken = keyed.acquire_at(&7u64, black_box(t), 1).unwrap();
             keyed.refund_fingerprint_at(keyed.fingerprint_of(&7u64), taken.admission.unwrap(), t);
+        })
+    });
+    g.bench_function("portero_keyed_gcra_acquire_settle", |b| {
+        b.iter(|| {
+            t += 1;
+            let taken = keyed.acquire_at(&7u64, black_box(t), 10).unwrap();
+            let key = keyed.fingerprint_of(&7u64);
+            black_box(
+                keyed
+                    .settle_fingerprint_at(key, taken.admission.unwrap(), 3, t)
+                    .ok(),
+            )
         })
     });
     g.finish();

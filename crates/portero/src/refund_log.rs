@@ -58,17 +58,12 @@ pub(crate) fn behind_in(spans: &[Span], place: u128) -> u128 {
         .sum()
 }
 
-/// Records in `all[..*n]` (sorted runs, at most `runs` of them; `all` holds one
-/// more, the new run before any merge) the place `[start, end)` that gave back
-/// `given`: joined to the runs it touches, the two closest runs merged while there
-/// are more than `runs`.
-pub(crate) fn record_in(
-    all: &mut [Span],
-    n: &mut usize,
-    runs: usize,
-    (start, end, given): (u128, u128, u64),
-) {
-    let runs = runs.clamp(1, all.len() - 1);
+/// Records in `all[..*n]` (sorted runs; `all` holds one more than the log keeps,
+/// the new run before any merge) the place `[start, end)` that gave back `given`:
+/// joined to the runs it touches, the two closest runs merged while there are more
+/// than the log keeps.
+pub(crate) fn record_in(all: &mut [Span], n: &mut usize, (start, end, given): (u128, u128, u64)) {
+    let runs = all.len() - 1;
     *n = (*n).min(runs);
     let at = all[..*n].iter().take_while(|s| s.start < start).count();
     all.copy_within(at..*n, at + 1);
@@ -128,7 +123,7 @@ impl<const RUNS: usize> RunLog<RUNS> {
         let (mut n, spans) = self.read(owner);
         let mut all = [Span::default(); MOST_RUNS + 1];
         all[..n].copy_from_slice(&spans[..n]);
-        record_in(&mut all[..=RUNS], &mut n, RUNS, (start, end, given));
+        record_in(&mut all[..=RUNS], &mut n, (start, end, given));
         self.write(owner, &all[..n]);
     }
 
@@ -218,6 +213,21 @@ mod tests {
             30,
             "everything lies behind the first place"
         );
+    }
+
+    #[test]
+    fn a_full_log_merges_its_closest_runs_and_keeps_every_unit() {
+        let log = RunLog::<4>::new();
+        // Five runs for four places: C and D are the closest pair (2 apart).
+        for (start, end) in [(0, 10), (100, 110), (200, 203), (205, 210), (400, 410)] {
+            log.record(1, start, end, 1);
+        }
+        assert_eq!(log.read(1).0, 4, "as many runs as the log keeps, no fewer");
+        assert_eq!(log.behind(1, 0), 5, "every unit still counted");
+        // C and D merged (starting at C): behind 204 lies E alone; A and B apart.
+        assert_eq!(log.behind(1, 204), 1);
+        assert_eq!(log.behind(1, 150), 3);
+        assert_eq!(log.behind(1, 50), 4);
     }
 
     #[test]

@@ -270,12 +270,7 @@ impl KeptPlaces {
     }
 
     fn record(&mut self, start: u128, end: u128, given: u64) {
-        record_in(
-            &mut self.runs,
-            &mut self.len,
-            KEPT_RUNS,
-            (start, end, given),
-        );
+        record_in(&mut self.runs, &mut self.len, (start, end, given));
         for unused in &mut self.runs[self.len..] {
             *unused = Span::default();
         }
