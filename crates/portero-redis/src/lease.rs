@@ -36,11 +36,14 @@ use crate::outcome::{RedisCheckError, ServedBy, Verdict};
 ///   ([`leased_units`](Self::leased_units), summed over the instances) are
 ///   admitted on top of the fresh limit, and none after `lease_for`.
 /// - **Loss.** Units leased and not spent are never returned: they are lost when their
-///   lease expires or is replaced — at most one batch per key per instance.
+///   lease expires. A lease replaced by a new one for the same key (it ran short)
+///   keeps what it has left, and what its admissions give back, spendable until its
+///   own expiry (spent before the newer lease's units), for up to four replaced
+///   leases a key.
 /// - **Settlements** ([`settle`](Self::settle)). Units an admission did not use go
-///   back to the very lease it was spent from while that lease lives (never to one
-///   leased after it, nor past what the lease was granted): the instance is then as if
-///   the request had cost its real cost from the start. Units above the estimate are
+///   back to the very lease it was spent from while that lease lives, replaced or not
+///   (never to one leased after it, nor past what the lease was granted): the instance
+///   is then as if the request had cost its real cost from the start. Units above the estimate are
 ///   taken from that lease while it has them, and the rest charged in Redis past the
 ///   limit (debt the key's later requests wait out, on every instance). What an
 ///   admission of an ended lease did not use is lost with the lease, at most its
@@ -81,6 +84,32 @@ struct Lease {
     /// (what a check the lease answers advertises; other instances can only make it
     /// later).
     full_at: Instant,
+    /// The key's leases this one replaced, oldest first, each until its own expiry:
+    /// what they have left is spent first, and their admissions give back to them.
+    earlier: Vec<Earlier>,
+}
+
+/// A replaced lease of a key, still within its own lifetime.
+#[derive(Debug)]
+struct Earlier {
+    tag: Arc<LeaseTag>,
+    left: u64,
+    expires: Instant,
+}
+
+/// The most replaced leases a key keeps (a lease replaced beyond them loses what it
+/// had left and what its admissions would give back, at most a batch each).
+const EARLIER_LEASES: usize = 4;
+
+impl Lease {
+    /// This lease's replaced ones that still live at `now`, and itself, oldest first:
+    /// (tag, units left, expiry).
+    fn pools(&mut self) -> impl Iterator<Item = (&Arc<LeaseTag>, &mut u64, Instant)> {
+        self.earlier
+            .iter_mut()
+            .map(|e| (&e.tag, &mut e.left, e.expires))
+            .chain(std::iter::once((&self.tag, &mut self.left, self.expires)))
+    }
 }
 
 /// Where a settlement of a lease's admission ended.
@@ -251,11 +280,26 @@ impl LeasedLimiter {
         let mut answered = None;
         if let (Some(expires), true) = (expires, leases.resets == resets) {
             let tag = Arc::new(LeaseTag::new(key, taken, &call));
+            let now = Instant::now();
+            // The lease this one replaces, and those it replaced, while they live.
+            let mut earlier = Vec::new();
+            if let Some(old) = leases.live.remove(key) {
+                earlier = old.earlier;
+                earlier.push(Earlier {
+                    tag: old.tag,
+                    left: old.left,
+                    expires: old.expires,
+                });
+                earlier.retain(|e| e.expires > now);
+                let beyond = earlier.len().saturating_sub(EARLIER_LEASES);
+                earlier.drain(..beyond);
+            }
             let lease = Lease {
                 tag: tag.clone(),
                 left,
                 expires,
                 full_at,
+                earlier,
             };
             if fits {
                 answered = Some(tag);
@@ -296,11 +340,14 @@ impl LeasedLimiter {
     /// leaves spendable here until the leases expire).
     pub fn leased_units(&self) -> u64 {
         let now = Instant::now();
-        self.lock()
-            .live
-            .values()
-            .filter(|l| l.expires > now)
-            .map(|l| l.left)
+        let leases = self.lock();
+        let earlier = leases.live.values().flat_map(|l| &l.earlier);
+        let live = leases.live.values().map(|l| (l.left, l.expires));
+        earlier
+            .map(|e| (e.left, e.expires))
+            .chain(live)
+            .filter(|&(_, expires)| expires > now)
+            .map(|(left, _)| left)
             .sum()
     }
 
@@ -324,24 +371,27 @@ impl LeasedLimiter {
     pub(crate) fn settle_in_lease(&self, tag: &Arc<LeaseTag>, cost: u64, real: u64) -> InLease {
         let now = Instant::now();
         let mut leases = self.lock();
-        let Some(lease) = leases
-            .live
-            .get_mut(&tag.key)
-            .filter(|l| Arc::ptr_eq(&l.tag, tag) && l.expires > now)
+        let Some(lease) = leases.live.get_mut(&tag.key) else {
+            return InLease::Owed(real.saturating_sub(cost));
+        };
+        let full_in = lease.full_at.saturating_duration_since(now);
+        let Some((_, left, _)) = lease
+            .pools()
+            .find(|&(t, _, expires)| Arc::ptr_eq(t, tag) && expires > now)
         else {
             return InLease::Owed(real.saturating_sub(cost));
         };
         if real <= cost {
-            lease.left = lease.left.saturating_add(cost - real).min(tag.granted);
+            *left = left.saturating_add(cost - real).min(tag.granted);
         } else {
             let extra = real - cost;
-            let spent = extra.min(lease.left);
-            lease.left -= spent;
+            let spent = extra.min(*left);
+            *left -= spent;
             if spent < extra {
                 return InLease::Owed(extra - spent);
             }
         }
-        InLease::Settled(lease.left, lease.full_at.saturating_duration_since(now))
+        InLease::Settled(*left, full_in)
     }
 
     /// Script calls this instance's limiter sent (leases, refusals, plain checks).
@@ -359,9 +409,21 @@ impl LeasedLimiter {
             leases.live.remove(key);
             return None;
         }
-        lease.left = lease.left.checked_sub(cost)?;
         let full_in = lease.full_at.saturating_duration_since(now);
-        Some((lease.left, full_in, lease.tag.clone()))
+        // The oldest pool that lives and holds the cost: replaced leases' units first,
+        // since they expire first.
+        let (tag, left, _) = lease
+            .pools()
+            .find(|(_, left, expires)| *expires > now && **left >= cost)?;
+        *left -= cost;
+        let spent_from = tag.clone();
+        // What the key has left: every living pool's units.
+        let held = lease
+            .pools()
+            .filter(|&(_, _, expires)| expires > now)
+            .map(|(_, left, _)| *left)
+            .sum();
+        Some((held, full_in, spent_from))
     }
 
     /// Whether `key` may hold a lease (dropping expired ones when the map is full).

@@ -1,7 +1,8 @@
 //! Settling admissions a lease answered ([`LeasedLimiter::settle`], and through
 //! portero-http's layer): units not used go back to that very lease, units above the
-//! estimate come from the lease and then from Redis as debt, an ended or reset lease
-//! takes nothing back, and 64 requests in flight neither lose more than the lease
+//! estimate come from the lease and then from Redis as debt, a lease replaced by a
+//! newer one takes back until its own expiry, an ended or reset lease takes nothing
+//! back, and 64 requests in flight neither lose more than the lease
 //! bound nor invent a unit. Quotas of a day: nothing refills while a test runs.
 
 use std::time::Duration;
@@ -289,4 +290,52 @@ async fn a_lease_admission_settled_by_another_limiter_is_debited_on_its_own_key(
     b_redis.settle(taken, 500).await.unwrap();
     assert_eq!(in_redis(&a_redis, "jy").await, 10_000 - 100 - 460);
     assert_eq!(in_redis(&b_redis, "jy").await, 10_000);
+}
+
+/// A lease that ran short and was replaced still takes back what its admissions did
+/// not use, spendable until its own expiry and before the newer lease's units. Before,
+/// a replaced lease took nothing back: 200 requests at once through a lease of 4, the
+/// refused ones giving back, kept 3 or 4 units in fresh-clone runs.
+#[tokio::test]
+async fn a_replaced_lease_takes_back_what_its_admissions_did_not_use() {
+    let server = LocalRedis::start().expect("redis-server for this test");
+    let redis = shared(&server, ten_thousand(), "replaced").await;
+    let leased = LeasedLimiter::new(redis.clone(), 10, Duration::from_secs(600), 10);
+    // The first lease of 10: one admission of 6, another of 4 empties it.
+    let six = leased.check("cy", 6).await.unwrap().taken.unwrap();
+    let four = leased.check("cy", 4).await.unwrap();
+    assert_eq!(four.served_by, ServedBy::Lease);
+    assert_eq!(leased.leased_units(), 0);
+    // The next request leases again: the first lease is replaced.
+    let next = leased.check("cy", 1).await.unwrap();
+    assert_eq!(next.served_by, ServedBy::Redis);
+    assert_eq!(leased.leased_units(), 9);
+    // The admission of 6 from the replaced lease used 1: its 5 come back.
+    let after = leased.settle(six, 1).await.unwrap();
+    assert!(after.is_some(), "settled in the replaced lease");
+    assert_eq!(leased.leased_units(), 14);
+    assert_eq!(in_redis(&redis, "cy").await, 10_000 - 20, "no round trip");
+    // They are spent first, from the lease.
+    let spent = leased.check("cy", 5).await.unwrap();
+    assert_eq!(spent.served_by, ServedBy::Lease);
+    assert_eq!(leased.leased_units(), 9);
+}
+
+/// A replaced lease lives only until its own expiry: what comes back to it after that
+/// is lost with it (the lease bound), and nothing is invented.
+#[tokio::test]
+async fn a_replaced_lease_past_its_expiry_takes_nothing_back() {
+    let server = LocalRedis::start().expect("redis-server for this test");
+    let redis = shared(&server, ten_thousand(), "expired").await;
+    let leased = LeasedLimiter::new(redis.clone(), 10, Duration::from_millis(200), 10);
+    let ten = leased.check("di", 10).await.unwrap().taken.unwrap();
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    assert!(leased.check("di", 1).await.unwrap().decision.is_allowed());
+    assert_eq!(leased.leased_units(), 9);
+    leased.settle(ten, 0).await.unwrap();
+    assert_eq!(
+        leased.leased_units(),
+        9,
+        "the expired lease takes nothing back"
+    );
 }

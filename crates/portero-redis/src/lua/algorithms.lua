@@ -22,11 +22,11 @@
 -- a settlement moves the TAT back and R on by as much), so an admission's place
 -- `P = mark + noted` orders it among the others, and its slot is
 -- `[P − cost·T, P)`. The log holds what settlements gave back, as runs of adjacent
--- slots `S,P,given` (at most 32; the two closest runs merged into one from the lower
+-- slots `S,P,given` (at most 128; the two closest runs merged into one from the lower
 -- one's start when there are more, which only gives back less). A key that is a
 -- plain number is an older portero's TAT: generation 0, nothing given back yet.
 -- a = interval T, b = burst B.
-local GCRA_RUNS = 32
+local GCRA_RUNS = 128
 
 -- The TAT, R and generation (nil: no key), and whether the key is an older TAT.
 local function gcra_read(k1)
