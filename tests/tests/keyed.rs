@@ -390,3 +390,26 @@ fn evict_soonest_full_tracks_every_newcomer_even_when_its_buckets_are_empty() {
     }
     assert_eq!(refused, 0, "every newcomer is tracked");
 }
+
+/// Found by an outside harness, against the keyed `charge`'s docs (now corrected): a
+/// charge never opens a window placed by its first request, in a table as in one
+/// limiter — a key with no window open is charged nothing and stays unheld.
+#[test]
+fn a_charge_never_opens_a_first_request_window_in_a_table() {
+    use portero::{FixedWindow, Placement};
+    let window =
+        FixedWindow::with_placement(Quota::per_second(4).unwrap(), Placement::FirstRequest)
+            .unwrap();
+    let table = KeyedLimiter::with_clock(window, 100, ManualClock::new());
+    let after = table
+        .charge_fingerprint_at(table.fingerprint_of(&1u32), 10_000_000_000, 3)
+        .unwrap();
+    assert_eq!(after.remaining(), 4);
+    assert_eq!(table.state_of(&1u32), None);
+    // Once a request opened the window, a charge counts in it.
+    assert!(table.check_at(&1u32, 10_000_000_000, 1).unwrap().is_allowed());
+    let after = table
+        .charge_fingerprint_at(table.fingerprint_of(&1u32), 10_000_000_000, 2)
+        .unwrap();
+    assert_eq!(after.remaining(), 1, "3 of 4 counted");
+}

@@ -231,6 +231,19 @@ mod tests {
     }
 
     #[test]
+    fn places_beyond_two_to_the_sixty_four_keep_both_halves() {
+        let log = RunLog::<4>::new();
+        let high = 3u128 << 64;
+        log.record(9, high + 10, high + 20, 7);
+        assert_eq!(log.behind(9, high + 10), 7);
+        assert_eq!(log.behind(9, high + 11), 0);
+        assert_eq!(log.behind(9, 10), 7, "the high half is not lost");
+        let (n, spans) = log.read(9);
+        assert_eq!(n, 1);
+        assert_eq!((spans[0].start, spans[0].end), (high + 10, high + 20));
+    }
+
+    #[test]
     fn a_new_owner_starts_empty() {
         let log = RunLog::<4>::new();
         log.record(1, 0, 10, 4);

@@ -336,7 +336,97 @@ fn digits(text: &str) -> Option<u128> {
 
 #[cfg(test)]
 mod tests {
-    use super::{KeptPlaces, KeptPlacesError};
+    use super::{KeptPlaces, KeptPlacesError, KeptWord};
+    use crate::admission::Admission;
+    use crate::algorithm::gcra::Gcra;
+    use crate::quota::Quota;
+
+    /// 1,000 a second (T = 1 ms), a burst of 1,000.
+    fn gcra() -> Gcra {
+        Gcra::new(Quota::per_second(1_000).unwrap().with_burst(1_000).unwrap())
+    }
+
+    /// What `word` has left at `now`.
+    fn left(word: &KeptWord, now: u64) -> u64 {
+        crate::algorithm::Algorithm::decide(&gcra(), word.state, now, 1)
+            .unwrap()
+            .decision
+            .remaining()
+    }
+
+    #[test]
+    fn only_an_admission_of_units_is_kept_to_settle() {
+        let g = Gcra::new(Quota::per_second(1).unwrap().with_burst(2).unwrap());
+        let mut word = KeptWord::new(&g);
+        assert!(
+            word.check(&g, 0, 0).unwrap().1.is_none(),
+            "no units, nothing to settle"
+        );
+        let (d, taken) = word.check(&g, 0, 2).unwrap();
+        assert!(d.is_allowed() && taken.is_some_and(|a| a.cost() == 2));
+        let (d, taken) = word.check(&g, 0, 1).unwrap();
+        assert!(!d.is_allowed() && taken.is_none(), "refused: nothing taken");
+    }
+
+    #[test]
+    fn settled_in_reverse_with_no_time_passing_a_word_is_its_twin() {
+        let g = gcra();
+        let (mut word, mut places) = (KeptWord::new(&g), KeptPlaces::new());
+        let mut twin = KeptWord::new(&g);
+        let now = 10_000_000;
+        let mut taken = Vec::new();
+        for _ in 0..16 {
+            let noted = word.ledger;
+            let a = word.check(&g, now, 10).unwrap().1.unwrap();
+            let rebuilt =
+                Admission::of_word(now, 10, a.before().unwrap(), a.after().unwrap(), noted);
+            taken.push(rebuilt);
+            twin.check(&g, now, 3).unwrap();
+        }
+        for a in taken.into_iter().rev() {
+            word.settle_placed(&mut places, &g, a, 3, now).unwrap();
+        }
+        assert_eq!(left(&word, now), left(&twin, now));
+        assert_eq!(
+            left(&word, now),
+            1_000 - 48 - 1,
+            "48 used, and the one asked"
+        );
+        assert!(!places.is_empty(), "what was given back is logged");
+        assert_eq!(
+            places.to_string().split(',').count(),
+            1,
+            "adjacent places: one run"
+        );
+    }
+
+    #[test]
+    fn a_settlement_that_gives_nothing_back_logs_nothing() {
+        let g = gcra();
+        let (mut word, mut places) = (KeptWord::new(&g), KeptPlaces::new());
+        let a = word.check(&g, 0, 10).unwrap().1.unwrap();
+        word.settle_placed(&mut places, &g, a, 10, 0).unwrap();
+        assert!(places.is_empty());
+        // An exact undo moves nothing the ledger counts: nothing logged either.
+        let b = word.check(&g, 0, 10).unwrap().1.unwrap();
+        word.settle_placed(&mut places, &g, b, 0, 0).unwrap();
+        assert!(places.is_empty() && word.ledger == 0);
+    }
+
+    #[test]
+    fn places_beyond_two_to_the_sixty_four_keep_their_high_halves() {
+        let mut places = KeptPlaces::new();
+        let high = 5u128 << 64;
+        places.record(high + 10, high + 20, 3);
+        let words: Vec<u64> = places.to_words().collect();
+        assert_eq!(words, [5, 10, 5, 20, 3]);
+        assert_eq!(KeptPlaces::from_words(&words), Ok(places.clone()));
+        assert_eq!(places.to_string(), "5000000000000000a:50000000000000014:3");
+        assert_eq!(
+            KeptPlacesError.to_string(),
+            "not a log of places: up to 64 `start:end:given` runs in order, comma-separated"
+        );
+    }
 
     #[test]
     fn places_read_back_as_written_and_refuse_what_no_log_writes() {

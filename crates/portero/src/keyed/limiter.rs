@@ -479,8 +479,10 @@ impl<K: Hash + ?Sized, A: Algorithm + Copy, C: Clock> KeyedLimiter<K, A, C> {
 
     /// Takes `units` from `key` now whether or not they fit: a cost learned after
     /// the request was admitted, charged into debt past the burst (see
-    /// [`Algorithm::charge`]; a key not held is taken in, as a check would). Returns
-    /// how the key stands afterwards for a request of one unit.
+    /// [`Algorithm::charge`]; a key not held is taken in, as a check would — except
+    /// under a window placed by its first request, which a charge never opens: a key
+    /// with no window open is charged nothing, and stays as it was). Returns how the
+    /// key stands afterwards for a request of one unit.
     pub fn charge(&self, key: &K, units: u64) -> Result<Decision, KeyedError> {
         self.charge_fingerprint_at(self.fingerprint_of(key), self.clock.now(), units)
     }
