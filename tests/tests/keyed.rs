@@ -407,7 +407,10 @@ fn a_charge_never_opens_a_first_request_window_in_a_table() {
     assert_eq!(after.remaining(), 4);
     assert_eq!(table.state_of(&1u32), None);
     // Once a request opened the window, a charge counts in it.
-    assert!(table.check_at(&1u32, 10_000_000_000, 1).unwrap().is_allowed());
+    assert!(table
+        .check_at(&1u32, 10_000_000_000, 1)
+        .unwrap()
+        .is_allowed());
     let after = table
         .charge_fingerprint_at(table.fingerprint_of(&1u32), 10_000_000_000, 2)
         .unwrap();

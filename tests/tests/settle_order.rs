@@ -153,3 +153,40 @@ fn with_time_passing_and_64_in_flight_at_least_99_percent_comes_back() {
         );
     });
 }
+
+/// 200 admissions of one unit at one instant, 195 of them given back in random order
+/// (the requests a later limit refused), no time passing. A log of places keeps a
+/// bounded number of runs; once the places given back out of order form more, its
+/// closest runs merge downward and a give-back counts less behind it: never more than
+/// the twin, and what it keeps is measured here (a limiter's own log and a table's
+/// keep 16 runs; a kept word's 64; Redis's 128, where this leaves exactly the twin:
+/// `crates/portero-redis/tests/settle_order.rs`).
+#[test]
+fn two_hundred_given_back_in_random_order_keep_what_a_full_log_loses() {
+    let mut draw = Draw(200);
+    let per_hour = || Gcra::new(Quota::per_hour(300).unwrap());
+    for (store, most) in [(Store::Word, 20), (Store::Table, 20), (Store::Kept, 0)] {
+        let mut kept = 0;
+        for _ in 0..5 {
+            let (s, twin) = (subject(per_hour(), store), subject(per_hour(), store));
+            let mut taken: Vec<Admission> = (0..200).map(|_| take(&*s, T, 1)).collect();
+            for _ in 0..5 {
+                take(&*twin, T, 1);
+            }
+            let mut back = taken.split_off(5);
+            draw.shuffle(&mut back);
+            for one in back {
+                s.refund(one, T);
+            }
+            let (left, theirs) = (s.remaining(T), twin.remaining(T));
+            assert!(left <= theirs, "{store:?}: never more than the twin");
+            kept += theirs - left;
+            assert!(
+                theirs - left <= most,
+                "{store:?}: {} of 195 kept",
+                theirs - left
+            );
+        }
+        println!("{store:?}: 5 runs of 195 given back in random order, {kept} units kept");
+    }
+}

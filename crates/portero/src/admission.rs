@@ -30,8 +30,8 @@
 //!      the word but not `X`'s slot. The refund gives back
 //!      `g = min(w, W − M − now)`, never below 0 and never pulling the word below
 //!      `now`. **Exact** when the refund comes at `X`'s own time, in any order of
-//!      refunds (sixteen settled in reverse leave the twin; with `R` alone they kept
-//!      42 of 112 units); **shortfall** otherwise at most the time since `X`'s
+//!      refunds while the log holds their places (sixteen settled in reverse leave
+//!      the twin; with `R` alone they kept 42 of 112 units); **shortfall** otherwise at most the time since `X`'s
 //!      admission plus, where the log lost track (a place not known because a refund
 //!      ran while `X` wrote, runs merged in a full log, a table's log taken over by
 //!      another key), what refunds gave back since. Under load the shortfall

@@ -49,12 +49,11 @@ pub(crate) struct Span {
     pub(crate) given: u64,
 }
 
-/// What refunds of the places in `spans` starting at or after `place` gave back.
-pub(crate) fn behind_in(spans: &[Span], place: u128) -> u128 {
-    spans
-        .iter()
-        .filter(|run| run.start >= place)
-        .map(|run| u128::from(run.given))
+/// What refunds of the places among `runs` (`(start, given)`) starting at or after
+/// `place` gave back: the give-backs behind an admission that ended at `place`.
+pub(crate) fn behind_of(runs: impl Iterator<Item = (u128, u64)>, place: u128) -> u128 {
+    runs.filter(|&(start, _)| start >= place)
+        .map(|(_, given)| u128::from(given))
         .sum()
 }
 
@@ -112,8 +111,17 @@ impl<const RUNS: usize> RunLog<RUNS> {
     /// give-backs behind an admission that ended at `place`.
     pub(crate) fn behind(&self, owner: u64, place: u128) -> u128 {
         let _turn = self.lock.lock();
-        let (n, spans) = self.read(owner);
-        behind_in(&spans[..n], place)
+        if self.owner.load(Relaxed) != owner {
+            return 0;
+        }
+        // Read in place (no copy of the runs: every refund that finds others since
+        // asks this).
+        let n = (self.len.load(Relaxed) as usize).min(RUNS);
+        let runs = self.runs[..n].iter();
+        behind_of(
+            runs.map(|run| (wide(&run.start), run.given.load(Relaxed))),
+            place,
+        )
     }
 
     /// Notes that a refund of `owner`'s place `[start, end)` gave back `given`: joined

@@ -12,7 +12,7 @@
 
 use crate::admission::{Admission, Seen, Settlement};
 use crate::decision::{check_range, CheckError, Decision};
-use crate::refund_log::{behind_in, record_in, Span};
+use crate::refund_log::{behind_of, record_in, Span};
 
 use super::charge::{saturates, standing};
 use super::Algorithm;
@@ -154,7 +154,7 @@ impl KeptWord {
                 let place = back.place();
                 let behind = match (&places, place) {
                     (Some(p), Some((_, end, true))) if back.noted_total() != Some(self.ledger) => {
-                        behind_in(p.spans(), end)
+                        behind_of(p.spans().iter().map(|s| (s.start, s.given)), end)
                     }
                     _ => 0,
                 };
