@@ -141,74 +141,102 @@ async fn redis_units_of_requests_a_local_limit_refused_come_back() {
     for (leased, runs) in [(false, 20), (true, 4)] {
         let mut kept_total = 0;
         for run in 0..runs {
-            let per_client = Quota::per_hour(300).unwrap();
-            let redis = stores.redis(per_client).await;
-            let local_quota = Quota::per_hour(5).unwrap();
-            let local = Arc::new(KeyedLimiter::with_clock(
-                portero::Gcra::new(local_quota),
-                100,
-                ManualClock::starting_at(1_000_000_000),
-            ));
-            let shared = policy("shared", per_client);
-            let lease = LeasedLimiter::new(redis.clone(), 4, Duration::from_secs(60), 100);
-            let remote = if leased {
-                LimitLayer::new(Limit::new(lease.clone(), shared, x_client()))
-            } else {
-                LimitLayer::new(Limit::new(redis.clone(), shared, x_client()))
-            };
-            let layer = remote.limit(Limit::new(
-                local.clone(),
-                policy("local", local_quota),
-                x_client(),
-            ));
-            let through = at_once(app(layer), 200).await;
-            assert_eq!(through, 5, "run {run}: the local limit admits its burst");
-            // The give-backs run after the refusals are answered: wait for them (up
-            // to 10 s: a loaded machine ran 195 script calls past 2 s). Through a
-            // lease they go into the lease, not Redis: waited for below. (A unit
-            // refills every 12 s: the wait must not run its full length for nothing.)
-            let mut left = 0;
-            for _ in 0..if leased { 0 } else { 1_000 } {
-                left = redis_left(&redis).await;
-                if left + through >= 300 {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-            if leased {
-                // The give-backs into the lease run on their own, after the
-                // refusals were answered: wait until the lease stands still (a
-                // loaded machine runs them late), then count what the client can
-                // still take through it. Units given back into this instance's lease
-                // are spent here.
-                let mut still = 0;
-                let mut held = lease.leased_units();
-                for _ in 0..500 {
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                    let now = lease.leased_units();
-                    still = if now == held { still + 1 } else { 0 };
-                    held = now;
-                    if still >= 10 {
-                        break;
-                    }
-                }
-                left = drained(&lease).await;
-            }
-            let kept = 300u64.checked_sub(left + through).unwrap_or_else(|| {
-                panic!("leased {leased}, run {run}: {left} left and {through} through: more than the 300 the client had")
-            });
-            kept_total += kept;
-            // Through a lease too: an admission answered by a lease that ran out and
-            // was replaced while the refusals were in flight gives back into that
-            // lease, spendable until its own expiry (before, those units were lost:
-            // 3 and 4 in fresh-clone runs).
-            assert!(
-                kept == 0,
-                "leased {leased}, run {run}: 195 refused requests kept {kept} Redis units"
-            );
+            let redis = stores.redis(Quota::per_hour(300).unwrap()).await;
+            kept_total += units_kept(redis, leased, run).await;
         }
         println!("leased {leased}: {runs} runs of 200 at once, {kept_total} Redis units kept by refused requests");
     }
+}
+
+/// The same on a Redis Cluster of three primaries (each run's key on the node its
+/// slot names).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_cluster_the_units_of_requests_a_local_limit_refused_come_back() {
+    let cluster =
+        portero_redis::LocalCluster::start().expect("a local Redis Cluster for this test");
+    let urls = cluster.urls();
+    let nodes: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let mut kept_total = 0;
+    for run in 0..20 {
+        let gcra = portero_redis::RedisAlgorithm::gcra(Quota::per_hour(300).unwrap()).unwrap();
+        let redis = RedisLimiter::connect_cluster(&nodes, gcra)
+            .await
+            .unwrap()
+            .timeout(Duration::from_secs(5))
+            .prefix(&format!("cluster-run-{run}"))
+            .unwrap();
+        kept_total += units_kept(redis, false, run).await;
+    }
+    println!("cluster: 20 runs of 200 at once, {kept_total} Redis units kept by refused requests");
+}
+
+/// 200 requests at once from alice through `redis` (300 an hour; through a lease of 4
+/// when `leased`) stacked with an in-memory limit of 5 taken after it: the Redis units
+/// kept by the 195 refused requests, once their give-backs have landed (asserted 0).
+async fn units_kept(redis: RedisLimiter, leased: bool, run: usize) -> u64 {
+    let per_client = Quota::per_hour(300).unwrap();
+    let local_quota = Quota::per_hour(5).unwrap();
+    let local = Arc::new(KeyedLimiter::with_clock(
+        portero::Gcra::new(local_quota),
+        100,
+        ManualClock::starting_at(1_000_000_000),
+    ));
+    let shared = policy("shared", per_client);
+    let lease = LeasedLimiter::new(redis.clone(), 4, Duration::from_secs(60), 100);
+    let remote = if leased {
+        LimitLayer::new(Limit::new(lease.clone(), shared, x_client()))
+    } else {
+        LimitLayer::new(Limit::new(redis.clone(), shared, x_client()))
+    };
+    let layer = remote.limit(Limit::new(
+        local.clone(),
+        policy("local", local_quota),
+        x_client(),
+    ));
+    let through = at_once(app(layer), 200).await;
+    assert_eq!(through, 5, "run {run}: the local limit admits its burst");
+    // The give-backs run after the refusals are answered: wait for them (up to 10 s:
+    // a loaded machine ran 195 script calls past 2 s). Through a lease they go into
+    // the lease, not Redis: waited for below. (A unit refills every 12 s: the wait
+    // must not run its full length for nothing.)
+    let mut left = 0;
+    for _ in 0..if leased { 0 } else { 1_000 } {
+        left = redis_left(&redis).await;
+        if left + through >= 300 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    if leased {
+        // The give-backs into the lease run on their own, after the refusals were
+        // answered: wait until the lease stands still (a loaded machine runs them
+        // late), then count what the client can still take through it. Units given
+        // back into this instance's lease are spent here.
+        let mut still = 0;
+        let mut held = lease.leased_units();
+        for _ in 0..500 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            let now = lease.leased_units();
+            still = if now == held { still + 1 } else { 0 };
+            held = now;
+            if still >= 10 {
+                break;
+            }
+        }
+        left = drained(&lease).await;
+    }
+    let kept = 300u64.checked_sub(left + through).unwrap_or_else(|| {
+        panic!("leased {leased}, run {run}: {left} left and {through} through: more than the 300 the client had")
+    });
+    // Through a lease too: an admission answered by a lease that ran out and was
+    // replaced while the refusals were in flight gives back into that lease,
+    // spendable until its own expiry (before, those units were lost: 3 and 4 in
+    // fresh-clone runs).
+    assert!(
+        kept == 0,
+        "leased {leased}, run {run}: 195 refused requests kept {kept} Redis units"
+    );
+    kept
 }
 
 /// How many single units alice can still take through `lease` (its lease first).
