@@ -175,7 +175,8 @@ fn join(all: &mut [Span], n: &mut usize, i: usize) {
 }
 
 fn wide(halves: &[AtomicU64; 2]) -> u128 {
-    (u128::from(halves[0].load(Relaxed)) << 64) | u128::from(halves[1].load(Relaxed))
+    // Disjoint halves: `+` is `|`.
+    (u128::from(halves[0].load(Relaxed)) << 64) + u128::from(halves[1].load(Relaxed))
 }
 
 fn set_wide(halves: &[AtomicU64; 2], value: u128) {

@@ -248,7 +248,7 @@ impl KeptPlaces {
             return Err(KeptPlacesError);
         }
         for run in words.chunks_exact(5) {
-            let wide = |high: u64, low: u64| (u128::from(high) << 64) | u128::from(low);
+            let wide = |high: u64, low: u64| (u128::from(high) << 64) + u128::from(low);
             places.push(wide(run[0], run[1]), wide(run[2], run[3]), run[4])?;
         }
         Ok(places)
