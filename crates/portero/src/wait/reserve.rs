@@ -146,7 +146,7 @@ impl<C: Clock> RateLimiter<Gcra, C> {
     }
 
     /// Books `cost` units now, to be used when the reservation is ready.
-    #[inline(never)]
+    #[inline]
     pub fn reserve(
         &self,
         cost: u64,
