@@ -196,6 +196,31 @@ fn a_keyed_refund_racing_another_refund_and_a_check_is_never_fooled_by_the_same_
     });
 }
 
+/// A sweep that drops a neighbour's idle key races a refund of another key's
+/// admission (keys of one table share a ledger): in every interleaving the refund
+/// gives back all of it — the sweep's mark is read past, since the key was not idle.
+#[test]
+fn a_neighbours_sweep_racing_a_refund_leaves_the_give_back_whole() {
+    keyed_model_with_burst(4, portero::Overflow::RejectNewKeys, 4, |lim| {
+        assert!(lim.check_at(&2, 0, 1).unwrap().is_allowed());
+        // Key 1 keeps one unit (never idle at 10T), and X takes two more.
+        assert!(lim.check_at(&1, 10 * T, 1).unwrap().is_allowed());
+        let x = lim.acquire_at(&1, 10 * T, 2).unwrap().admission.unwrap();
+        let l = lim.clone();
+        let sweep = thread::spawn(move || l.sweep_at(10 * T));
+        lim.refund_fingerprint_at(lim.fingerprint_of(&1), x, 10 * T);
+        assert_eq!(sweep.join().unwrap(), 1, "the neighbour, idle since T");
+        assert!(
+            lim.peek_at(&1, 10 * T, 3).unwrap().is_allowed(),
+            "both units back"
+        );
+        assert!(
+            !lim.peek_at(&1, 10 * T, 4).unwrap().is_allowed(),
+            "one kept"
+        );
+    });
+}
+
 /// Three threads take permits from a limit of 2 and release them: never more than 2
 /// held at once, and all are back at the end.
 #[test]

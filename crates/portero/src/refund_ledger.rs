@@ -191,16 +191,19 @@ impl RefundLedger {
         let place = admission.place();
         self.refunding(|total| {
             let total = self.past_sweeps(admission.noted_total(), total, held_at);
+            // The log's lock, taken once if at all.
+            let mut turn = None;
             // Nothing given back since the admission: nothing to tell apart.
             let behind = match place {
                 Some((_, end, true)) if admission.noted_total() != Some(total) => {
-                    log.behind(owner, end)
+                    turn.get_or_insert_with(|| log.turn()).behind(owner, end)
                 }
                 _ => 0,
             };
             let (out, moved) = attempt(Seen { total, behind });
             if let (Some((start, end, _)), true) = (place, moved > 0) {
-                log.record(owner, start, end, moved);
+                turn.get_or_insert_with(|| log.turn())
+                    .record(owner, start, end, moved);
             }
             (out, moved)
         })

@@ -107,10 +107,31 @@ impl<const RUNS: usize> RunLog<RUNS> {
         }
     }
 
+    /// The log's lock, held for one refund's reading and recording (taken once, not
+    /// once for each: an uncontended lock is a compare-and-swap).
+    pub(crate) fn turn(&self) -> LogTurn<'_, RUNS> {
+        LogTurn {
+            log: self,
+            _held: self.lock.lock(),
+        }
+    }
+
     /// What refunds of `owner`'s places starting at or after `place` gave back: the
     /// give-backs behind an admission that ended at `place`.
+    #[cfg(test)]
     pub(crate) fn behind(&self, owner: u64, place: u128) -> u128 {
-        let _turn = self.lock.lock();
+        self.turn().behind(owner, place)
+    }
+
+    /// Notes that a refund of `owner`'s place `[start, end)` gave back `given`: joined
+    /// to the runs it touches, the two closest runs merged while there are too many.
+    #[cfg(test)]
+    pub(crate) fn record(&self, owner: u64, start: u128, end: u128, given: u64) {
+        self.turn().record(owner, start, end, given);
+    }
+
+    /// [`behind`](Self::behind), the lock held.
+    fn behind_held(&self, owner: u64, place: u128) -> u128 {
         if self.owner.load(Relaxed) != owner {
             return 0;
         }
@@ -124,15 +145,48 @@ impl<const RUNS: usize> RunLog<RUNS> {
         )
     }
 
-    /// Notes that a refund of `owner`'s place `[start, end)` gave back `given`: joined
-    /// to the runs it touches, the two closest runs merged while there are too many.
-    pub(crate) fn record(&self, owner: u64, start: u128, end: u128, given: u64) {
-        let _turn = self.lock.lock();
+    /// [`record`](Self::record), the lock held.
+    fn record_held(&self, owner: u64, start: u128, end: u128, given: u64) {
+        if self.record_at_the_end(owner, start, end, given) {
+            return;
+        }
         let (mut n, spans) = self.read(owner);
         let mut all = [Span::default(); MOST_RUNS + 1];
         all[..n].copy_from_slice(&spans[..n]);
         record_in(&mut all[..=RUNS], &mut n, (start, end, given));
         self.write(owner, &all[..n]);
+    }
+
+    /// [`record`](Self::record)'s common cases, in place (copying the log out and
+    /// back cost a settlement 60 of its 87 ns): a log `owner` does not hold yet, a
+    /// place that extends the last run, or one after it with room left — what
+    /// [`record_in`] makes of them too. Whether it was one of them.
+    fn record_at_the_end(&self, owner: u64, start: u128, end: u128, given: u64) -> bool {
+        let n = if self.owner.load(Relaxed) == owner {
+            (self.len.load(Relaxed) as usize).min(RUNS)
+        } else {
+            0
+        };
+        let Some(last) = n.checked_sub(1).map(|i| &self.runs[i]) else {
+            self.write(owner, &[Span { start, end, given }]);
+            return true;
+        };
+        let last_end = wide(&last.end);
+        if start == last_end {
+            set_wide(&last.end, end);
+            let sum = last.given.load(Relaxed).saturating_add(given);
+            last.given.store(sum, Relaxed);
+            return true;
+        }
+        if start > last_end && n < RUNS {
+            let run = &self.runs[n];
+            set_wide(&run.start, start);
+            set_wide(&run.end, end);
+            run.given.store(given, Relaxed);
+            self.len.store(n as u64 + 1, Relaxed);
+            return true;
+        }
+        false
     }
 
     /// The runs, when `owner` owns the log (none otherwise).
@@ -160,6 +214,26 @@ impl<const RUNS: usize> RunLog<RUNS> {
             set_wide(&run.end, span.end);
             run.given.store(span.given, Relaxed);
         }
+    }
+}
+
+/// A [`RunLog`] with its lock held.
+pub(crate) struct LogTurn<'a, const RUNS: usize> {
+    log: &'a RunLog<RUNS>,
+    _held: crate::sync::SpinGuard<'a>,
+}
+
+impl<const RUNS: usize> LogTurn<'_, RUNS> {
+    /// What refunds of `owner`'s places starting at or after `place` gave back: the
+    /// give-backs behind an admission that ended at `place`.
+    pub(crate) fn behind(&self, owner: u64, place: u128) -> u128 {
+        self.log.behind_held(owner, place)
+    }
+
+    /// Notes that a refund of `owner`'s place `[start, end)` gave back `given`: joined
+    /// to the runs it touches, the two closest runs merged while there are too many.
+    pub(crate) fn record(&self, owner: u64, start: u128, end: u128, given: u64) {
+        self.log.record_held(owner, start, end, given);
     }
 }
 
