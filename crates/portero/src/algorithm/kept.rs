@@ -181,7 +181,7 @@ impl KeptWord {
 }
 
 /// Where a kept word's settlements gave back from: the log of places beside its
-/// ledger (see [`refund_log`](crate::refund_log): an admission holds the place
+/// ledger (see [`admission`](crate::admission): an admission holds the place
 /// `[before + R, after + R)` among its word's admissions; a settlement subtracts
 /// what was given back from places at or after its own end, which moved the word but
 /// not its slot). At most 64 runs (a kept word's log lives in its store, not in a
