@@ -147,7 +147,9 @@ export declare class Rule {
  * A key's state, its refund ledger and where its settlements gave back from (start at
  * `{ state: rule.initialState, ledger: 0n, places: "" }`; keep all three together).
  * Without `places`, settlements give back by the ledger alone: out of order, some
- * units stay kept.
+ * units stay kept. All three are trusted, as portero wrote them: a state, ledger or
+ * places made up can give back more (places claiming more than the ledger moved are
+ * not read).
  */
 export interface KeptWord {
   state: bigint;

@@ -10,6 +10,7 @@ import { keyOf, settingsOf, pairsOf, SWEEP_MS } from "./keys.js";
 
 const STATE = "k:"; // k:<rule id>:<key> -> "state/ledger/generation/places" (decimal; earlier versions wrote fewer fields)
 const GENERATION = "g:"; // the last generation given to a word (decimal)
+const LATEST = "t:"; // the latest time a kept change was decided at (ms, decimal)
 const RULE = "r:"; // r:<rule id> -> { rule, shards } (JSON)
 const HAND = 8; // keys a new key at a full shard looks at for an idle one
 // A new key at a full shard whose clock hand found no idle key.
@@ -50,6 +51,10 @@ export class PorteroShard extends DurableObject {
         this.#generation = Math.max(this.#generation, Number(generation));
       }
       this.#generation = Math.max(this.#generation, Number((await ctx.storage.get(GENERATION)) ?? 0));
+      // The clock never goes back across a restart either (a host whose clock is
+      // behind would date a settlement before a check already applied, and give back
+      // that check's units: found by an outside harness).
+      this.#latest = Number((await ctx.storage.get(LATEST)) ?? 0) || 0;
       this.#alarmAt = await ctx.storage.getAlarm();
     });
   }
@@ -225,6 +230,7 @@ export class PorteroShard extends DurableObject {
     const changed = {};
     for (const [slot, generation] of born) this.#generations.set(slot, generation);
     if (born.size > 0) changed[GENERATION] = String(this.#generation);
+    if (pending.size > 0) changed[LATEST] = String(this.#latest);
     for (const [slot, next] of pending) {
       this.#states.set(slot, next);
       const ledger = this.#ledgers.get(slot) ?? 0n;

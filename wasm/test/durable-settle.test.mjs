@@ -386,3 +386,55 @@ test("with time passing and 64 in flight, at least 99 % of what settlements give
     console.log(`the edge: ${kept} of ${back} give-back units kept, ${(100 * (back - kept) / back).toFixed(2)} % back`);
     assert.ok(kept * 100 <= back, `${kept} of ${back} kept`);
   }));
+
+// Found by an outside harness: a log of places claiming more given back behind an
+// admission than the ledger moved since it gave back more than no log at all (95
+// where its twin has 90). A log that claims more than its ledger can hold is not read.
+test("a log of places claiming more than its ledger moved gives back no more than none", () => {
+  const model = new Rule({ perHour: 100, algorithm: "gcra" }); // a unit every 36 s
+  const U = 36_000;
+  const t0 = 1_700_000_000_000;
+  const take = (w, now, cost) => {
+    const [d, next] = model.decide(w.state, now, cost);
+    assert.ok(d.allowed);
+    return [{ ...w, state: next }, { at: now, cost, before: w.state, after: next, noted: w.ledger }];
+  };
+  const left = (w, now) => model.decide(w.state, now, 0, false)[0].remaining;
+  const run = (places) => {
+    let w = { state: model.initialState, ledger: 0n, places: "" };
+    let a, b;
+    [w, a] = take(w, t0, 10);
+    [w, b] = take(w, t0, 10);
+    [, w] = model.settle(w, a, 0, t0); // a gives back: b's slot moves back
+    [w] = take(w, t0 + 15 * U, 10); // c, after an idle spell
+    const [, after] = model.settle({ ...w, places: places(w.places) }, b, 0, t0 + 15 * U);
+    return left(after, t0 + 15 * U);
+  };
+  const twin = left(take({ state: model.initialState, ledger: 0n }, t0 + 15 * U, 10)[0], t0 + 15 * U);
+  assert.equal(twin, 90);
+  assert.equal(run((p) => p), 90, "its own log");
+  assert.equal(run(() => ""), 90, "no log");
+  const claim = "ffffffffffffffffffffffff:fffffffffffffffffffffffff:ffffffffffffffff";
+  assert.equal(run((p) => `${p},${claim}`), 90, "a log claiming everything behind");
+});
+
+// Found by an outside harness: the object's clock never went back while it lived, but
+// a restart on a host whose clock is behind dated a settlement before a check already
+// applied, and gave back that check's units (99 left where the twin has 90).
+test("across a restart the object's clock still never goes back", () =>
+  withClock(async (clock) => {
+    const options = { rule: { perHour: 100 }, shards: 1 };
+    const U = 36_000;
+    const storages = new Map();
+    const t0 = clock.now;
+    const shard = namespace(storages).get("portero-shard-0");
+    const [a] = await shard.checkMany(options, [["k", 10, 10]]);
+    clock.now = t0 + 15 * U;
+    await shard.checkMany(options, [["k", 10, 10]]); // after an idle spell
+    const restarted = namespace(storages).get("portero-shard-0");
+    clock.now = t0 + U; // the new host's clock is behind
+    await restarted.settleMany(options, [["k", a.admission, 0]]);
+    clock.now = t0 + 15 * U;
+    const [left] = await restarted.checkMany(options, [["k", 0, 0]]);
+    assert.equal(left.remaining, 90, "as the twin that saw only the later check");
+  }));

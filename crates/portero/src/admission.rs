@@ -447,7 +447,10 @@ impl Admission {
             // A total below the noted one cannot happen; read it as unknown.
             (Some(noted), Some(seen)) => match seen.total.checked_sub(noted) {
                 Some(0) => (true, 0),
-                Some(d) => match d.saturating_sub(seen.behind) {
+                // What lay behind was given back since the note, so within `d`: a log
+                // claiming more is not this word's (a kept log damaged or made up)
+                // and is not read (found by an outside harness: it gave back more).
+                Some(d) => match d.checked_sub(seen.behind).unwrap_or(d) {
                     ahead if ahead < UNKNOWN as u128 => (false, ahead as u64),
                     _ => (false, UNKNOWN),
                 },

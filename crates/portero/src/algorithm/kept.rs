@@ -190,7 +190,9 @@ impl KeptWord {
 /// only makes a settlement give back less. Kept as text beside the word
 /// (`start:end:given` runs, comma-separated, in lowercase hexadecimal — which an edge
 /// module formats without 128-bit division; empty when nothing was given back), and
-/// started afresh with the word.
+/// started afresh with the word. Like the word and its ledger it is trusted: a log
+/// claiming more than the ledger moved is not read, but one made up within it can
+/// give back more, as a made-up ledger can — keep the three together, as written.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeptPlaces {
     // One more than a log holds: the new run before any merge. Unused runs stay
