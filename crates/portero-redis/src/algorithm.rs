@@ -137,6 +137,12 @@ impl RedisAlgorithm {
         matches!(self.0, Kind::SlidingLog { .. })
     }
 
+    /// Whether a key's life is told by a generation (GCRA, the sliding counter): a
+    /// reset then leaves its mark (see `scripts::RESET`).
+    pub(crate) fn has_generation(&self) -> bool {
+        matches!(self.0, Kind::Gcra { .. } | Kind::SlidingCounter { .. })
+    }
+
     pub(crate) fn key_suffix(&self) -> String {
         let name = self.name();
         match self.0 {

@@ -464,10 +464,23 @@ impl RedisLimiter {
             cache.forget(&keys[0]);
         }
         let used = if algorithm.uses_second_key() { 2 } else { 1 };
-        let mut delete = redis::cmd("DEL");
-        delete.arg(&keys[..used]);
+        let delete = async {
+            if algorithm.has_generation() {
+                // Dropped, its generation kept a moment (see `scripts::RESET`).
+                let reset = Script::new(scripts::RESET);
+                reset
+                    .key(&keys[0])
+                    .invoke_async::<()>(&mut connection)
+                    .await
+            } else {
+                redis::cmd("DEL")
+                    .arg(&keys[..used])
+                    .query_async(&mut connection)
+                    .await
+            }
+        };
         // Within the limiter's timeout: a Redis that hangs must not hang the caller.
-        match tokio::time::timeout(self.timeout, delete.query_async(&mut connection)).await {
+        match tokio::time::timeout(self.timeout, delete).await {
             Ok(answer) => answer,
             Err(_) => Err(RedisError::from((
                 ErrorKind::IoError,

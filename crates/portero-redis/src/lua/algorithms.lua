@@ -34,7 +34,8 @@ local function gcra_read(k1)
   if st.err then return tonumber(redis.call('GET', k1)) or 0, 0, 0, true end
   local g = tonumber(st[3])
   if g == nil then return 0, 0, nil, false end
-  return tonumber(st[1]), tonumber(st[2]), g, false
+  -- A reset's mark holds the generation alone (see `RESET` in scripts.rs).
+  return tonumber(st[1]) or 0, tonumber(st[2]) or 0, g, false
 end
 
 -- Kept until the TAT is paid off, and at least a millisecond: a TAT a settlement
