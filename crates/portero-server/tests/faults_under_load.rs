@@ -139,7 +139,10 @@ descriptors:
     // and a loaded machine may hold a request a while).
     let before: Vec<u16> = answers
         .iter()
-        .filter(|(t, _)| *t + Duration::from_millis(300) < killed)
+        .filter(|(t, _)| {
+            t.checked_add(Duration::from_millis(300))
+                .is_some_and(|t| t < killed)
+        })
         .map(|a| a.1)
         .collect();
     assert!(
