@@ -157,6 +157,34 @@ pub struct Admission {
     origin: u64,
 }
 
+/// An [`Admission`] of [`ANY_ORIGIN`], kept by whoever knows which limiter it came
+/// from (a reservation holds its limiter): the same fields less the origin.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Unstamped {
+    at: u64,
+    cost: u64,
+    word: [u64; 2],
+    ledger: (core::num::NonZeroU64, u64),
+}
+
+impl Unstamped {
+    /// The admission it was ([`ANY_ORIGIN`]).
+    pub(crate) const fn admission(&self) -> Admission {
+        Admission {
+            at: self.at,
+            cost: self.cost,
+            word: self.word,
+            ledger: self.ledger,
+            origin: ANY_ORIGIN,
+        }
+    }
+
+    /// When it was taken.
+    pub(crate) const fn at(&self) -> u64 {
+        self.at
+    }
+}
+
 /// The origin of an admission a caller made or rebuilt itself ([`Admission::new`],
 /// [`Admission::of_word`]): its store vouches for the word it settles on.
 const ANY_ORIGIN: u64 = 0;
@@ -279,6 +307,17 @@ impl Admission {
             other => other,
         };
         Self { ledger, ..self }
+    }
+
+    /// The admission without its origin (one a caller holds for its own limiter, as a
+    /// reservation does: one word less to move).
+    pub(crate) const fn unstamped(self) -> Unstamped {
+        Unstamped {
+            at: self.at,
+            cost: self.cost,
+            word: self.word,
+            ledger: self.ledger,
+        }
     }
 
     /// The noted total of the word's ledger, if the admission noted one.

@@ -53,7 +53,7 @@
 
 use core::time::Duration;
 
-use crate::admission::Admission;
+use crate::admission::{Admission, Unstamped};
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::limiter::RateLimiter;
 use crate::clock::Clock;
@@ -101,7 +101,9 @@ pub struct Reservation<'a, C: Clock> {
     limiter: Option<Handle<'a, C>>,
     ready_at: u64,
     // What the booking took and wrote: a cancel gives it back as a refund would.
-    pub(crate) admission: Admission,
+    // (Unstamped: the limiter beside it says whose word it is, and a word less moves
+    // with the reservation.)
+    admission: Unstamped,
 }
 
 /// The limiter a reservation gives back to: borrowed, or shared (a reservation that
@@ -141,12 +143,13 @@ impl<C: Clock> RateLimiter<Gcra, C> {
             limiter: Some(Handle::Shared(self.clone())),
             ready_at,
             admission: Admission::of_word(now, cost, before, after, note.total)
-                .placed_if(self.refunds_placed(&note)),
+                .placed_if(self.refunds_placed(&note))
+                .unstamped(),
         })
     }
 
     /// Books `cost` units now, to be used when the reservation is ready.
-    #[inline]
+    #[inline(always)]
     pub fn reserve(
         &self,
         cost: u64,
@@ -172,7 +175,7 @@ impl<C: Clock> RateLimiter<Gcra, C> {
     /// assert_eq!(slots, [0, 100_000_000, 200_000_000, 300_000_000, 400_000_000]);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    #[inline]
+    #[inline(always)]
     pub fn reserve_at(
         &self,
         now: u64,
@@ -185,12 +188,13 @@ impl<C: Clock> RateLimiter<Gcra, C> {
             limiter: Some(Handle::Borrowed(self)),
             ready_at,
             admission: Admission::of_word(now, cost, before, after, note.total)
-                .placed_if(self.refunds_placed(&note)),
+                .placed_if(self.refunds_placed(&note))
+                .unstamped(),
         })
     }
 
     /// The booking's CAS: when it is ready, the TAT it found and the one it wrote.
-    #[inline]
+    #[inline(always)]
     fn book(
         &self,
         now: u64,
@@ -245,7 +249,7 @@ impl<'a, C: Clock> Reservation<'a, C> {
     fn give_back(&mut self, now: Option<u64>) -> bool {
         self.limiter.take().is_some_and(|limiter| {
             limiter
-                .refund_with(&self.admission, now)
+                .refund_with(&self.admission.admission(), now)
                 .is_some_and(|(before, after)| after != before)
         })
     }
@@ -261,17 +265,13 @@ impl<'a, C: Clock> Reservation<'a, C> {
     #[cfg(feature = "tokio")]
     #[inline]
     pub fn ready(self) -> Ready<'a, C> {
-        // Ready when booked (the common case under the rate): no second clock read and
-        // no timer, so the future stays two words and a reservation.
-        // Ready at the booking's own `now`.
-        let sleep = if self.ready_at <= self.admission.at() {
-            None
-        } else {
-            self.sleep_until_ready()
-        };
+        // Nothing decided here: the timer, if any, is made at the first poll. A branch
+        // here would need the reservation in memory before it moves into the future,
+        // and that copy of a freshly written struct stalls the store buffer (a fifth
+        // of an admitted wait).
         Ready {
             reservation: self,
-            sleep,
+            sleep: None,
         }
     }
 }
@@ -308,12 +308,20 @@ impl<C: Clock> core::future::Future for Ready<'_, C> {
         mut self: core::pin::Pin<&mut Self>,
         cx: &mut core::task::Context<'_>,
     ) -> core::task::Poll<()> {
-        if let Some(sleep) = self.sleep.as_mut() {
+        let this = &mut *self;
+        if this.sleep.is_none() {
+            // Ready at the booking's own `now` (the common case under the rate): no
+            // second clock read and no timer.
+            if this.reservation.ready_at > this.reservation.admission.at() {
+                this.sleep = this.reservation.sleep_until_ready();
+            }
+        }
+        if let Some(sleep) = this.sleep.as_mut() {
             if sleep.as_mut().poll(cx).is_pending() {
                 return core::task::Poll::Pending;
             }
         }
-        self.reservation.mark_done();
+        this.reservation.mark_done();
         core::task::Poll::Ready(())
     }
 }
@@ -401,6 +409,42 @@ mod tests {
         assert!(!first.cancel());
         drop(third); // dropped unused: given back, it was the last
         assert_eq!(l.reserve_at(0, 1, long).unwrap().ready_at(), 100 * MS);
+    }
+
+    /// The timer is made at the first poll: a future made for a slot still ahead and
+    /// dropped before it is polled cancels (the units come back), and one polled
+    /// after its slot has passed resolves at once and uses its units.
+    #[cfg(all(feature = "tokio", not(target_os = "wasi")))]
+    #[tokio::test(start_paused = true)]
+    async fn a_ready_future_waits_from_its_first_poll_and_cancels_unpolled() {
+        let l = limiter();
+        let long = Duration::from_secs(10);
+        for _ in 0..2 {
+            l.reserve_at(0, 1, long).unwrap().commit();
+        }
+        let unpolled = l.reserve_at(0, 1, long).unwrap().ready();
+        drop(unpolled);
+        let ahead = l.reserve_at(0, 1, long).unwrap();
+        assert_eq!(
+            ahead.ready_at(),
+            100 * MS,
+            "the dropped future's slot again"
+        );
+        let start = tokio::time::Instant::now();
+        ahead.ready().await;
+        assert_eq!(
+            start.elapsed(),
+            Duration::from_millis(100),
+            "woke at its slot"
+        );
+        let late = l.reserve_at(0, 1, long).unwrap();
+        assert_eq!(late.ready_at(), 200 * MS);
+        let pending = late.ready();
+        l.clock().set(300 * MS); // the slot passed before the first poll
+        let (start, word) = (tokio::time::Instant::now(), l.state_word());
+        pending.await;
+        assert_eq!(start.elapsed(), Duration::ZERO, "no wait for a slot behind");
+        assert_eq!(l.state_word(), word, "used, not given back");
     }
 
     #[test]
