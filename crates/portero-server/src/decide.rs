@@ -97,6 +97,7 @@ pub(crate) fn unknown_domain(request: &Request) -> Answer {
             limit: None,
             remaining: 0,
             until_reset: None,
+            retry_after: None,
         })
         .collect();
     Answer {
@@ -235,7 +236,10 @@ fn status_of(
 ) -> Status {
     match plan {
         Plan::Free(remaining) => free_status(*remaining, d.hits, stats, metric),
-        Plan::Refused(limit) => counted_status(limit, true, false, 0, now, d.hits, stats, metric),
+        Plan::Refused(limit) => {
+            let standing = Standing::nothing(limit, now);
+            counted_status(limit, true, false, standing, d.hits, stats, metric)
+        }
         Plan::Stacked {
             windows,
             key,
@@ -243,22 +247,22 @@ fn status_of(
         } => {
             // Admitted: the units were taken. Not: nothing was taken, and this
             // descriptor's own cost tells whether it was one of those refusing.
-            let over = !admitted
-                && !windows
-                    .peek_at(key, now, together)
-                    .is_ok_and(|s| s.is_allowed());
-            let left = windows.peek_at(key, now, 0).map_or(0, |s| s.remaining());
-            counted_status(limit, over, false, left, now, d.hits, stats, metric)
+            let asked = (!admitted)
+                .then(|| windows.peek_at(key, now, together).ok())
+                .flatten();
+            let over = !admitted && !asked.is_some_and(|s| s.is_allowed());
+            let standing = Standing::read(limit, now, windows.peek_at(key, now, 0).ok(), asked);
+            counted_status(limit, over, false, standing, d.hits, stats, metric)
         }
         Plan::Shadow {
             windows,
             key,
             limit,
         } => {
-            let taken = windows.check_at(key, now, d.hits);
-            let over = !taken.is_ok_and(|t| t.is_allowed());
-            let left = windows.peek_at(key, now, 0).map_or(0, |s| s.remaining());
-            counted_status(limit, over, true, left, now, d.hits, stats, metric)
+            let taken = windows.check_at(key, now, d.hits).ok();
+            let over = !taken.is_some_and(|t| t.is_allowed());
+            let standing = Standing::read(limit, now, windows.peek_at(key, now, 0).ok(), taken);
+            counted_status(limit, over, true, standing, d.hits, stats, metric)
         }
     }
 }
@@ -278,22 +282,72 @@ pub(crate) fn free_status(
         limit: None,
         remaining,
         until_reset: None,
+        retry_after: None,
+    }
+}
+
+/// How a counter stands once the request is decided: the units it has left, how long
+/// until it is whole again, and how long until the request's own hits would fit.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Standing {
+    left: u64,
+    until_reset: Duration,
+    retry_after: Duration,
+}
+
+impl Standing {
+    /// A limit that admits nothing now or ever for these hits (a limit of 0, more
+    /// hits than it holds): its window's end, as envoyproxy/ratelimit says.
+    pub(crate) fn nothing(limit: &CurrentLimit, now: u64) -> Self {
+        let end = window_end(limit.unit, now);
+        Self {
+            left: 0,
+            until_reset: end,
+            retry_after: end,
+        }
+    }
+
+    /// A counter of `limit` as `at_rest` (a look for no units, after the decision)
+    /// shows it, `asked` its answer for the request's hits (whether it refused them,
+    /// and when they would fit). A fixed window is whole again when its aligned
+    /// window ends; the other algorithms when what was spent has come back.
+    pub(crate) fn read(
+        limit: &CurrentLimit,
+        now: u64,
+        at_rest: Option<Decision>,
+        asked: Option<Decision>,
+    ) -> Self {
+        let Some(at_rest) = at_rest else {
+            return Self::nothing(limit, now);
+        };
+        let until_reset = if limit.shape.resets_on_the_window() {
+            window_end(limit.unit, now)
+        } else {
+            at_rest.reset_after()
+        };
+        let retry_after = asked
+            .filter(|d| !d.is_allowed())
+            .map_or(until_reset, |d| d.retry_after());
+        Self {
+            left: at_rest.remaining(),
+            until_reset,
+            retry_after,
+        }
     }
 }
 
 /// The status of `hits` counted against `limit` (`over` it or not; a `shadow` rule
-/// never refuses), `left` units remaining in its window at `now`, counted in `stats`.
-#[allow(clippy::too_many_arguments)] // one status, every figure it is made of
+/// never refuses), its counter standing as `standing` says, counted in `stats`.
 pub(crate) fn counted_status(
     limit: &CurrentLimit,
     over: bool,
     shadow: bool,
-    left: u64,
-    now: u64,
+    standing: Standing,
     hits: u64,
     stats: &Stats,
     metric: Option<&str>,
 ) -> Status {
+    let left = standing.left;
     if let Some(metric) = metric {
         let cap = u64::from(limit.requests_per_unit);
         stats.count(
@@ -313,12 +367,13 @@ pub(crate) fn counted_status(
         },
         limit: Some(limit.clone()),
         remaining: u32::try_from(left).unwrap_or(u32::MAX),
-        until_reset: Some(until_reset(limit.unit, now)),
+        until_reset: Some(standing.until_reset),
+        retry_after: (over && !shadow).then_some(standing.retry_after),
     }
 }
 
 /// Until the aligned window of `unit` that holds `now` ends.
-pub(crate) fn until_reset(unit: Unit, now: u64) -> Duration {
+pub(crate) fn window_end(unit: Unit, now: u64) -> Duration {
     let length = unit.seconds() * 1_000_000_000;
     Duration::from_nanos(length - now % length)
 }

@@ -12,6 +12,8 @@
 //!   one implementation of those fields;
 //! - `both`, or `none` (the default, as envoyproxy/ratelimit's).
 
+use std::time::Duration;
+
 use portero::Decision;
 use portero_http::headers::insert_all;
 use portero_http::Policy;
@@ -110,13 +112,19 @@ fn item_of(i: usize, status: &Status) -> Option<(Decision, Policy)> {
     let policy = Policy::new(&limit.name, per_unit, window)
         .or_else(|_| Policy::new(&format!("d{i}"), per_unit, window))
         .ok()?;
-    let until_reset = status
-        .until_reset
-        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+    let nanos =
+        |d: Option<Duration>| d.map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+    let until_reset = nanos(status.until_reset);
     let remaining = u64::from(status.remaining);
-    // A fixed window is full again when it ends, if anything was spent in it.
-    let reset = if remaining < per_unit { until_reset } else { 0 };
+    // Whole again when the count is (a fixed window: when it ends, if anything was
+    // spent in it).
+    let reset = if remaining < limit.shape.capacity(limit.requests_per_unit) {
+        until_reset
+    } else {
+        0
+    };
     let allowed = status.code == Code::Ok;
-    let decision = Decision::new(allowed, per_unit, remaining, 1, until_reset, reset);
+    let retry = nanos(status.retry_after.or(status.until_reset));
+    let decision = Decision::new(allowed, per_unit, remaining, 1, retry, reset);
     Some((decision, policy))
 }

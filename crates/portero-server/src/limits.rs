@@ -1,6 +1,7 @@
-//! The counters behind the rules: one keyed table of aligned fixed windows per rule,
-//! built when the configuration loads, and one per distinct limit a request brings
-//! itself (a descriptor's `limit` override).
+//! The counters behind the rules: one keyed table per rule, of the rule's algorithm
+//! (aligned fixed windows unless it names another), built when the configuration
+//! loads, and one of aligned fixed windows per distinct limit a request brings itself
+//! (a descriptor's `limit` override).
 //!
 //! Invariant: every table holds at most `max_keys` descriptor values, so a flood of
 //! values cannot grow the server's memory; a full table makes room by dropping the
@@ -12,14 +13,15 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use portero::keyed::RandomState;
-use portero::{FixedWindow, KeyedLimiter, ManualClock, Overflow, Quota};
+use portero::{AnyAlgorithm, KeyedLimiter, ManualClock, Overflow};
 
+use crate::config::shape::Shape;
 use crate::config::tree::{Allowance, Tree};
 use crate::config::unit::Unit;
 
-/// A rule's counters: a window per descriptor value. The time is the caller's (ns
-/// since the Unix epoch), so windows align on the epoch as envoyproxy/ratelimit's do.
-pub type Windows = KeyedLimiter<String, FixedWindow, ManualClock>;
+/// A rule's counters: one per descriptor value. The time is the caller's (ns since
+/// the Unix epoch), so windows align on the epoch as envoyproxy/ratelimit's do.
+pub type Windows = KeyedLimiter<String, AnyAlgorithm, ManualClock>;
 
 /// The most distinct `(requests_per_unit, unit)` overrides kept at once.
 pub const MOST_OVERRIDES: usize = 64;
@@ -156,6 +158,7 @@ impl Limits {
         let limited = Allowance::Limited {
             requests_per_unit,
             unit,
+            shape: Shape::FixedWindow,
         };
         let Store::Windows(windows) =
             store_of(limited, self.max_keys).map_err(|_| TooManyOverrides)?
@@ -187,11 +190,9 @@ fn store_of(allowance: Allowance, max_keys: usize) -> Result<Store, NoMemory> {
         Allowance::Limited {
             requests_per_unit,
             unit,
+            shape,
         } => {
-            let window =
-                Quota::from_nanos(u64::from(requests_per_unit), unit.seconds() * 1_000_000_000)
-                    .and_then(FixedWindow::new);
-            match window {
+            match shape.in_memory(requests_per_unit, unit) {
                 Ok(window) => {
                     let table = KeyedLimiter::try_with_hasher(
                         window,

@@ -5,6 +5,7 @@
 //! `replaces`, overrides and shadow mode mean the same in both.
 
 use crate::config::outage::Outage;
+use crate::config::shape::Shape;
 use crate::config::tree::{Allowance, Matched, Tree};
 use crate::config::unit::Unit;
 use crate::request::{CurrentLimit, Descriptor, Refusal, Request, MOST_DESCRIPTORS, MOST_ENTRIES};
@@ -127,6 +128,7 @@ fn target_of(
             requests_per_unit,
             unit,
             name: String::new(),
+            shape: Shape::FixedWindow,
         };
         let metric = Some(key_name(domain, &d.entries));
         if requests_per_unit == 0 || d.hits > u64::from(requests_per_unit) {
@@ -152,6 +154,7 @@ fn target_of(
     let Allowance::Limited {
         requests_per_unit,
         unit,
+        shape,
     } = rule.allowance
     else {
         // Unlimited: everything remains.
@@ -161,6 +164,7 @@ fn target_of(
         requests_per_unit,
         unit,
         name: rule.name.clone(),
+        shape,
     };
     if requests_per_unit == 0 {
         // Nothing to count: a shadow rule lets everything by, any other refuses.
@@ -171,8 +175,8 @@ fn target_of(
         };
         return (target, metric);
     }
-    if d.hits > u64::from(requests_per_unit) && !rule.shadow {
-        // More than a window ever admits: refused, nothing charged anywhere.
+    if d.hits > shape.capacity(requests_per_unit) && !rule.shadow {
+        // More than the limit ever admits at once: refused, nothing charged anywhere.
         return (Target::Refused(limit), metric);
     }
     let counted = Counted {

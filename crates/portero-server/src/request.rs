@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use crate::config::shape::Shape;
 use crate::config::unit::Unit;
 
 /// A request, as the gRPC and HTTP doors hand it over.
@@ -38,12 +39,14 @@ pub enum Code {
 /// The limit a status reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CurrentLimit {
-    /// Requests a window admits.
+    /// Requests a unit admits.
     pub requests_per_unit: u32,
-    /// The window.
+    /// The unit.
     pub unit: Unit,
     /// The rule's name.
     pub name: String,
+    /// How it counts (a request's own limit: the fixed window).
+    pub shape: Shape,
 }
 
 /// One descriptor's answer.
@@ -53,10 +56,14 @@ pub struct Status {
     pub code: Code,
     /// The limit that decided it (`None`: not limited).
     pub limit: Option<CurrentLimit>,
-    /// Requests its window still admits.
+    /// Requests its limit still admits now.
     pub remaining: u32,
-    /// Until its window ends.
+    /// Until its count is whole again: the aligned window's end for a fixed window,
+    /// the time everything spent takes to come back for the others.
     pub until_reset: Option<Duration>,
+    /// Over the limit: until the request's own hits would fit (for a fixed window,
+    /// the window's end).
+    pub retry_after: Option<Duration>,
 }
 
 /// The whole answer.

@@ -1,5 +1,6 @@
 //! The counters in Redis, shared by every instance that names the same Redis: each
-//! rule's windows as [`RedisAlgorithm::aligned_window`], a request's counted
+//! rule's counters as its algorithm's script ([`Shape::in_redis`]: aligned windows
+//! unless the rule names another), a request's counted
 //! descriptors checked all or none in one script call
 //! ([`RedisLimiter::check_all`]), so a second instance sees every count the first
 //! made.
@@ -10,18 +11,21 @@
 //! instance's memory ([`decide`](mod@crate::decide)). The first check after Redis is back
 //! is decided by Redis again.
 //!
-//! Keys: `prefix{length:r<length:identity><values>}:fixed-window:aligned:<limit>:<µs>us`
-//! for a rule, with `o` and the descriptor's entries for a limit a request sets, so
-//! two rules, a rule and an override, or one rule before and after its limit changed
-//! never share a key. Each key expires when its window ends.
+//! Keys: `prefix{length:r<length:identity><values>}:<algorithm and its limit>` (e.g.
+//! `…:fixed-window:aligned:<limit>:<µs>us`) for a rule, with `o` and the descriptor's
+//! entries for a limit a request sets, so two rules, a rule and an override, or one
+//! rule before and after its limit or algorithm changed never share a key. Each key
+//! expires when nothing in it counts any more.
 
 use std::time::Duration;
 
 use portero_redis::{RedisAlgorithm, RedisCheckError, RedisLimiter, ServedBy, StackedLimit};
 
 use crate::config::outage::Outage;
+#[cfg(doc)]
+use crate::config::shape::Shape;
 use crate::config::tree::Tree;
-use crate::decide::{self, Answer, Code, CurrentLimit, Refusal, Request, Status};
+use crate::decide::{self, Answer, Code, CurrentLimit, Refusal, Request, Standing, Status};
 use crate::limits::Limits;
 use crate::plan::{Counted, Plan, Source, Target};
 use crate::stats::Stats;
@@ -182,7 +186,6 @@ fn any_quota() -> Result<RedisAlgorithm, String> {
 struct Priced {
     key: String,
     algorithm: RedisAlgorithm,
-    requests_per_unit: u32,
     cost: u64,
 }
 
@@ -217,19 +220,16 @@ pub(crate) async fn decide_shared(
                 counters.push(Priced {
                     key,
                     algorithm: algorithm_of(&c.limit)?,
-                    requests_per_unit: c.limit.requests_per_unit,
                     cost: d.hits,
                 });
                 counters.len() - 1
             }
         };
     }
-    // A counter asked for more than a window ever admits, or a rule that refuses
+    // A counter asked for more than it ever admits at once, or a rule that refuses
     // everything: refused, nothing charged (the counters are only read).
     let refused_outright = plan.targets.iter().any(|t| matches!(t, Target::Refused(_)))
-        || counters
-            .iter()
-            .any(|p| p.cost > u64::from(p.requests_per_unit));
+        || counters.iter().any(|p| p.cost > p.algorithm.capacity());
     let stacked: Vec<StackedLimit<'_>> = counters
         .iter()
         .map(|p| {
@@ -265,7 +265,8 @@ pub(crate) async fn decide_shared(
         let status = match target {
             Target::Free(remaining) => decide::free_status(*remaining, d.hits, stats, metric),
             Target::Refused(limit) => {
-                decide::counted_status(limit, true, false, 0, now, d.hits, stats, metric)
+                let standing = Standing::nothing(limit, now);
+                decide::counted_status(limit, true, false, standing, d.hits, stats, metric)
             }
             Target::Counted(c) if c.shadow => {
                 shadow_status(shared, tree, c, d.hits, now, stats, metric).await
@@ -278,16 +279,8 @@ pub(crate) async fn decide_shared(
                 // units: its own cost tells whether it is one of those refusing.
                 let own_over = !decision.is_allowed() || p.cost > decision.remaining();
                 let over = !admitted && own_over;
-                decide::counted_status(
-                    &c.limit,
-                    over,
-                    false,
-                    decision.remaining(),
-                    now,
-                    d.hits,
-                    stats,
-                    metric,
-                )
+                let standing = Standing::read(&c.limit, now, Some(*decision), Some(*decision));
+                decide::counted_status(&c.limit, over, false, standing, d.hits, stats, metric)
             }
         };
         over |= status.code == Code::OverLimit;
@@ -309,26 +302,28 @@ async fn shadow_status(
 ) -> Status {
     let key = redis_key(tree, c);
     let Ok(algorithm) = algorithm_of(&c.limit) else {
-        return decide::counted_status(&c.limit, true, true, 0, now, hits, stats, metric);
+        let standing = Standing::nothing(&c.limit, now);
+        return decide::counted_status(&c.limit, true, true, standing, hits, stats, metric);
     };
-    // More hits than a window ever admits: over, nothing counted (the key only read).
-    let too_many = hits > u64::from(c.limit.requests_per_unit);
+    // More hits than it ever admits at once: over, nothing counted (the key only read).
+    let too_many = hits > algorithm.capacity();
     let one = [StackedLimit::new(
         algorithm,
         &key,
         if too_many { 0 } else { hits },
     )];
-    let (over, left) = match shared.limiter.check_all(&one).await {
-        Ok(v) if v.served_by == ServedBy::Redis => (
-            too_many || !v.is_allowed(),
-            v.decisions.first().map_or(0, |d| d.remaining()),
-        ),
+    let (over, standing) = match shared.limiter.check_all(&one).await {
+        Ok(v) if v.served_by == ServedBy::Redis => {
+            let decision = v.decisions.first().copied();
+            let standing = Standing::read(&c.limit, now, decision, decision);
+            (too_many || !v.is_allowed(), standing)
+        }
         _ => {
             stats.redis_unavailable();
-            (false, 0)
+            (false, Standing::nothing(&c.limit, now))
         }
     };
-    decide::counted_status(&c.limit, over, true, left, now, hits, stats, metric)
+    decide::counted_status(&c.limit, over, true, standing, hits, stats, metric)
 }
 
 /// `plan` as the outage policies answer it: an open rule admits uncounted, a closed
@@ -356,11 +351,10 @@ fn redis_key(tree: &Tree, c: &Counted) -> String {
     }
 }
 
-/// A rule's windows in Redis.
+/// A rule's counters in Redis.
 fn algorithm_of(limit: &CurrentLimit) -> Result<RedisAlgorithm, Refusal> {
-    RedisAlgorithm::aligned_window(
-        u64::from(limit.requests_per_unit),
-        Duration::from_secs(limit.unit.seconds()),
-    )
-    .map_err(|e| Refusal::Invalid(e.to_string()))
+    limit
+        .shape
+        .in_redis(limit.requests_per_unit, limit.unit)
+        .map_err(Refusal::Invalid)
 }

@@ -39,6 +39,10 @@ descriptors:
     rate_limit: { unit: hour, requests_per_unit: 100, portero: { when_down: closed } }
   - key: local
     rate_limit: { unit: hour, requests_per_unit: 2, portero: { when_down: local } }
+  - key: smooth
+    rate_limit: { unit: hour, requests_per_unit: 6, portero: { algorithm: gcra, burst: 3 } }
+  - key: slide
+    rate_limit: { unit: hour, requests_per_unit: 5, portero: { algorithm: sliding-window-counter } }
 ";
 
 fn tree() -> config::tree::Tree {
@@ -95,13 +99,15 @@ fn random_descriptor(rng: &mut StdRng) -> Descriptor {
     let pick = |rng: &mut StdRng, options: &[&str]| {
         options[rng.random_range(0..options.len())].to_string()
     };
-    let (key, value) = match rng.random_range(0..7) {
+    let (key, value) = match rng.random_range(0..9) {
         0 => ("user".into(), pick(rng, &["ann", "bob"])),
         1 => ("tenant".into(), pick(rng, &["gold", "acme"])),
         2 => ("path".into(), pick(rng, &["/slow/a", "/slow/b", "/fast"])),
         3 => ("probe".into(), "x".into()),
         4 => ("nobody".into(), "x".into()),
         5 => ("user".into(), "cap".into()),
+        6 => ("smooth".into(), pick(rng, &["ann", "bob"])),
+        7 => ("slide".into(), pick(rng, &["ann", "bob"])),
         _ => ("local".into(), "l".into()),
     };
     let limit = (key == "user" && value == "cap").then_some((3, config::unit::Unit::Hour));

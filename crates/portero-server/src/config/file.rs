@@ -71,6 +71,10 @@ pub(crate) struct RateLimitEntry {
 pub(crate) struct PorteroEntry {
     /// The rule's answer while Redis is away (`open`, `closed`, `local`).
     pub(crate) when_down: Option<String>,
+    /// How it counts (`fixed-window`, `sliding-window-counter`, `gcra`).
+    pub(crate) algorithm: Option<String>,
+    /// GCRA's requests at once.
+    pub(crate) burst: Option<u32>,
 }
 
 /// A rule this one replaces, by name.

@@ -8,6 +8,7 @@
 pub mod error;
 mod file;
 pub mod outage;
+pub mod shape;
 pub mod tree;
 pub mod unit;
 

@@ -18,17 +18,21 @@ use std::collections::HashMap;
 use super::error::ConfigError;
 use super::file::{DescriptorEntry, DomainFile};
 use super::outage::Outage;
+use super::shape::Shape;
 use super::unit::Unit;
 
 /// How much a rule allows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Allowance {
-    /// `requests_per_unit` in each aligned window of `unit` (0: every request refused).
+    /// `requests_per_unit` per `unit` (0: every request refused), counted as `shape`
+    /// says (aligned fixed windows unless the rule names another algorithm).
     Limited {
-        /// Requests a window admits.
+        /// Requests a unit admits.
         requests_per_unit: u32,
         /// The window's length.
         unit: Unit,
+        /// The algorithm.
+        shape: Shape,
     },
     /// `unlimited: true`: never refused, never counted.
     Unlimited,
@@ -325,9 +329,24 @@ impl Tree {
                 if let Some(why) = unit.refuses(limit.requests_per_unit) {
                     return Err(format!("'{path}': {why}"));
                 }
+                let portero = limit.portero.as_ref();
+                let shape = Shape::read(
+                    portero.and_then(|p| p.algorithm.as_deref()),
+                    portero.and_then(|p| p.burst),
+                    limit.requests_per_unit,
+                )
+                .map_err(|why| format!("'{path}': {why}"))?;
+                if limit.requests_per_unit > 0 {
+                    // Counted alike in memory and in Redis, or refused now.
+                    shape
+                        .in_memory(limit.requests_per_unit, unit)
+                        .and_then(|_| shape.in_redis(limit.requests_per_unit, unit))
+                        .map_err(|why| format!("'{path}': {why}"))?;
+                }
                 Allowance::Limited {
                     requests_per_unit: limit.requests_per_unit,
                     unit,
+                    shape,
                 }
             }
             (false, None) => {
