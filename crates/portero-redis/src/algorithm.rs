@@ -15,10 +15,10 @@ const MAX_SPAN_US: u64 = 1 << 52;
 const MAX_LOG_ENTRIES: u64 = 1_000_000;
 
 /// Which algorithm the shared state runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct RedisAlgorithm(Kind);
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Kind {
     Gcra {
         interval_us: u64,

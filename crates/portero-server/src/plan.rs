@@ -4,6 +4,7 @@
 //! [`shared`](crate::shared) in Redis) decide from this one plan, so matching,
 //! `replaces`, overrides and shadow mode mean the same in both.
 
+use crate::config::lease::Lease;
 use crate::config::outage::Outage;
 use crate::config::shape::Shape;
 use crate::config::tree::{Allowance, Matched, Tree};
@@ -30,6 +31,8 @@ pub(crate) struct Counted {
     pub(crate) shadow: bool,
     /// Its answer while Redis is away (`None`: the server's default).
     pub(crate) when_down: Option<Outage>,
+    /// The rule's lease, where Redis decides.
+    pub(crate) lease: Option<Lease>,
 }
 
 /// How one descriptor is decided.
@@ -140,6 +143,7 @@ fn target_of(
             limit,
             shadow: false,
             when_down: None,
+            lease: None,
         };
         return (Target::Counted(counted), metric);
     }
@@ -185,6 +189,7 @@ fn target_of(
         limit,
         shadow: rule.shadow,
         when_down: rule.when_down,
+        lease: rule.lease,
     };
     (Target::Counted(counted), metric)
 }

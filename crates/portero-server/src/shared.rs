@@ -5,6 +5,12 @@
 //! ([`RedisLimiter::check_all`]), so a second instance sees every count the first
 //! made.
 //!
+//! A rule with a lease ([`Lease`]) is spent from this instance's lease of its counter
+//! (`portero_redis::LeasedLimiter`: a round trip per batch); the request's other
+//! counters are then checked in one script call, and when any refuses, the units
+//! the leases gave are given back to them. A leased counter's status reports what
+//! its lease holds.
+//!
 //! While Redis does not answer within the timeout (or answers with an error), each
 //! rule answers by its [`Outage`] policy (`rate_limit.portero.when_down`, else the
 //! server's): open rules admit, closed rules refuse, local rules count in this
@@ -17,9 +23,16 @@
 //! rule before and after its limit or algorithm changed never share a key. Each key
 //! expires when nothing in it counts any more.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use portero_redis::{RedisAlgorithm, RedisCheckError, RedisLimiter, ServedBy, StackedLimit};
+use portero::Decision;
+use portero_redis::{
+    LeasedLimiter, RedisAlgorithm, RedisCheckError, RedisLimiter, ServedBy, StackedLimit, Taken,
+};
+
+use crate::config::lease::Lease;
 
 use crate::config::outage::Outage;
 #[cfg(doc)]
@@ -37,7 +50,14 @@ pub struct Shared {
     when_down: Outage,
     /// A Redis Cluster: one script runs on the keys of one slot only.
     cluster: bool,
+    /// This instance's leases, one limiter for each algorithm and lease the rules
+    /// name (its keys name the rule): as many as the configurations had.
+    leases: Arc<Mutex<HashMap<(RedisAlgorithm, Lease), LeasedLimiter>>>,
 }
+
+/// The most counters one leased limiter holds a lease for at once (beyond, each
+/// request asks Redis).
+pub const MOST_LEASED_KEYS: usize = 10_000;
 
 impl Shared {
     /// Redis at `url` (connected by the first check that needs it, so the server
@@ -70,7 +90,118 @@ impl Shared {
             limiter,
             when_down,
             cluster,
+            leases: Arc::default(),
         })
+    }
+
+    /// Script calls sent to Redis so far (checks, leases, give-backs).
+    pub fn round_trips(&self) -> u64 {
+        self.limiter.round_trips()
+    }
+
+    /// The leased limiter of `algorithm` and `lease`.
+    fn leased(&self, algorithm: RedisAlgorithm, lease: Lease) -> LeasedLimiter {
+        let mut leases = self.leases.lock().unwrap_or_else(|e| e.into_inner());
+        leases
+            .entry((algorithm, lease))
+            .or_insert_with(|| {
+                let limiter = self.limiter.clone().with_algorithm(algorithm);
+                LeasedLimiter::new(limiter, lease.batch, lease.lasts, MOST_LEASED_KEYS)
+            })
+            .clone()
+    }
+
+    /// Every counter of `stacked` decided, all or none: those with a lease
+    /// (`leases[i]`) from it, then the others in one script call ([`check_scripted`]);
+    /// when one refuses, what the leases gave is given back to them. `None`: Redis did
+    /// not decide — nothing is left charged that could be given back.
+    ///
+    /// [`check_scripted`]: Self::check_scripted
+    async fn check_all(
+        &self,
+        stacked: &[StackedLimit<'_>],
+        leases: &[Option<Lease>],
+        stats: &Stats,
+    ) -> Result<Option<Vec<Decision>>, Refusal> {
+        if leases.iter().all(Option::is_none) {
+            return self.check_scripted(stacked, stats).await;
+        }
+        let mut decisions: Vec<Option<Decision>> = vec![None; stacked.len()];
+        let mut taken: Vec<(usize, LeasedLimiter, Taken)> = Vec::new();
+        let mut refused = false;
+        for (i, (limit, lease)) in stacked.iter().zip(leases).enumerate() {
+            // A counter only read (no units) is read from Redis below: a lease
+            // would borrow a batch for nothing.
+            let Some(lease) = lease.filter(|_| limit.cost > 0) else {
+                continue;
+            };
+            if refused {
+                break;
+            }
+            let leased = self.leased(limit.algorithm, lease);
+            match leased.check(limit.key, limit.cost).await {
+                Ok(v) if v.served_by != ServedBy::Fallback => {
+                    refused = !v.decision.is_allowed();
+                    decisions[i] = Some(v.decision);
+                    if let Some(t) = v.taken {
+                        taken.push((i, leased, t));
+                    }
+                }
+                Ok(_) | Err(RedisCheckError::Redis(_) | RedisCheckError::LocalTableFull { .. }) => {
+                    stats.redis_unavailable();
+                    give_back_leased(taken, &mut decisions).await;
+                    return Ok(None);
+                }
+                Err(e) => {
+                    give_back_leased(taken, &mut decisions).await;
+                    return Err(Refusal::Invalid(e.to_string()));
+                }
+            }
+        }
+        // The others in one call: only read (no units) once a lease refused.
+        let others: Vec<usize> = (0..stacked.len())
+            .filter(|&i| leases[i].is_none() || stacked[i].cost == 0)
+            .collect();
+        if !others.is_empty() {
+            let asked: Vec<StackedLimit<'_>> = others
+                .iter()
+                .map(|&i| {
+                    let l = &stacked[i];
+                    StackedLimit::new(l.algorithm, l.key, if refused { 0 } else { l.cost })
+                })
+                .collect();
+            match self.check_scripted(&asked, stats).await {
+                Ok(Some(answers)) => {
+                    refused |= !answers.iter().all(Decision::is_allowed);
+                    for (&i, d) in others.iter().zip(answers) {
+                        decisions[i] = Some(d);
+                    }
+                }
+                undecided => {
+                    give_back_leased(taken, &mut decisions).await;
+                    return undecided;
+                }
+            }
+        }
+        if refused {
+            give_back_leased(taken, &mut decisions).await;
+        }
+        // Leased counters never asked (a lease before them refused): how they stand.
+        let mut all = Vec::with_capacity(stacked.len());
+        for (limit, decision) in stacked.iter().zip(decisions) {
+            let decision = match decision {
+                Some(d) => d,
+                None => {
+                    self.limiter
+                        .check_with(limit.key, 0, &limit.algorithm)
+                        .await
+                        .map_err(|e| Refusal::Invalid(e.to_string()))?
+                        .decision
+                }
+            };
+            all.push(decision);
+        }
+        Ok(Some(all))
     }
 
     /// A Redis Cluster through any of its `nodes` (`redis://host:port` each): each
@@ -94,7 +225,7 @@ impl Shared {
     /// Cluster one call each with the admitted ones given back when one refuses.
     /// `None`: Redis did not decide (away, too slow, erring) — nothing is left
     /// charged that could be given back.
-    async fn check_all(
+    async fn check_scripted(
         &self,
         stacked: &[StackedLimit<'_>],
         stats: &Stats,
@@ -177,6 +308,19 @@ impl Shared {
     }
 }
 
+/// Gives back to its lease what each of `taken` admitted (settled at 0), each
+/// decision then how its lease stands.
+async fn give_back_leased(
+    taken: Vec<(usize, LeasedLimiter, Taken)>,
+    decisions: &mut [Option<Decision>],
+) {
+    for (i, leased, t) in taken {
+        if let Ok(Some(after)) = leased.settle(t, 0).await {
+            decisions[i] = Some(after);
+        }
+    }
+}
+
 /// The limiter's own quota, never used: every check names its own rule's algorithm.
 fn any_quota() -> Result<RedisAlgorithm, String> {
     RedisAlgorithm::aligned_window(1, Duration::from_secs(1)).map_err(|e| e.to_string())
@@ -187,6 +331,7 @@ struct Priced {
     key: String,
     algorithm: RedisAlgorithm,
     cost: u64,
+    lease: Option<Lease>,
 }
 
 /// Decides `request`, planned as `plan` in `tree`, in Redis; by the outage policies
@@ -221,6 +366,7 @@ pub(crate) async fn decide_shared(
                     key,
                     algorithm: algorithm_of(&c.limit)?,
                     cost: d.hits,
+                    lease: c.lease,
                 });
                 counters.len() - 1
             }
@@ -243,7 +389,8 @@ pub(crate) async fn decide_shared(
     let decisions = if stacked.is_empty() {
         Vec::new()
     } else {
-        match shared.check_all(&stacked, stats).await? {
+        let leases: Vec<Option<Lease>> = counters.iter().map(|p| p.lease).collect();
+        match shared.check_all(&stacked, &leases, stats).await? {
             Some(decisions) => decisions,
             None => {
                 let plan = outage_plan(plan, shared.when_down);

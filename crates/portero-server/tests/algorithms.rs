@@ -150,6 +150,12 @@ fn what_the_gateway_does_not_keep_is_refused_by_name() {
         ("{ burst: 5 }", "burst is GCRA's"),
         ("{ algorithm: gcra, burst: -1 }", "test.yaml"),
         ("{ algorithm: gcra, burst: 4294967295 }", "too large"),
+        (
+            "{ lease: 2 }",
+            "lease 2: from 1 to what the rule admits at once (1)",
+        ),
+        ("{ lease: 1, lease_ms: 0 }", "lease_ms 0"),
+        ("{ lease_ms: 10 }", "lease_ms without a lease"),
     ] {
         let yaml = format!(
             "domain: api\ndescriptors:\n  - key: k\n    rate_limit: {{ unit: year, requests_per_unit: 1, portero: {portero} }}\n"

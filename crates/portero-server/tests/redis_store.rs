@@ -311,3 +311,65 @@ async fn a_cluster_gives_back_what_a_refused_request_took_under_load() {
     );
     assert_eq!(g.stats().redis_unavailable_total(), 0);
 }
+
+const LEASED: &str = "
+domain: lease
+descriptors:
+  - key: tenant
+    rate_limit: { unit: hour, requests_per_unit: 40, portero: { lease: 10, lease_ms: 60000 } }
+  - key: user
+    rate_limit: { unit: hour, requests_per_unit: 1 }
+";
+
+/// A request of `(key, value)` descriptors to the leased file's domain.
+fn leased_request(entries: &[(&str, &str)]) -> Request {
+    Request {
+        domain: "lease".into(),
+        descriptors: entries.iter().map(|e| descriptor(&[*e])).collect(),
+    }
+}
+
+/// A leased rule is spent from this instance's batch (a round trip per ten requests),
+/// a request another rule refuses gives its unit back to the lease, and two instances
+/// together admit exactly the limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leased_rule_spends_batches_here_and_gives_back_what_a_refusal_took() {
+    let server = LocalRedis::start().expect("redis-server");
+    clear_of_the_hour(Duration::from_secs(20));
+    let tree = || config::from_texts(&[("lease.yaml".into(), LEASED.into())]).unwrap();
+    let a_redis = shared(&server.url(), "lease:");
+    let a = Gateway::new(tree(), 1_000, false).with_redis(a_redis.clone());
+    let b = Gateway::new(tree(), 1_000, false).with_redis(shared(&server.url(), "lease:"));
+    let tenant = leased_request(&[("tenant", "acme")]);
+    let admitted = |answer: Answer| answer.code == Code::Ok;
+    for _ in 0..10 {
+        assert!(admitted(a.decide(&tenant).await.unwrap()));
+    }
+    assert_eq!(a_redis.round_trips(), 1, "ten requests, one lease");
+    let with_user = leased_request(&[("tenant", "acme"), ("user", "ann")]);
+    assert!(admitted(a.decide(&with_user).await.unwrap()));
+    // Refused by the user's limit: the tenant's unit goes back to the lease.
+    for _ in 0..5 {
+        assert!(!admitted(a.decide(&with_user).await.unwrap()));
+    }
+    let trips = a_redis.round_trips();
+    for i in 0..9 {
+        assert!(
+            admitted(a.decide(&tenant).await.unwrap()),
+            "request {i} of the lease's 9"
+        );
+    }
+    assert_eq!(
+        a_redis.round_trips(),
+        trips,
+        "spent from the lease, no round trip"
+    );
+    // The other instance gets what Redis has left: 40 - 2 leases of 10.
+    let mut on_b = 0;
+    while admitted(b.decide(&tenant).await.unwrap()) {
+        on_b += 1;
+        assert!(on_b <= 40, "never past the limit");
+    }
+    assert_eq!(on_b, 20, "40 in all across both instances");
+    assert!(!admitted(a.decide(&tenant).await.unwrap()));
+}

@@ -75,6 +75,10 @@ pub(crate) struct PorteroEntry {
     pub(crate) algorithm: Option<String>,
     /// GCRA's requests at once.
     pub(crate) burst: Option<u32>,
+    /// Units an instance borrows from Redis at once.
+    pub(crate) lease: Option<u64>,
+    /// How long a lease is spent for (ms).
+    pub(crate) lease_ms: Option<u64>,
 }
 
 /// A rule this one replaces, by name.

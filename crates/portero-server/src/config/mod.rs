@@ -7,6 +7,7 @@
 
 pub mod error;
 mod file;
+pub mod lease;
 pub mod outage;
 pub mod shape;
 pub mod tree;

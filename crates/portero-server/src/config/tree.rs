@@ -17,6 +17,7 @@ use std::collections::HashMap;
 
 use super::error::ConfigError;
 use super::file::{DescriptorEntry, DomainFile};
+use super::lease::Lease;
 use super::outage::Outage;
 use super::shape::Shape;
 use super::unit::Unit;
@@ -59,6 +60,8 @@ pub struct Rule {
     pub detailed_metric: bool,
     /// Its answer while Redis is away (`None`: the server's default).
     pub when_down: Option<Outage>,
+    /// Units an instance borrows from Redis at once (`None`: every request asks).
+    pub lease: Option<Lease>,
 }
 
 /// A level of the tree.
@@ -366,7 +369,22 @@ impl Tree {
                 ));
             }
         }
-        let when_down = match limit.portero.as_ref().and_then(|p| p.when_down.as_deref()) {
+        let portero = limit.portero.as_ref();
+        let capacity = match allowance {
+            Allowance::Limited {
+                requests_per_unit,
+                shape,
+                ..
+            } => shape.capacity(requests_per_unit),
+            Allowance::Unlimited => 0,
+        };
+        let lease = Lease::read(
+            portero.and_then(|p| p.lease),
+            portero.and_then(|p| p.lease_ms),
+            capacity,
+        )
+        .map_err(|why| format!("'{path}': {why}"))?;
+        let when_down = match portero.and_then(|p| p.when_down.as_deref()) {
             None => None,
             Some(name) => Some(Outage::from_name(name).ok_or_else(|| {
                 format!("'{path}': when_down '{name}': expected {}", Outage::NAMES)
@@ -381,6 +399,7 @@ impl Tree {
             shadow: d.shadow_mode,
             detailed_metric: d.detailed_metric,
             when_down,
+            lease,
         });
         Ok(self.rules.len() - 1)
     }
