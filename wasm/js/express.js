@@ -13,6 +13,7 @@ import {
   decideInRedis,
   fieldsOf,
   inMemory,
+  inRedis,
   onceLimiterOf,
   settingsOf,
   settleOutcome,
@@ -44,14 +45,21 @@ export function rateLimit(options = {}) {
       key = checkedKey(key);
       cost = checkedCost(cost);
       if (settings.redis !== null) {
-        const decision = await decideInRedis(settings.redis, key, cost);
-        if (decision === null) return next(); // Redis away, failing open
-        if (decision.unavailable) {
+        const decided = await decideInRedis(settings.redis, key, cost);
+        if (decided === null) return next(); // Redis away, failing open
+        if (decided.unavailable) {
           res.status(503).set({ "Retry-After": "1", "Cache-Control": "no-store" });
           return res.json(UNAVAILABLE_MESSAGE);
         }
+        const { decision, admission } = decided;
         res.set(fieldsOf(decision, settings));
-        return decision.allowed ? next() : await refuse(req, res, next, decision, settings);
+        if (!decision.allowed) return await refuse(req, res, next, decision, settings);
+        if (settings.outcome !== null) {
+          afterResponse(req, res, settings.outcome, (success, reported) =>
+            settleOutcome(inRedis(settings.redis), settings.outcome, key, admission, cost, success, reported),
+          );
+        }
+        return next();
       }
       if (settings.outcome !== null) {
         const { decision, admission } = limiter.acquire(key, Date.now(), cost);

@@ -17,6 +17,7 @@ import {
   decideInRedis,
   fieldsOf,
   inMemory,
+  inRedis,
   onceLimiterOf,
   settingsOf,
   settleOutcome,
@@ -57,9 +58,10 @@ export function rateLimiter(options = {}) {
     let decision;
     let admission = null;
     if (settings.redis !== null) {
-      decision = await decideInRedis(settings.redis, key, cost);
-      if (decision === null) return next(); // Redis away, failing open
-      if (decision.unavailable) return c.json(UNAVAILABLE_MESSAGE, 503, { "Retry-After": "1", "Cache-Control": "no-store" });
+      const decided = await decideInRedis(settings.redis, key, cost);
+      if (decided === null) return next(); // Redis away, failing open
+      if (decided.unavailable) return c.json(UNAVAILABLE_MESSAGE, 503, { "Retry-After": "1", "Cache-Control": "no-store" });
+      ({ decision, admission } = decided);
     } else if (edge !== null) {
       decision = await edge.check(key, Date.now(), cost, executionOf(c));
       // The shard's client settles a decision it admitted.
@@ -77,7 +79,7 @@ export function rateLimiter(options = {}) {
       await next();
       if (!c.res.headers.has(FIRST)) withFields(c, fields);
       if (outcome !== null) {
-        const counter = edge === null ? memory : throughShard(edge, c);
+        const counter = settings.redis !== null ? inRedis(settings.redis) : edge === null ? memory : throughShard(edge, c);
         afterResponse(c, outcome, (success, reported) =>
           settleOutcome(counter, outcome, key, admission, cost, success, reported),
         );

@@ -64,7 +64,7 @@ export function settingsOf(options = {}) {
   };
   if (options.redis !== undefined) {
     if (settings.shard !== null) fail("redis and shard are two places for one limit: choose one");
-    if (settings.outcome !== null) fail("counting by outcome needs the limiter in memory or a shard: not yet through Redis");
+    if (settings.outcome?.resetOnSuccess) fail("resetOnSuccess needs the limiter in memory: the Redis store keeps no way to clear one key");
     settings.redis = redisOf(options.redis, settings.limiter);
   }
   return settings;
@@ -74,14 +74,24 @@ export function settingsOf(options = {}) {
 export const UNAVAILABLE_MESSAGE = { error: "rate limit unavailable" };
 
 /**
- * Decides `cost` units of `key` in Redis: the decision, or — Redis away or too slow —
+ * Decides `cost` units of `key` in Redis: `{ decision, admission }` (the admission to
+ * settle by outcome, null when refused), or — Redis away or too slow —
  * `{ unavailable: true }` when failing closed and null when failing open.
  */
 export async function decideInRedis(redis, key, cost) {
   if (cost > redis.capacity) fail(`cost ${cost} is above the limit's capacity ${redis.capacity}`);
-  const decision = await redis.check(key, cost);
-  if (decision !== null) return decision;
+  const decided = await redis.check(key, cost);
+  if (decided !== null) return decided;
   return redis.whenDown === "open" ? null : { unavailable: true };
+}
+
+/** The Redis store as `settleOutcome` settles through it (the settlement not awaited
+ * by the response: it is made when the response is done). */
+export function inRedis(redis) {
+  return {
+    settle: (admission, real) => void redis.settle(admission, real),
+    reset: () => fail("resetOnSuccess needs the limiter in memory"),
+  };
 }
 
 /**

@@ -6,12 +6,18 @@
 //
 // Invariant: one script call per check, read-decide-write atomically in Redis on
 // Redis's clock; a check Redis does not answer within `timeoutMs` (or answers with an
-// error) is answered by `whenDown`, never admitted unlimited by accident.
+// error) is answered by `whenDown`, never admitted unlimited by accident. An admission
+// carries what the script's settlement finds it by (its time, mark, ledger note and
+// the key's generation, as a Rust `Taken` does), and is settled by the same script:
+// never more given back than a twin that was charged the real cost from the start.
 import { LIMITS_LUA } from "../pkg/redis_script.js";
 import { fail, shown } from "./errors.js";
 
 // The script's times are µs in doubles: a schedule beyond 2^52 µs is not exact.
 const MAX_SPAN_US = 2n ** 52n;
+// The most units a settlement charges (beyond, Lua's doubles stop being exact), as
+// portero-redis caps it.
+const MOST_UNITS = 2 ** 50;
 const encoder = new TextEncoder();
 
 /** What a limit's quota is in the script: GCRA's emission interval (µs, rounded up, as
@@ -77,7 +83,7 @@ class RedisStore {
     const n = (i) => Number(reply?.[i]);
     const whole = (i) => Number.isSafeInteger(n(i)) && n(i) >= 0;
     if (!Array.isArray(reply) || n(0) !== 1 || ![2, 3, 4, 5].every(whole)) return null;
-    return {
+    const decision = {
       allowed: n(2) === 1,
       limit: this.#gcra.capacity,
       remaining: n(3),
@@ -85,6 +91,28 @@ class RedisStore {
       resetAfterMs: n(5) / 1000,
       servedBy: "redis",
     };
+    // What a settlement finds the admission by; a reply without it (or an admission
+    // that took nothing) cannot be settled: its estimate stands.
+    const taken = decision.allowed && [1, 6, 7, 8, 9].every(whole) && n(6) > 0;
+    return { decision, admission: taken ? { key, at: n(1), cost: n(6), mark: n(7), noted: n(8), generation: n(9) } : null };
+  }
+
+  /**
+   * Moves `admission` (from `check`) from its estimate to `real` units in Redis: what
+   * it did not use back while still its own, more charged past the limit. Resolves
+   * whether Redis settled it (false: away, too slow or erring — the estimate stands).
+   */
+  async settle(admission, real) {
+    if (real === admission.cost) return true;
+    const { key, at, cost, mark, noted, generation } = admission;
+    const argv = ["0", "0", "3", ...this.#gcra.args, String(cost), String(Math.min(real, MOST_UNITS))];
+    argv.push(String(mark), String(at), String(noted), String(generation));
+    try {
+      const reply = await this.#withTimeout(this.#evaluate(this.keyOf(key), argv));
+      return Array.isArray(reply) && Number(reply[0]) === 1;
+    } catch {
+      return false;
+    }
   }
 
   // The script by its hash, loaded once (again after Redis lost it: NOSCRIPT).

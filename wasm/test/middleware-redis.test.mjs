@@ -118,7 +118,60 @@ test("bad options are errors when the middleware is made", () => {
   assert.throws(() => rateLimit({ redis: { sendCommand, prefix: "a{b" } }), /without \{ or \}/);
   assert.throws(() => rateLimit({ redis: { sendCommand, whenDown: "maybe" } }), /"open" or "closed"/);
   assert.throws(() => rateLimit({ redis: { sendCommand }, algorithm: "fixed-window" }), /runs gcra/);
-  assert.throws(() => rateLimit({ redis: { sendCommand }, skipFailedRequests: true }), /not yet through Redis/);
+  assert.throws(() => rateLimit({ redis: { sendCommand }, resetOnSuccess: true }), /resetOnSuccess needs the limiter in memory/);
+});
+
+test("counting by outcome through Redis: failed requests give their units back, a penalty charges more, settle reports the real cost", async () => {
+  // Failed logins only: five 401s are all the key gets, successes cost nothing.
+  const login = express();
+  login.use(rateLimit({ windowMs: 60_000, limit: 5, keyGenerator: () => "mallory", redis: { sendCommand }, skipSuccessfulRequests: true }));
+  login.get("/", (req, res) => res.status(req.query.ok === "1" ? 200 : 401).send("?"));
+  await serving(login, async (get) => {
+    for (let i = 0; i < 20; i++) assert.equal((await get("/?ok=1")).status, 200, `success ${i} costs nothing`);
+    // Settlements are made when each response is done: let them land.
+    await new Promise((r) => setTimeout(r, 50));
+    const failed = [];
+    for (let i = 0; i < 7; i++) {
+      failed.push((await get("/")).status);
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    assert.deepEqual(failed, [401, 401, 401, 401, 401, 429, 429]);
+  });
+  // Streamed tokens: each admitted at an estimate of 10 of 100, settled at 2 after the
+  // body's end (Hono), so 100 / 2 = 50 requests fit where the estimate alone lets 10.
+  const app = new Hono();
+  app.use(
+    rateLimiter({
+      windowMs: 3_600_000,
+      limit: 100,
+      keyGenerator: () => "tokens",
+      cost: () => 10,
+      settle: () => 2,
+      redis: { sendCommand },
+    }),
+  );
+  app.get("/", (c) => c.text("streamed"));
+  let admitted = 0;
+  for (let i = 0; i < 60; i++) {
+    const r = await app.request("/");
+    await r.text();
+    await new Promise((done) => setTimeout(done, 2));
+    if (r.status === 200) admitted += 1;
+  }
+  // The last estimate needs 10 free: 45 settled at 2 leave 10.
+  assert.equal(admitted, 46);
+  // A penalty: a failure charged 3 units past the estimate's 1.
+  const penalty = express();
+  penalty.use(rateLimit({ windowMs: 60_000, limit: 6, keyGenerator: () => "trudy", redis: { sendCommand }, penalty: 3 }));
+  penalty.get("/", (req, res) => res.status(403).send("no"));
+  await serving(penalty, async (get) => {
+    const statuses = [];
+    for (let i = 0; i < 4; i++) {
+      statuses.push((await get("/")).status);
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    assert.deepEqual(statuses, [403, 403, 429, 429], "3 + 3 of 6 spent by two failures");
+  });
 });
 
 test("a reply that is not the script's (a broken client or proxy) is no answer: the outage policy decides", async () => {
