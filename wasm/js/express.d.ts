@@ -13,10 +13,10 @@ export interface Options extends CommonOptions {
   handler?: (req: Req, res: Res, next: Next, refused: Refused) => unknown;
   /** The units a request costs (default 1). */
   cost?: (req: Req, res: Res) => number | Promise<number>;
-  /** Whether a response counts as successful (default: status below 400). */
-  requestWasSuccessful?: (req: Req, res: Res) => boolean;
+  /** Whether a response counts as successful (default: status below 400; any truthy answer is a success). */
+  requestWasSuccessful?: (req: Req, res: Res) => unknown | Promise<unknown>;
   /** The request's real cost once the response is sent whole (undefined: its estimate). */
-  settle?: (req: Req, res: Res) => number | undefined;
+  settle?: (req: Req, res: Res) => number | undefined | Promise<number | undefined>;
 }
 
 /** The middleware. */

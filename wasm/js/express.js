@@ -100,7 +100,8 @@ function afterResponse(req, res, outcome, done) {
     settled = true;
     try {
       const success = finished && (await successful(outcome, res.statusCode, req, res));
-      const reported = finished && outcome.settle !== null ? outcome.settle(req, res) : undefined;
+      let reported = finished && outcome.settle !== null ? outcome.settle(req, res) : undefined;
+      if (reported instanceof Promise) reported = await reported;
       done(success, reported);
     } catch {
       // The estimate stands.

@@ -11,10 +11,10 @@ export interface Options extends CommonOptions {
   handler?: (c: Context, refused: Refused) => Response | Promise<Response>;
   /** The units a request costs (default 1). */
   cost?: (c: Context) => number | Promise<number>;
-  /** Whether a response counts as successful (default: status below 400). */
-  requestWasSuccessful?: (c: Context) => boolean;
+  /** Whether a response counts as successful (default: status below 400; any truthy answer is a success). */
+  requestWasSuccessful?: (c: Context) => unknown | Promise<unknown>;
   /** The request's real cost once the response's body was read to its end (undefined: its estimate). */
-  settle?: (c: Context) => number | undefined;
+  settle?: (c: Context) => number | undefined | Promise<number | undefined>;
   /**
    * Exact across isolates: the `PorteroShard` Durable Object namespace binding of a
    * request (e.g. `(c) => c.env.LIMITER`), decided by `portero/durable`'s `EdgeLimiter`.

@@ -147,7 +147,9 @@ function afterResponse(c, outcome, done) {
   const report = async (whole) => {
     try {
       const success = whole && (await successful(outcome, c.res.status, c));
-      done(success, whole && outcome.settle !== null ? outcome.settle(c) : undefined);
+      let reported = whole && outcome.settle !== null ? outcome.settle(c) : undefined;
+      if (reported instanceof Promise) reported = await reported;
+      done(success, reported);
     } catch {
       // The estimate stands.
     }

@@ -180,12 +180,13 @@ export function onceLimiterOf(settings) {
 }
 
 /** Whether a response counts as successful: the user's test (awaited when it answers a
- * promise, as express-rate-limit's may), or a status below 400. */
+ * promise, as express-rate-limit's may; any truthy answer is a success, as there), or a
+ * status below 400. */
 export async function successful(outcome, status, ...args) {
   if (outcome.wasSuccessful === null) return status < 400;
   let ok = outcome.wasSuccessful(...args);
   if (ok instanceof Promise) ok = await ok;
-  return ok === true;
+  return Boolean(ok);
 }
 
 /**

@@ -91,9 +91,9 @@ class RedisStore {
       resetAfterMs: n(5) / 1000,
       servedBy: "redis",
     };
-    // What a settlement finds the admission by; a reply without it (or an admission
-    // that took nothing) cannot be settled: its estimate stands.
-    const taken = decision.allowed && [1, 6, 7, 8, 9].every(whole) && n(6) > 0;
+    // What a settlement finds the admission by; a reply without it cannot be settled:
+    // its estimate stands. (An admission of no units is settled by charging.)
+    const taken = decision.allowed && [1, 6, 7, 8, 9].every(whole);
     return { decision, admission: taken ? { key, at: n(1), cost: n(6), mark: n(7), noted: n(8), generation: n(9) } : null };
   }
 
@@ -105,8 +105,13 @@ class RedisStore {
   async settle(admission, real) {
     if (real === admission.cost) return true;
     const { key, at, cost, mark, noted, generation } = admission;
-    const argv = ["0", "0", "3", ...this.#gcra.args, String(cost), String(Math.min(real, MOST_UNITS))];
-    argv.push(String(mark), String(at), String(noted), String(generation));
+    const units = String(Math.min(real, MOST_UNITS));
+    // An estimate of 0 took nothing to give back: the real cost is charged past the
+    // limit (the script's debit), as units above any estimate are.
+    const argv =
+      cost === 0
+        ? ["0", "0", "4", ...this.#gcra.args, units]
+        : ["0", "0", "3", ...this.#gcra.args, String(cost), units, String(mark), String(at), String(noted), String(generation)];
     try {
       const reply = await this.#withTimeout(this.#evaluate(this.keyOf(key), argv));
       return Array.isArray(reply) && Number(reply[0]) === 1;

@@ -21,8 +21,8 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use portero::algorithm::kept::KeptPlaces;
 use portero::keyed::RandomState;
 use portero::{
-    AlgorithmName, AnyAlgorithm, AnyAlgorithmError, CheckError, Decision, Fingerprint, KeyedError,
-    KeyedLimiter, ManualClock, Overflow, Quota, QuotaError, SlotHint, MAX_TIME_NANOS,
+    Admission, AlgorithmName, AnyAlgorithm, AnyAlgorithmError, CheckError, Decision, Fingerprint,
+    KeyedError, KeyedLimiter, ManualClock, Overflow, Quota, QuotaError, SlotHint, MAX_TIME_NANOS,
 };
 use wasm_bindgen::prelude::*;
 
@@ -532,9 +532,10 @@ impl Keyed {
 
     /// `check`, holding what an admission took so that [`settle`](Self::settle) can
     /// move it to its real cost later: the admission's handle (a whole number), or −1
-    /// when refused (nothing taken). The decision in the decision buffer, whole. Of
-    /// the admissions held, the last 65,536 can be settled; an older one keeps its
-    /// units.
+    /// when refused (nothing taken). An admission of no units is held too: its
+    /// settlement charges the real cost (an estimate of 0 is "charge me later", never
+    /// a way around the limit). The decision in the decision buffer, whole. Of the
+    /// admissions held, the last 65,536 can be settled; an older one keeps its units.
     pub fn acquire(&self, key: &str, now_ms: f64, cost: f64) -> f64 {
         let Some((now, cost)) = args(now_ms, cost) else {
             return -1.0;
@@ -545,8 +546,9 @@ impl Keyed {
                 let admitted = self.answer(Ok(acquired.decision), true);
                 match acquired.admission {
                     Some(admission) if admitted => self.held.hold(f, admission) as f64,
-                    // Admitted for no units: nothing to settle.
-                    _ if admitted => -2.0,
+                    // Admitted for no units: nothing to give back, all of the real
+                    // cost to charge.
+                    None if admitted => self.held.hold(f, Admission::new(now, 0)) as f64,
                     _ => -1.0,
                 }
             }

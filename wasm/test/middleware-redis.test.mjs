@@ -174,6 +174,22 @@ test("counting by outcome through Redis: failed requests give their units back, 
   });
 });
 
+test("through Redis, an estimate of 0 is charged its real cost once known (outside review)", async () => {
+  const app = express();
+  app.use(rateLimit({ windowMs: 3_600_000, limit: 10, keyGenerator: () => "zero", cost: () => 0, settle: () => 5, redis: { sendCommand } }));
+  app.get("/", (req, res) => res.send("ok"));
+  await serving(app, async (get) => {
+    let admitted = 0;
+    for (let i = 0; i < 20; i++) {
+      if ((await get("/")).status === 200) admitted += 1;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    // Two fill the limit; the third fits its estimate (nothing) and is charged into
+    // debt; then the key waits it out. Before: all twenty, the key still full.
+    assert.equal(admitted, 3);
+  });
+});
+
 test("a reply that is not the script's (a broken client or proxy) is no answer: the outage policy decides", async () => {
   for (const reply of [[1, 0, 0, 0, NaN, NaN], ["1", "0", "1", "-5", "0", "0"], [1, 0, 1, 3.5, 0, 0], "OK", null]) {
     const garbage = async (...args) => (args[0] === "SCRIPT" ? "sha" : reply);

@@ -375,3 +375,69 @@ test("the fields advertise what is admitted: the burst per the time it refills i
   assert.equal(r.headers.get("ratelimit-policy"), '"default";q=10;w=120');
   assert.match(r.headers.get("ratelimit"), /^"default";r=9;t=\d+$/);
 });
+
+test("an estimate of 0 is charged its real cost once known, never a way around the limit (outside review)", async () => {
+  // Sequential requests estimated at 0, each reporting 5 of a limit of 10: the first
+  // two fill it, the third is admitted for its estimate (nothing) and charged into
+  // debt, and then the key waits it out — as a twin charged 5 up front admits two.
+  for (const reported of [() => 5, async () => 5]) {
+    const app = new Hono();
+    app.use(rateLimiter({ windowMs: 3_600_000, limit: 10, keyGenerator: () => "k", cost: () => 0, settle: reported }));
+    app.get("/", (c) => c.text("ok"));
+    let admitted = 0;
+    for (let i = 0; i < 20; i++) {
+      if ((await statusOf(app, "/")) === 200) admitted += 1;
+      await settled();
+    }
+    assert.equal(admitted, 3, String(reported));
+  }
+  // A penalty charges a free request's failure too.
+  const app = express();
+  app.use(rateLimit({ windowMs: 3_600_000, limit: 6, keyGenerator: () => "p", cost: () => 0, penalty: 3 }));
+  app.get("/", (req, res) => res.status(401).send("no"));
+  await serving(app, async (get) => {
+    const statuses = [];
+    for (let i = 0; i < 5; i++) {
+      statuses.push((await get("/")).status);
+      await settled();
+    }
+    assert.deepEqual(statuses, [401, 401, 401, 429, 429]);
+  });
+});
+
+test("an async settle is awaited: units above the estimate are charged (outside review)", async () => {
+  const app = new Hono();
+  app.use(rateLimiter({ windowMs: 3_600_000, limit: 20, keyGenerator: () => "a", settle: async () => 5 }));
+  app.get("/", (c) => c.text("ok"));
+  let admitted = 0;
+  for (let i = 0; i < 30; i++) {
+    if ((await statusOf(app, "/")) === 200) admitted += 1;
+    await settled();
+  }
+  assert.equal(admitted, 4, "5 each of 20, as with a settle that answers at once");
+});
+
+test("requestWasSuccessful: any truthy answer is a success, as express-rate-limit reads it (outside review)", async () => {
+  const app = express();
+  app.use(
+    rateLimit({
+      windowMs: 3_600_000,
+      limit: 3,
+      keyGenerator: () => "u",
+      skipFailedRequests: true,
+      requestWasSuccessful: (req, res) => res.locals.user,
+    }),
+  );
+  app.get("/", (req, res) => {
+    res.locals.user = { name: "ann" };
+    res.send("hello ann");
+  });
+  await serving(app, async (get) => {
+    const statuses = [];
+    for (let i = 0; i < 5; i++) {
+      statuses.push((await get("/")).status);
+      await settled();
+    }
+    assert.deepEqual(statuses, [200, 200, 200, 429, 429]);
+  });
+});

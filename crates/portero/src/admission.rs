@@ -179,7 +179,8 @@ impl Unstamped {
         }
     }
 
-    /// When it was taken.
+    /// When it was taken (what a waiting future compares its turn with).
+    #[cfg(feature = "tokio")]
     pub(crate) const fn at(&self) -> u64 {
         self.at
     }
