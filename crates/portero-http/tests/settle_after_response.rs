@@ -583,3 +583,34 @@ async fn a_cleared_key_of_a_plan_advertises_its_plans_quota() {
         reply.head
     );
 }
+
+/// An estimate of 0 ("charge me once the response says") is charged what the response
+/// reports: 4,000 tokens reported leave 6,000, and three such calls leave the key in
+/// debt, refusing the next. (A cost of 0 took nothing, so its settlement had nothing
+/// to move: every call was free however many tokens it reported.)
+#[tokio::test]
+async fn an_estimate_of_zero_is_charged_what_the_response_reports() {
+    let (table, _clock, q) = budget();
+    let tokens = Limit::new(
+        table.clone(),
+        Policy::for_quota("tokens", &q).unwrap(),
+        api_key(),
+    )
+    .cost(|_, _, _| 0)
+    .settle(|head| head.units("x-usage-tokens"));
+    let app = Router::new()
+        .route(
+            "/complete",
+            post(|| async { ([("x-usage-tokens", "4000")], "done") }),
+        )
+        .layer(LimitLayer::new(tokens));
+    let addr = serve(app).await;
+    let call = || send(addr, "POST", "/complete", &[("x-api-key", "zed")]);
+    assert_eq!(call().await.status, 200);
+    assert_eq!(left(&table, "zed"), 6_000);
+    for _ in 0..2 {
+        assert_eq!(call().await.status, 200);
+    }
+    assert_eq!(left(&table, "zed"), 0);
+    assert_eq!(call().await.status, 429, "2,000 tokens of debt to wait out");
+}
