@@ -311,8 +311,11 @@ impl LeasedLimiter {
             Decision::admitted(capacity, left, decision.reset_after_nanos())
         } else {
             // Fewer units than this request needs were left: keep them for smaller
-            // requests, refuse this one for the usual second.
-            Decision::deny_for(capacity, portero::DENY_FOR_NANOS)
+            // requests and say so, and refuse this one until the key in Redis is whole
+            // again (the one time it surely fits: before, the units it lacks may be in
+            // other instances' leases).
+            let whole = decision.reset_after_nanos().max(1);
+            Decision::rejected(capacity, left, whole, whole)
         };
         let algorithm = *self.limiter.algorithm();
         Ok(Verdict {

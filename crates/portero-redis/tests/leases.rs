@@ -261,3 +261,31 @@ async fn no_lease_unit_is_spent_after_its_lease_expired() {
         "units spent after their lease expired: {late:?}"
     );
 }
+
+/// A lease that gets fewer units than the request needs keeps them and says so: the
+/// refusal reports what it holds and asks the client back when the key is whole
+/// again, not in the usual second (outside review: `remaining 0`, `Retry-After: 1`,
+/// then refused again a second later with 7 units held all along).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_short_of_a_request_reports_what_it_holds_and_when_the_key_is_whole() {
+    let server = start_redis();
+    let window = RedisAlgorithm::fixed_window(100, Duration::from_secs(600)).unwrap();
+    let instances = instances(&server, window, 1, 10, Duration::from_secs(60), |l| l).await;
+    let l = &instances[0];
+    // 45 + 48 through Redis (above the batch: asked one request each), 7 left there.
+    for cost in [45, 48] {
+        assert!(l.check("k", cost).await.unwrap().decision.is_allowed());
+    }
+    let short = l.check("k", 8).await.unwrap().decision;
+    assert!(!short.is_allowed());
+    assert_eq!(short.remaining(), 7, "the lease took the 7 and holds them");
+    assert!(
+        short.retry_after() > Duration::from_secs(590),
+        "until the window ends: {:?}",
+        short.retry_after()
+    );
+    assert!(
+        l.check("k", 7).await.unwrap().decision.is_allowed(),
+        "spent from the lease"
+    );
+}

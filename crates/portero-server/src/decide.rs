@@ -309,8 +309,9 @@ impl Standing {
 
     /// A counter of `limit` as `at_rest` (a look for no units, after the decision)
     /// shows it, `asked` its answer for the request's hits (whether it refused them,
-    /// and when they would fit). A fixed window is whole again when its aligned
-    /// window ends; the other algorithms when what was spent has come back.
+    /// and when they would fit; `None` for hits it can never hold at once, which are
+    /// asked back after one unit of time). A fixed window is whole again when its
+    /// aligned window ends; the other algorithms when what was spent has come back.
     pub(crate) fn read(
         limit: &CurrentLimit,
         now: u64,
@@ -325,9 +326,11 @@ impl Standing {
         } else {
             at_rest.reset_after()
         };
-        let retry_after = asked
-            .filter(|d| !d.is_allowed())
-            .map_or(until_reset, |d| d.retry_after());
+        let retry_after = match asked {
+            Some(d) if !d.is_allowed() => d.retry_after(),
+            Some(_) => until_reset,
+            None => Duration::from_secs(limit.unit.seconds()),
+        };
         Self {
             left: at_rest.remaining(),
             until_reset,

@@ -92,7 +92,14 @@ fn ietf_headers(answer: &Answer, out: &mut Vec<(String, String)>) {
     if items.is_empty() {
         return;
     }
-    let refused_by = items.iter().position(|(d, _)| !d.is_allowed());
+    // Of the refusing descriptors, the one that waits longest: the request fits only
+    // once every one of them does.
+    let refused_by = items
+        .iter()
+        .enumerate()
+        .filter(|(_, (d, _))| !d.is_allowed())
+        .max_by_key(|(_, (d, _))| d.retry_after_nanos())
+        .map(|(i, _)| i);
     let pairs: Vec<(Decision, &Policy)> = items.iter().map(|(d, p)| (*d, p)).collect();
     let mut headers = http::HeaderMap::new();
     insert_all(&mut headers, &pairs, refused_by);

@@ -179,8 +179,11 @@ fn target_of(
         };
         return (target, metric);
     }
-    if d.hits > shape.capacity(requests_per_unit) && !rule.shadow {
-        // More than the limit ever admits at once: refused, nothing charged anywhere.
+    if d.hits > shape.capacity(requests_per_unit) && !rule.shadow && shape.resets_on_the_window() {
+        // More than a window ever admits: refused, nothing charged anywhere, reported
+        // as envoyproxy/ratelimit reports it (nothing left, until the window ends).
+        // Other algorithms read their counter for the figures (the stack refuses a
+        // cost beyond the capacity all the same).
         return (Target::Refused(limit), metric);
     }
     let counted = Counted {

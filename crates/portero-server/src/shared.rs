@@ -426,7 +426,9 @@ pub(crate) async fn decide_shared(
                 // units: its own cost tells whether it is one of those refusing.
                 let own_over = !decision.is_allowed() || p.cost > decision.remaining();
                 let over = !admitted && own_over;
-                let standing = Standing::read(&c.limit, now, Some(*decision), Some(*decision));
+                // Hits it can never hold at once have no instant they fit.
+                let asked = (p.cost <= p.algorithm.capacity()).then_some(*decision);
+                let standing = Standing::read(&c.limit, now, Some(*decision), asked);
                 decide::counted_status(&c.limit, over, false, standing, d.hits, stats, metric)
             }
         };

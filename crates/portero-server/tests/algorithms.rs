@@ -156,10 +156,15 @@ fn what_the_gateway_does_not_keep_is_refused_by_name() {
         ),
         ("{ lease: 1, lease_ms: 0 }", "lease_ms 0"),
         ("{ lease_ms: 10 }", "lease_ms without a lease"),
+        ("UNLIMITED", "unlimited counts nothing"),
     ] {
-        let yaml = format!(
-            "domain: api\ndescriptors:\n  - key: k\n    rate_limit: {{ unit: year, requests_per_unit: 1, portero: {portero} }}\n"
-        );
+        let limit = if portero == "UNLIMITED" {
+            "unlimited: true, portero: { algorithm: gcra, burst: 3 }".to_string()
+        } else {
+            format!("unit: year, requests_per_unit: 1, portero: {portero}")
+        };
+        let yaml =
+            format!("domain: api\ndescriptors:\n  - key: k\n    rate_limit: {{ {limit} }}\n");
         let e = config::from_texts(&[("test.yaml".into(), yaml)]).unwrap_err();
         let text = e.to_string();
         assert!(
@@ -167,4 +172,58 @@ fn what_the_gateway_does_not_keep_is_refused_by_name() {
             "{portero}: {text}"
         );
     }
+}
+
+#[test]
+fn retry_after_waits_for_the_slowest_refusing_descriptor() {
+    // Two GCRA rules refuse one request: 1 a second and 1 every 10 s, burst 1 each.
+    // The request fits again only after 10 s (outside review: it said 1).
+    let file = "
+domain: api
+descriptors:
+  - key: a
+    rate_limit: { unit: minute, requests_per_unit: 60, portero: { algorithm: gcra, burst: 1 } }
+  - key: b
+    rate_limit: { unit: minute, requests_per_unit: 6, portero: { algorithm: gcra, burst: 1 } }
+";
+    let g = gateway(file)
+        .with_headers(HeaderStyle::from_name("ietf", HeaderStyle::envoy_names()).unwrap());
+    let both = Request {
+        domain: "api".into(),
+        descriptors: vec![descriptor(&[("a", "v")]), descriptor(&[("b", "v")])],
+    };
+    let at = NOW + 30 * S;
+    assert_eq!(g.decide_at(&both, at).unwrap().code, Code::Ok);
+    let refused = g.decide_at(&both, at).unwrap();
+    assert_eq!(refused.code, Code::OverLimit);
+    let headers = g.headers_of(&refused);
+    let retry = headers
+        .iter()
+        .find(|(k, _)| k == "retry-after")
+        .map(|(_, v)| v.as_str());
+    assert_eq!(retry, Some("10"), "{headers:?}");
+    assert_eq!(
+        g.decide_at(&both, at + 10 * S - 1).unwrap().code,
+        Code::OverLimit
+    );
+    assert_eq!(g.decide_at(&both, at + 10 * S).unwrap().code, Code::Ok);
+}
+
+#[test]
+fn hits_beyond_the_burst_are_refused_with_the_counters_own_figures() {
+    // A fresh GCRA key of burst 2 asked for 3: refused, nothing charged, and what it
+    // reports is the counter's (2 left, whole now) — not a fixed window's "0 left
+    // until the minute ends" (outside review) — asked back after a unit of time.
+    let g = gateway(FILE);
+    let at = NOW + 51 * S;
+    let never = status(&g, "smooth", 3, at);
+    assert_eq!(never.code, Code::OverLimit);
+    assert_eq!(never.remaining, 2);
+    assert_eq!(never.until_reset, Some(Duration::ZERO));
+    assert_eq!(never.retry_after, Some(Duration::from_secs(60)));
+    assert_eq!(
+        status(&g, "smooth", 2, at).code,
+        Code::Ok,
+        "nothing was charged"
+    );
 }

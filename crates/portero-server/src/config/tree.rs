@@ -327,7 +327,21 @@ impl Tree {
                     "'{path}': should not specify rate limit unit when unlimited"
                 ))
             }
-            (true, None) => Allowance::Unlimited,
+            (true, None) => {
+                let p = limit.portero.as_ref();
+                let shaped = p.is_some_and(|p| {
+                    p.algorithm.is_some()
+                        || p.burst.is_some()
+                        || p.lease.is_some()
+                        || p.lease_ms.is_some()
+                });
+                if shaped {
+                    return Err(format!(
+                        "'{path}': unlimited counts nothing: algorithm, burst and lease do not apply"
+                    ));
+                }
+                Allowance::Unlimited
+            }
             (false, Some(unit)) => {
                 if let Some(why) = unit.refuses(limit.requests_per_unit) {
                     return Err(format!("'{path}': {why}"));
