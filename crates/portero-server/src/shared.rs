@@ -33,7 +33,6 @@ use portero_redis::{
 };
 
 use crate::config::lease::Lease;
-
 use crate::config::outage::Outage;
 #[cfg(doc)]
 use crate::config::shape::Shape;
