@@ -227,3 +227,18 @@ fn hits_beyond_the_burst_are_refused_with_the_counters_own_figures() {
         "nothing was charged"
     );
 }
+
+#[test]
+fn a_fixed_window_answers_as_envoyproxy_ratelimit_does() {
+    // Only asking (0 hits) on a fresh key, and asking for more than a window holds:
+    // the aligned window's end (30 s into the minute: 30 s), nothing left for the
+    // latter — envoyproxy/ratelimit's figures, whatever the counter holds.
+    let g = gateway(FILE);
+    let at = NOW + 30 * S;
+    let asked = status(&g, "fixed", 0, at);
+    assert_eq!((asked.code, asked.remaining), (Code::Ok, 10));
+    assert_eq!(asked.until_reset, Some(Duration::from_secs(30)));
+    let beyond = status(&g, "fixed", 11, at);
+    assert_eq!((beyond.code, beyond.remaining), (Code::OverLimit, 0));
+    assert_eq!(beyond.retry_after, Some(Duration::from_secs(30)));
+}
