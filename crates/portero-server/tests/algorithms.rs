@@ -242,3 +242,26 @@ fn a_fixed_window_answers_as_envoyproxy_ratelimit_does() {
     assert_eq!((beyond.code, beyond.remaining), (Code::OverLimit, 0));
     assert_eq!(beyond.retry_after, Some(Duration::from_secs(30)));
 }
+
+#[test]
+fn a_shadow_rule_over_its_limit_asks_no_one_to_wait() {
+    let file = "
+domain: api
+descriptors:
+  - key: probe
+    shadow_mode: true
+    rate_limit: { unit: minute, requests_per_unit: 1, portero: { algorithm: gcra } }
+";
+    let g = gateway(file);
+    let at = NOW + 30 * S;
+    let mut d = descriptor(&[("probe", "x")]);
+    d.hits = 1;
+    let r = Request {
+        domain: "api".into(),
+        descriptors: vec![d],
+    };
+    g.decide_at(&r, at).unwrap();
+    let over = g.decide_at(&r, at).unwrap();
+    assert_eq!(over.code, Code::Ok, "a shadow rule never refuses");
+    assert_eq!(over.statuses[0].retry_after, None);
+}

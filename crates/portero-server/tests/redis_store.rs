@@ -373,3 +373,27 @@ async fn a_leased_rule_spends_batches_here_and_gives_back_what_a_refusal_took() 
     assert_eq!(on_b, 20, "40 in all across both instances");
     assert!(!admitted(a.decide(&tenant).await.unwrap()));
 }
+
+/// A request Redis refuses outright (one descriptor asks more than its rule ever
+/// holds) only reads its other counters; one of them without room for its own hits
+/// says so, and asks back when it is whole again — not "now".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_counter_only_read_reports_when_its_own_hits_fit() {
+    let server = LocalRedis::start().expect("redis-server");
+    clear_of_the_hour(Duration::from_secs(20));
+    let redis = Gateway::new(tree(), 1_000, false).with_redis(shared(&server.url(), "read:"));
+    let ann = |hits| Descriptor {
+        hits,
+        ..descriptor(&[("user", "ann")])
+    };
+    // ann's five of the hour spent.
+    assert_eq!(redis.decide(&request(vec![ann(5)])).await.unwrap().code, Code::Ok);
+    let mut never = descriptor(&[("smooth", "x")]);
+    never.hits = 4; // a burst of 3
+    let answer = redis.decide(&request(vec![never, ann(1)])).await.unwrap();
+    assert_eq!(answer.code, Code::OverLimit);
+    let user = &answer.statuses[1];
+    assert_eq!((user.code, user.remaining), (Code::OverLimit, 0));
+    assert_eq!(user.retry_after, user.until_reset, "{user:?}");
+    assert!(user.retry_after.unwrap() > Duration::ZERO);
+}
