@@ -387,7 +387,10 @@ async fn a_counter_only_read_reports_when_its_own_hits_fit() {
         ..descriptor(&[("user", "ann")])
     };
     // ann's five of the hour spent.
-    assert_eq!(redis.decide(&request(vec![ann(5)])).await.unwrap().code, Code::Ok);
+    assert_eq!(
+        redis.decide(&request(vec![ann(5)])).await.unwrap().code,
+        Code::Ok
+    );
     let mut never = descriptor(&[("smooth", "x")]);
     never.hits = 4; // a burst of 3
     let answer = redis.decide(&request(vec![never, ann(1)])).await.unwrap();

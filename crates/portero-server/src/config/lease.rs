@@ -69,7 +69,9 @@ mod tests {
                 lasts: Duration::from_secs(1)
             }))
         );
-        let hour = Lease::read(Some(5), Some(MOST_LEASE_MS), 10).unwrap().unwrap();
+        let hour = Lease::read(Some(5), Some(MOST_LEASE_MS), 10)
+            .unwrap()
+            .unwrap();
         assert_eq!(hour.lasts, Duration::from_secs(3_600), "an hour is allowed");
         for (lease, ms, says) in [
             (Some(0), None, "lease 0"),
