@@ -90,7 +90,10 @@ fn the_sliding_counter_has_no_burst_at_the_window_edge() {
         "{retry:?}"
     );
     // It fits when it said it would, not a nanosecond before.
-    let fits = next + u64::try_from(retry.as_nanos()).unwrap();
+    let fits = u64::try_from(retry.as_nanos())
+        .ok()
+        .and_then(|wait| next.checked_add(wait))
+        .expect("a wait of at most a minute");
     assert_eq!(status(&g, "slide", 1, fits - 1).code, Code::OverLimit);
     assert_eq!(status(&g, "slide", 1, fits).code, Code::Ok);
 }
