@@ -248,9 +248,13 @@ impl<'a, C: Clock> Reservation<'a, C> {
     /// Gives back once: the reservation is done after it.
     fn give_back(&mut self, now: Option<u64>) -> bool {
         self.limiter.take().is_some_and(|limiter| {
+            // A word already paid off (at or before now) had nothing ahead to give
+            // back, even where the undo rewinds it further into the past.
             limiter
                 .refund_with(&self.admission.admission(), now)
-                .is_some_and(|(before, after)| after != before)
+                .is_some_and(|(before, after)| {
+                    after != before && before > now.unwrap_or_else(|| limiter.clock().now())
+                })
         })
     }
 
@@ -445,6 +449,50 @@ mod tests {
         pending.await;
         assert_eq!(start.elapsed(), Duration::ZERO, "no wait for a slot behind");
         assert_eq!(l.state_word(), word, "used, not given back");
+    }
+
+    #[test]
+    fn a_wait_is_measured_from_the_booking_and_a_cancel_says_what_it_did() {
+        let l = limiter();
+        let later = 1_000 * MS;
+        for _ in 0..2 {
+            l.reserve_at(later, 1, Duration::ZERO).unwrap().commit();
+        }
+        // Booked at 1 s, the next slot is 100 ms away: too long for 50 ms, and said so.
+        let e = l
+            .reserve_at(later, 1, Duration::from_millis(50))
+            .unwrap_err();
+        assert_eq!(
+            e,
+            ReserveError::TooLong {
+                wait: Duration::from_millis(100)
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            "the slot is 100ms away, beyond the wait allowed"
+        );
+        let turn = l.reserve_at(later, 1, Duration::from_millis(100)).unwrap();
+        assert!(turn.cancel_at(later), "the last booking: given back");
+        let behind = l.reserve_at(later, 1, Duration::from_secs(1)).unwrap();
+        assert!(
+            !behind.cancel_at(2_000 * MS),
+            "its slot already behind: nothing"
+        );
+    }
+
+    /// Ready when booked means ready at the booking's own time, whatever the
+    /// limiter's clock says: a slot booked at a caller's time ahead of the clock, free
+    /// then, is not slept towards.
+    #[cfg(all(feature = "tokio", not(target_os = "wasi")))]
+    #[tokio::test(start_paused = true)]
+    async fn a_slot_free_at_its_booking_is_ready_at_once_whatever_the_clock() {
+        let l = limiter(); // its clock stands at 0
+        let turn = l.reserve_at(500 * MS, 1, Duration::from_secs(10)).unwrap();
+        assert_eq!(turn.ready_at(), 500 * MS);
+        let start = tokio::time::Instant::now();
+        turn.ready().await;
+        assert_eq!(start.elapsed(), Duration::ZERO);
     }
 
     #[test]
