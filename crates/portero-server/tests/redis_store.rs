@@ -400,3 +400,47 @@ async fn a_counter_only_read_reports_when_its_own_hits_fit() {
     assert_eq!(user.retry_after, user.until_reset, "{user:?}");
     assert!(user.retry_after.unwrap() > Duration::ZERO);
 }
+
+/// 200 requests at once through a leased rule and a rule that admits 5 of them: the
+/// 195 refused give their lease units back, so the leased counter ends exactly at its
+/// limit across two instances (5 + what is left = 40), none kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_hundred_at_once_refused_by_another_rule_keep_no_lease_unit() {
+    let server = LocalRedis::start().expect("redis-server");
+    clear_of_the_hour(Duration::from_secs(20));
+    let tree = || config::from_texts(&[("lease.yaml".into(), LEASED.into())]).unwrap();
+    let user_file = LEASED.replace("requests_per_unit: 1 }", "requests_per_unit: 5 }");
+    let a = std::sync::Arc::new(
+        Gateway::new(
+            config::from_texts(&[("lease.yaml".into(), user_file)]).unwrap(),
+            1_000,
+            false,
+        )
+        .with_redis(shared(&server.url(), "burst:")),
+    );
+    let b = Gateway::new(tree(), 1_000, false).with_redis(shared(&server.url(), "burst:"));
+    let both = leased_request(&[("tenant", "acme"), ("user", "ann")]);
+    let mut all = tokio::task::JoinSet::new();
+    for _ in 0..200 {
+        let (a, r) = (a.clone(), both.clone());
+        all.spawn(async move { a.decide(&r).await.unwrap().code == Code::Ok });
+    }
+    let mut first = 0;
+    while let Some(ok) = all.join_next().await {
+        first += u32::from(ok.unwrap());
+    }
+    assert_eq!(first, 5, "the user's five");
+    let tenant = leased_request(&[("tenant", "acme")]);
+    let mut rest = 0;
+    for g in [&*a, &b] {
+        while g.decide(&tenant).await.unwrap().code == Code::Ok {
+            rest += 1;
+            assert!(rest <= 40);
+        }
+    }
+    assert_eq!(
+        first + rest,
+        40,
+        "every refused request's lease unit came back"
+    );
+}
